@@ -1,0 +1,3 @@
+//! The `evicortex` command-line tool.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Context compiler: candidates, filters, dedup, RRF, rerank, reader-token packing, abstention.

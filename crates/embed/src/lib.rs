@@ -1,0 +1,1 @@
+//! Pinned, verified sentence encoder (MiniLM on candle), pooling, identity.

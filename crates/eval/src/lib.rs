@@ -1,0 +1,1 @@
+//! LongMemEval and LoCoMo adapters, comparator, controls, metrics, runner.

@@ -1,0 +1,1 @@
+//! Append-only, hash-chained evidence ledger on embedded SQLite.

@@ -1,0 +1,1 @@
+//! Analyzer and BM25 inverted index.

@@ -1,0 +1,1 @@
+//! EviCortex: evidence-first long-term memory for LLM assistants (ledger + indexes + compiler).

@@ -1,0 +1,1 @@
+//! HTTP and MCP servers for EviCortex.

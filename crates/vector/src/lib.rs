@@ -1,0 +1,1 @@
+//! VectorIndex traits and the exact cosine index.
