@@ -1,0 +1,110 @@
+//! The analyzer: text to BM25 terms. Queries and documents go through the same function.
+//!
+//! Rules, in order:
+//! 1. Unicode word segmentation (UAX #29, `unicode-segmentation`'s word bounds). UAX #29 already
+//!    keeps numbers and dotted or underscored identifiers whole: `3.5`, `v2.3.1`, `user_id`,
+//!    `node.js`, `don't`, `1,000`.
+//! 2. Segments joined by a single hyphen with no space around it form one term: `gpt-4o`,
+//!    `covid-19`, `e-mail`, `state-of-the-art`. The parts are not emitted separately, so `gpt-4o`
+//!    does not match `gpt 4o`.
+//! 3. Segments without a letter or digit (spaces, punctuation, symbols, emoji) are dropped.
+//! 4. Each term is lowercased with Unicode's `to_lowercase` (a case mapping, not full case folding:
+//!    `ß` stays `ß`, `İ` becomes `i̇`).
+//!
+//! No stemming and no stop words: BM25's inverse document frequency already discounts common
+//! words, and stemming would change which identifiers match. Repeated terms are kept (term
+//! frequency matters to BM25). Changing any rule changes results, so [`ANALYZER_VERSION`] changes
+//! with it and is recorded in every compiled context's configuration.
+
+use unicode_segmentation::UnicodeSegmentation;
+
+/// Version of the rules above; part of every configuration that uses the analyzer.
+pub const ANALYZER_VERSION: &str = "evicortex-analyzer-1";
+
+/// The terms of `text`, in order of appearance, duplicates kept.
+pub fn analyze(text: &str) -> Vec<String> {
+    let mut terms = Vec::new();
+    analyze_into(text, &mut terms);
+    terms
+}
+
+/// Like [`analyze`], appending to `terms` (reuses the caller's allocation).
+pub fn analyze_into(text: &str, terms: &mut Vec<String>) {
+    // The term being built, as a byte range of `text`, and whether a hyphen directly follows it.
+    let mut current: Option<(usize, usize)> = None;
+    let mut hyphen_end: Option<usize> = None;
+    for (start, segment) in text.split_word_bound_indices() {
+        let end = start + segment.len();
+        if segment.chars().any(char::is_alphanumeric) {
+            match (current, hyphen_end) {
+                (Some((term_start, _)), Some(h)) if h == start => current = Some((term_start, end)),
+                _ => {
+                    flush(text, current, terms);
+                    current = Some((start, end));
+                }
+            }
+            hyphen_end = None;
+        } else if is_hyphen(segment)
+            && hyphen_end.is_none()
+            && current.is_some_and(|(_, e)| e == start)
+        {
+            hyphen_end = Some(end);
+        } else {
+            flush(text, current.take(), terms);
+            hyphen_end = None;
+        }
+    }
+    flush(text, current, terms);
+}
+
+fn is_hyphen(segment: &str) -> bool {
+    // ASCII hyphen-minus, Unicode hyphen and non-breaking hyphen.
+    matches!(segment, "-" | "\u{2010}" | "\u{2011}")
+}
+
+fn flush(text: &str, range: Option<(usize, usize)>, terms: &mut Vec<String>) {
+    if let Some((start, end)) = range {
+        terms.push(text[start..end].to_lowercase());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn check(text: &str, expect: &[&str]) {
+        assert_eq!(analyze(text), expect, "analyzing {text:?}");
+    }
+
+    #[test]
+    fn keeps_versions_models_and_identifiers_whole() {
+        check("Upgrade to v2.3.1 now.", &["upgrade", "to", "v2.3.1", "now"]);
+        check("gpt-4o and GPT-4o-mini", &["gpt-4o", "and", "gpt-4o-mini"]);
+        check("SELECT user_id FROM t", &["select", "user_id", "from", "t"]);
+        check("pi is 3.14159, about 1,000 ms", &["pi", "is", "3.14159", "about", "1,000", "ms"]);
+    }
+
+    #[test]
+    fn hyphen_joins_only_without_spaces() {
+        check("well - known", &["well", "known"]);
+        check("well-known", &["well-known"]);
+        check("a--b", &["a", "b"]);
+        check("trailing- dash", &["trailing", "dash"]);
+        check("-leading", &["leading"]);
+    }
+
+    #[test]
+    fn folds_case_and_drops_punctuation_and_symbols() {
+        check("Lisbon! LISBON? lisbon…", &["lisbon", "lisbon", "lisbon"]);
+        check("I'm in São Paulo 🎉 — ok", &["i'm", "in", "são", "paulo", "ok"]);
+        check("", &[]);
+        check("?!  ...", &[]);
+    }
+
+    #[test]
+    fn segments_dates_times_and_urls() {
+        check("2023/05/30 at 21:56", &["2023", "05", "30", "at", "21", "56"]);
+        check("see https://example.org/a-b", &["see", "https", "example.org", "a-b"]);
+    }
+}

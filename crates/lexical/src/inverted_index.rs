@@ -1,0 +1,303 @@
+//! The in-memory BM25 inverted index of one namespace.
+
+use std::{collections::HashMap, fmt::Debug, hash::Hash};
+
+use evicortex_core::TurnId;
+
+use crate::{
+    LexicalError, analyze_into,
+    bm25::{Bm25Params, LengthNorm, bm25_idf},
+};
+
+/// Row of a document inside one [`Bm25Index`]: dense, assigned in insertion order, meaningless
+/// outside that index.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DocRow(u32);
+
+impl DocRow {
+    /// The row as an array index.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One scored document.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct LexicalHit<K> {
+    /// The document's key (a [`TurnId`] for turns).
+    pub key: K,
+    /// The BM25 score.
+    pub score: f32,
+}
+
+/// BM25 over the documents of one namespace, keyed by `K` (turns use [`TurnId`]; a chunk index can
+/// use its own key). Documents are added incrementally; removal is by rebuilding, which is how
+/// erasure reaches this derived data.
+#[derive(Debug, Clone)]
+pub struct Bm25Index<K = TurnId> {
+    params: Bm25Params,
+    term_ids: HashMap<String, u32>,
+    postings: Vec<Vec<Posting>>,
+    doc_len: Vec<u32>,
+    keys: Vec<K>,
+    rows: HashMap<K, DocRow>,
+    total_len: u64,
+    covers: Option<TurnId>,
+}
+
+#[derive(Copy, Clone, Debug)]
+struct Posting {
+    row: u32,
+    tf: u32,
+}
+
+impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
+    /// An empty index. `params` must pass [`Bm25Params::validate`]; they are validated again here.
+    pub fn new(params: Bm25Params) -> Bm25Index<K> {
+        Bm25Index {
+            params,
+            term_ids: HashMap::new(),
+            postings: Vec::new(),
+            doc_len: Vec::new(),
+            keys: Vec::new(),
+            rows: HashMap::new(),
+            total_len: 0,
+            covers: None,
+        }
+    }
+
+    /// An empty index after checking `params`.
+    pub fn try_new(params: Bm25Params) -> Result<Bm25Index<K>, LexicalError> {
+        Ok(Bm25Index::new(params.validate()?))
+    }
+
+    /// The BM25 parameters.
+    pub fn params(&self) -> Bm25Params {
+        self.params
+    }
+
+    /// Number of documents.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the index holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The ledger position up to which this index is complete, if any was recorded.
+    pub fn covers(&self) -> Option<TurnId> {
+        self.covers
+    }
+
+    /// Records that the index now holds every document of the ledger up to `position`. Coverage
+    /// never moves backwards; a rebuild starts from a new index.
+    pub fn mark_covered(&mut self, position: TurnId) -> Result<(), LexicalError> {
+        match self.covers {
+            Some(covered) if covered > position => {
+                Err(LexicalError::CoverageBackwards { covered, requested: position })
+            }
+            _ => {
+                self.covers = Some(position);
+                Ok(())
+            }
+        }
+    }
+
+    /// Analyzes and indexes `text` under `key`.
+    pub fn add(&mut self, key: K, text: &str) -> Result<DocRow, LexicalError> {
+        if self.rows.contains_key(&key) {
+            return Err(LexicalError::DuplicateKey { key: format!("{key:?}") });
+        }
+        let row = u32::try_from(self.keys.len())
+            .map_err(|_| LexicalError::Full { rows: self.keys.len() })?;
+        let mut terms = Vec::new();
+        analyze_into(text, &mut terms);
+        let doc_len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+        terms.sort_unstable();
+        let mut i = 0;
+        while i < terms.len() {
+            let mut j = i + 1;
+            while j < terms.len() && terms[j] == terms[i] {
+                j += 1;
+            }
+            let tf = (j - i) as u32;
+            let next_id = self.postings.len() as u32;
+            let term_id = *self.term_ids.entry(std::mem::take(&mut terms[i])).or_insert(next_id);
+            if term_id == next_id {
+                self.postings.push(Vec::new());
+            }
+            self.postings[term_id as usize].push(Posting { row, tf });
+            i = j;
+        }
+        self.doc_len.push(doc_len);
+        self.keys.push(key);
+        self.rows.insert(key, DocRow(row));
+        self.total_len += u64::from(doc_len);
+        Ok(DocRow(row))
+    }
+
+    /// The key stored at `row`.
+    pub fn key(&self, row: DocRow) -> Option<K> {
+        self.keys.get(row.index()).copied()
+    }
+
+    /// The row of `key`.
+    pub fn row(&self, key: K) -> Option<DocRow> {
+        self.rows.get(&key).copied()
+    }
+
+    /// Number of documents containing `term` (an analyzed term).
+    pub fn doc_freq(&self, term: &str) -> usize {
+        self.term_ids.get(term).map_or(0, |&t| self.postings[t as usize].len())
+    }
+
+    /// The idf of `term` in this index (0 documents containing it still gives a finite value).
+    pub fn idf(&self, term: &str) -> f32 {
+        bm25_idf(self.len(), self.doc_freq(term))
+    }
+
+    /// The best `n` documents for the analyzed `query_terms` among those whose key `admit`s,
+    /// by descending score, ties by ascending key. The filter runs on every matching document
+    /// before the cut, so a filtered document never displaces an admitted one. Documents sharing no
+    /// term with the query are not returned.
+    pub fn search(
+        &self,
+        query_terms: &[String],
+        n: usize,
+        mut admit: impl FnMut(K) -> bool,
+    ) -> Vec<LexicalHit<K>> {
+        if n == 0 || self.is_empty() {
+            return Vec::new();
+        }
+        let mut distinct: Vec<&str> = query_terms.iter().map(String::as_str).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let norm = LengthNorm::new(self.params, self.total_len as f32 / self.len() as f32);
+        let mut scores = vec![0.0f32; self.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for term in distinct {
+            let Some(&term_id) = self.term_ids.get(term) else { continue };
+            let postings = &self.postings[term_id as usize];
+            let idf = bm25_idf(self.len(), postings.len());
+            for posting in postings {
+                let slot = &mut scores[posting.row as usize];
+                if *slot == 0.0 {
+                    touched.push(posting.row);
+                }
+                *slot += norm.weight(idf, posting.tf, self.doc_len[posting.row as usize]);
+            }
+        }
+        let mut hits: Vec<LexicalHit<K>> = touched
+            .into_iter()
+            .filter_map(|row| {
+                let key = self.keys[row as usize];
+                admit(key).then(|| LexicalHit { key, score: scores[row as usize] })
+            })
+            .collect();
+        let order = |a: &LexicalHit<K>, b: &LexicalHit<K>| {
+            b.score.total_cmp(&a.score).then(a.key.cmp(&b.key))
+        };
+        if hits.len() > n {
+            hits.select_nth_unstable_by(n - 1, order);
+            hits.truncate(n);
+        }
+        hits.sort_unstable_by(order);
+        hits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze;
+    use proptest::prelude::*;
+
+    fn params() -> Bm25Params {
+        Bm25Params { k1: 1.2, b: 0.75 }
+    }
+
+    fn index(texts: &[&str]) -> Bm25Index<u32> {
+        let mut index = Bm25Index::new(params());
+        for (i, text) in texts.iter().enumerate() {
+            index.add(i as u32, text).unwrap();
+        }
+        index
+    }
+
+    /// The formula evaluated directly, document by document.
+    fn naive(texts: &[&str], query: &str) -> Vec<(u32, f32)> {
+        let docs: Vec<Vec<String>> = texts.iter().map(|t| analyze(t)).collect();
+        let avg = docs.iter().map(Vec::len).sum::<usize>() as f32 / docs.len() as f32;
+        let mut q = analyze(query);
+        q.sort();
+        q.dedup();
+        let norm = LengthNorm::new(params(), avg);
+        let mut out = Vec::new();
+        for (i, doc) in docs.iter().enumerate() {
+            let mut score = 0.0f32;
+            let mut matched = false;
+            for term in &q {
+                let tf = doc.iter().filter(|t| *t == term).count() as u32;
+                if tf > 0 {
+                    matched = true;
+                    let df = docs.iter().filter(|d| d.contains(term)).count();
+                    score += norm.weight(bm25_idf(docs.len(), df), tf, doc.len() as u32);
+                }
+            }
+            if matched {
+                out.push((i as u32, score));
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        out
+    }
+
+    #[test]
+    fn ranks_rare_terms_and_applies_filter_before_cut() {
+        let texts =
+            ["lisbon trip in may", "the trip was long", "lisbon lisbon lisbon", "unrelated"];
+        let idx = index(&texts);
+        let hits = idx.search(&analyze("Lisbon trip"), 2, |_| true);
+        assert_eq!(hits.iter().map(|h| h.key).collect::<Vec<_>>(), vec![0, 2]);
+        // Filtering the two best still yields two hits: the filter runs before the cut.
+        let hits = idx.search(&analyze("Lisbon trip"), 2, |k| k != 0 && k != 2);
+        assert_eq!(hits.iter().map(|h| h.key).collect::<Vec<_>>(), vec![1]);
+        assert!(idx.search(&analyze("nothing matches"), 5, |_| true).is_empty());
+    }
+
+    #[test]
+    fn refuses_duplicate_keys_and_backwards_coverage() {
+        let mut idx = index(&["a"]);
+        assert!(matches!(idx.add(0, "b"), Err(LexicalError::DuplicateKey { .. })));
+        idx.mark_covered(TurnId::from_raw(5)).unwrap();
+        assert!(matches!(
+            idx.mark_covered(TurnId::from_raw(4)),
+            Err(LexicalError::CoverageBackwards { .. })
+        ));
+        assert_eq!(idx.covers(), Some(TurnId::from_raw(5)));
+    }
+
+    proptest! {
+        #[test]
+        fn agrees_with_the_formula(
+            texts in prop::collection::vec("(alpha|beta|gamma|delta|x-1|v2.0| ){1,12}", 1..30),
+            query in "(alpha|beta|gamma|zeta|x-1| ){1,6}",
+            n in 1usize..10,
+        ) {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let idx = index(&refs);
+            let got = idx.search(&analyze(&query), n, |_| true);
+            let want = naive(&refs, &query);
+            prop_assert_eq!(got.len(), want.len().min(n));
+            for (g, w) in got.iter().zip(&want) {
+                prop_assert!((g.score - w.1).abs() <= 1e-4 * w.1.abs().max(1.0), "{:?} vs {:?}", g, w);
+            }
+            // The set above the cut agrees up to float ties.
+            if let (Some(last), Some(next)) = (got.last(), want.get(got.len())) {
+                prop_assert!(last.score >= next.1 - 1e-4);
+            }
+        }
+    }
+}
