@@ -1,1 +1,38 @@
-//! LongMemEval and LoCoMo adapters, comparator, controls, metrics, runner.
+//! Evaluation harness: strict LongMemEval and LoCoMo adapters, the released retrieval metrics
+//! computed after packing, the hybrid chunk-RAG comparator, the controls, and the runner that
+//! writes preregistered reports.
+//!
+//! ```no_run
+//! use evicortex_eval::{
+//!     controls::{bm25_official::rank_bm25_official, bm25_okapi::Bm25OkapiParams},
+//!     datasets::longmemeval::LongMemEvalDataset,
+//!     protocol::EvidenceKeys,
+//!     scoring::{MeanScores, score_ranking},
+//! };
+//! let ds = LongMemEvalDataset::read("longmemeval_oracle.json.gz".as_ref(), &|_| true).unwrap();
+//! let mut mean = MeanScores::default();
+//! for q in &ds.questions {
+//!     let keys = EvidenceKeys::of(q);
+//!     if keys.exclusion.is_none() {
+//!         mean.add(&score_ranking(&keys, &rank_bm25_official(q, Bm25OkapiParams::RELEASED), &[5, 10]));
+//!     }
+//! }
+//! println!("{} scored, official: {}", mean.count(), ds.artefact.official);
+//! ```
+#![warn(missing_docs)]
+
+mod artefact;
+pub mod controls;
+mod data_dir;
+pub mod datasets;
+mod error;
+pub mod metrics;
+pub mod protocol;
+pub mod ranking;
+pub mod scoring;
+
+pub use crate::{
+    artefact::{ArtefactIdentity, KNOWN_ARTEFACTS, KnownArtefact, identify_file},
+    data_dir::{DATA_DIR_ENV, data_dir},
+    error::DatasetError,
+};

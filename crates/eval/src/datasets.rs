@@ -1,0 +1,3 @@
+//! Benchmark adapters.
+
+pub mod longmemeval;

@@ -1,0 +1,22 @@
+use evicortex_eval::{datasets::longmemeval::LongMemEvalDataset, identify_file};
+
+use crate::data_file;
+
+#[test]
+fn oracle_file_is_recognised_as_official_and_validates() {
+    let path = data_file("longmemeval/longmemeval_oracle.json.gz");
+    let ds = LongMemEvalDataset::read(&path, &|_| true).unwrap();
+    assert!(ds.artefact.official);
+    assert_eq!(ds.artefact.name, "longmemeval_oracle.json");
+    assert_eq!(ds.stats.records, 500);
+    assert_eq!(ds.stats.integer_answers, 32);
+    assert_eq!(ds.stats.abstention, 30);
+    assert_eq!(ds.stats.repeated_sessions, 0);
+}
+
+#[test]
+fn locomo_dev_file_is_known_but_not_official() {
+    let id = identify_file(&data_file("locomo/locomo10.dev.json")).unwrap();
+    assert!(!id.official);
+    assert_eq!(id.name, "locomo10.dev.json");
+}
