@@ -1,0 +1,105 @@
+//! Dot products over `f32` and `i8`, and normalisation. Written so the compiler vectorises them.
+
+/// Dot product of two equally long `f32` slices, summed in eight lanes then combined in a fixed
+/// order (so results are identical across runs).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut lanes = [0.0f32; 8];
+    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (a_rest, b_rest) = (a_chunks.remainder(), b_chunks.remainder());
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for i in 0..8 {
+            lanes[i] += x[i] * y[i];
+        }
+    }
+    let mut sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for (x, y) in a_rest.iter().zip(b_rest) {
+        sum += x * y;
+    }
+    sum
+}
+
+/// Dot product of two equally long `i8` slices, exact in `i32` (at most 2^31 / 127^2 = 133k
+/// dimensions).
+pub(crate) fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut lanes = [0i32; 16];
+    let (a_chunks, b_chunks) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (a_rest, b_rest) = (a_chunks.remainder(), b_chunks.remainder());
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for i in 0..16 {
+            lanes[i] += i32::from(x[i]) * i32::from(y[i]);
+        }
+    }
+    let mut sum: i32 = lanes.iter().sum();
+    for (x, y) in a_rest.iter().zip(b_rest) {
+        sum += i32::from(*x) * i32::from(*y);
+    }
+    sum
+}
+
+/// `v` scaled to unit length, or why it cannot be: zero norm or a non-finite component.
+pub fn normalize(v: &[f32]) -> Result<Vec<f32>, &'static str> {
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err("non-finite component");
+    }
+    let norm = v.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt();
+    if norm == 0.0 {
+        return Err("zero norm");
+    }
+    Ok(v.iter().map(|x| (f64::from(*x) / norm) as f32).collect())
+}
+
+/// A unit vector quantised to `i8` with one scale: `v ≈ scale · q`. Also returns the exact
+/// quantisation error `‖v − scale · q‖` and `‖scale · q‖`, which bound the error of a quantised dot.
+pub(crate) fn quantize(v: &[f32], out: &mut Vec<i8>) -> Quantized {
+    let max_abs = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let scale = if max_abs > 0.0 { max_abs / 127.0 } else { 1.0 };
+    let mut err = 0.0f64;
+    let mut norm = 0.0f64;
+    for &x in v {
+        let q = (x / scale).round().clamp(-127.0, 127.0) as i8;
+        let back = f64::from(scale) * f64::from(q);
+        err += (f64::from(x) - back).powi(2);
+        norm += back * back;
+        out.push(q);
+    }
+    Quantized { scale, error: err.sqrt() as f32, norm: norm.sqrt() as f32 }
+}
+
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Quantized {
+    pub(crate) scale: f32,
+    pub(crate) error: f32,
+    pub(crate) norm: f32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dots_match_naive_sums() {
+        let a: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..37).map(|i| (i as f32 * 0.11).cos()).collect();
+        let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((dot(&a, &b) - naive).abs() < 1e-5);
+        let qa: Vec<i8> = (0..37).map(|i| (i * 7 % 255 - 127) as i8).collect();
+        let qb: Vec<i8> = (0..37).map(|i| (i * 13 % 255 - 127) as i8).collect();
+        let naive: i32 = qa.iter().zip(&qb).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum();
+        assert_eq!(dot_i8(&qa, &qb), naive);
+    }
+
+    #[test]
+    fn quantisation_error_is_the_stated_bound() {
+        let v = normalize(&[0.3, -0.2, 0.9, 0.01]).unwrap();
+        let mut q = Vec::new();
+        let quant = quantize(&v, &mut q);
+        let back: Vec<f32> = q.iter().map(|&x| quant.scale * f32::from(x)).collect();
+        let err = v.iter().zip(&back).map(|(a, b)| (a - b).powi(2)).sum::<f32>().sqrt();
+        assert!((err - quant.error).abs() < 1e-6);
+        assert!(normalize(&[0.0, 0.0]).is_err());
+        assert!(normalize(&[f32::NAN]).is_err());
+    }
+}

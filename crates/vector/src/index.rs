@@ -1,0 +1,86 @@
+//! The read and write sides of a vector index, shared by the exact and approximate indexes.
+
+use evicortex_core::TurnId;
+
+/// One scored vector.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct VectorHit<K> {
+    /// The vector's key (a [`TurnId`] for turns).
+    pub key: K,
+    /// Cosine similarity with the query, in -1..=1.
+    pub score: f32,
+}
+
+/// Searching an index. Scores are cosine similarities; results are ordered by descending score,
+/// ties by ascending key, and `admit` is applied to every candidate before the top-`n` cut.
+pub trait VectorIndexRead<K = TurnId> {
+    /// The dimension every vector has.
+    fn dim(&self) -> usize;
+    /// Number of vectors.
+    fn len(&self) -> usize;
+    /// Whether the index holds no vector.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The ledger position up to which the index is complete, if recorded.
+    fn covers(&self) -> Option<TurnId>;
+    /// The `n` admitted vectors most similar to `query`.
+    fn search(
+        &self,
+        query: &[f32],
+        n: usize,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<Vec<VectorHit<K>>, VectorError>;
+}
+
+/// Adding to an index. Removal is by rebuilding (erasure rebuilds the namespace's index).
+pub trait VectorIndex<K = TurnId>: VectorIndexRead<K> {
+    /// Stores `vector` (any non-zero finite vector; it is normalised) under `key`.
+    fn insert(&mut self, key: K, vector: &[f32]) -> Result<crate::VectorRow, VectorError>;
+    /// Records that the index holds every vector of the ledger up to `position`.
+    fn mark_covered(&mut self, position: TurnId) -> Result<(), VectorError>;
+}
+
+/// Why a vector index refused an operation.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VectorError {
+    /// A vector of the wrong dimension.
+    #[error("{what} has dimension {got}, the index has {expected}")]
+    DimensionMismatch {
+        /// `"query"` or the key of the inserted vector.
+        what: String,
+        /// Its dimension.
+        got: usize,
+        /// The index's dimension.
+        expected: usize,
+    },
+    /// A vector that cannot be normalised: all zeros, or holding NaN or infinity.
+    #[error("{what} is not a usable vector: {reason}")]
+    InvalidVector {
+        /// `"query"` or the key of the inserted vector.
+        what: String,
+        /// Zero norm or non-finite component.
+        reason: &'static str,
+    },
+    /// The key is already in the index.
+    #[error("vector {key} is already indexed")]
+    DuplicateKey {
+        /// The key, as debug text.
+        key: String,
+    },
+    /// The covered ledger position would move backwards.
+    #[error("index covers the ledger up to {covered}, refusing to move back to {requested}")]
+    CoverageBackwards {
+        /// What the index covers.
+        covered: TurnId,
+        /// What was asked for.
+        requested: TurnId,
+    },
+    /// More rows than a [`crate::VectorRow`] can address.
+    #[error("vector index is full at {rows} rows")]
+    Full {
+        /// Rows held.
+        rows: usize,
+    },
+}

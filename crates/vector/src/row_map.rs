@@ -1,0 +1,85 @@
+//! The map between a vector's key (a `TurnId` for turns) and its dense row inside one index.
+
+use std::{collections::HashMap, hash::Hash};
+
+/// Row of a vector inside one vector index. Meaningless outside that index.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VectorRow(u32);
+
+impl VectorRow {
+    /// The row as an array index.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Keys to rows and back. Rows are assigned densely in insertion order.
+#[derive(Debug, Clone)]
+pub struct RowMap<K> {
+    keys: Vec<K>,
+    rows: HashMap<K, VectorRow>,
+}
+
+impl<K: Copy + Eq + Hash> RowMap<K> {
+    /// An empty map.
+    pub fn new() -> RowMap<K> {
+        RowMap { keys: Vec::new(), rows: HashMap::new() }
+    }
+
+    /// Assigns the next row to `key`; `None` if the key is present or rows are exhausted.
+    pub fn push(&mut self, key: K) -> Option<VectorRow> {
+        if self.rows.contains_key(&key) {
+            return None;
+        }
+        let row = VectorRow(u32::try_from(self.keys.len()).ok()?);
+        self.keys.push(key);
+        self.rows.insert(key, row);
+        Some(row)
+    }
+
+    /// The key at `row`.
+    pub fn key(&self, row: VectorRow) -> Option<K> {
+        self.keys.get(row.index()).copied()
+    }
+
+    /// The row of `key`.
+    pub fn row(&self, key: K) -> Option<VectorRow> {
+        self.rows.get(&key).copied()
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no row is assigned.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Every key, by row.
+    pub fn keys(&self) -> &[K] {
+        &self.keys
+    }
+}
+
+impl<K: Copy + Eq + Hash> Default for RowMap<K> {
+    fn default() -> RowMap<K> {
+        RowMap::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_duplicates() {
+        let mut map = RowMap::new();
+        let a = map.push(10u64).unwrap();
+        let b = map.push(7u64).unwrap();
+        assert_eq!((a.index(), b.index()), (0, 1));
+        assert_eq!(map.push(10), None);
+        assert_eq!((map.key(b), map.row(10)), (Some(7), Some(a)));
+    }
+}
