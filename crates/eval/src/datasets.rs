@@ -1,3 +1,4 @@
 //! Benchmark adapters.
 
+pub mod locomo;
 pub mod longmemeval;

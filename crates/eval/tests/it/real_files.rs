@@ -20,3 +20,15 @@ fn locomo_dev_file_is_known_but_not_official() {
     assert!(!id.official);
     assert_eq!(id.name, "locomo10.dev.json");
 }
+
+#[test]
+fn locomo_dev_reads_with_malformed_evidence_counted() {
+    let ds = evicortex_eval::datasets::locomo::LocomoDataset::read(&data_file(
+        "locomo/locomo10.dev.json",
+    ))
+    .unwrap();
+    let s = &ds.stats;
+    assert_eq!((s.conversations, s.sessions, s.turns, s.questions), (2, 38, 788, 304));
+    assert_eq!(s.evidence_split, 1, "{s:?}");
+    assert_eq!(s.questions_by_category["adversarial"], 71);
+}
