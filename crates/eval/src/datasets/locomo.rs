@@ -335,7 +335,7 @@ fn conversation(
             }
             let dia_id = get_str("dia_id")?;
             let expected_prefix = format!("D{number}:");
-            if !dia_id.strip_prefix(&expected_prefix).is_some_and(|n| n.parse::<u32>().is_ok()) {
+            if dia_id.strip_prefix(&expected_prefix).is_none_or(|n| n.parse::<u32>().is_err()) {
                 return Err(err(
                     id,
                     field("dia_id"),
