@@ -1,0 +1,299 @@
+//! The ledger handle: one serialised writer connection and a pool of reader connections.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Mutex, MutexGuard},
+};
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::{
+    ChainHash, FORMAT_VERSION, OpenError, StorageError,
+    store::{self, APPLICATION_ID, sql_err},
+};
+
+/// How a ledger is opened.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Create the file if absent; refuse a store that fails the open-time integrity check.
+    ReadWrite,
+    /// Inspect an existing store without writing: the open-time check is recorded (see
+    /// [`Ledger::open_problem`]) rather than refused, so `verify` can name what is wrong.
+    Inspect,
+}
+
+/// An open ledger. `Send + Sync`: share it behind an `Arc`; writes are serialised on one
+/// connection, reads use pooled connections of their own and never wait for a writer (WAL).
+#[derive(Debug)]
+pub struct Ledger {
+    path: PathBuf,
+    mode: OpenMode,
+    writer: Option<Mutex<Connection>>,
+    readers: Mutex<Vec<Connection>>,
+    open_problem: Option<String>,
+}
+
+/// Idle reader connections kept for reuse.
+const MAX_IDLE_READERS: usize = 8;
+
+impl Ledger {
+    /// Opens (creating if absent) the ledger file at `path` for reading and writing. Refuses a
+    /// store of another format version or one whose recorded chain head does not match its last
+    /// record.
+    pub fn open(path: &Path) -> Result<Ledger, OpenError> {
+        Ledger::open_with(path, OpenMode::ReadWrite)
+    }
+
+    /// Opens the ledger at `path` in `mode`.
+    pub fn open_with(path: &Path, mode: OpenMode) -> Result<Ledger, OpenError> {
+        let exists = path.exists();
+        if mode == OpenMode::Inspect && !exists {
+            return Err(OpenError::NotFound { path: path.to_owned() });
+        }
+        let first = open_connection(path, mode)?;
+        if mode == OpenMode::ReadWrite {
+            set_wal(&first, path)?;
+            initialise(&first, path)?;
+        }
+        let open_problem = check_open(&first, path)?;
+        if let (OpenMode::ReadWrite, Some(detail)) = (mode, &open_problem) {
+            return Err(OpenError::Corrupted { path: path.to_owned(), detail: detail.clone() });
+        }
+        let writer = match mode {
+            OpenMode::ReadWrite => Some(Mutex::new(first)),
+            OpenMode::Inspect => None,
+        };
+        Ok(Ledger {
+            path: path.to_owned(),
+            mode,
+            writer,
+            readers: Mutex::new(Vec::new()),
+            open_problem,
+        })
+    }
+
+    /// The ledger file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How the ledger was opened.
+    pub fn mode(&self) -> OpenMode {
+        self.mode
+    }
+
+    /// What the open-time check found wrong, for a ledger opened with [`OpenMode::Inspect`]
+    /// (a ledger opened read-write is refused instead).
+    pub fn open_problem(&self) -> Option<&str> {
+        self.open_problem.as_deref()
+    }
+
+    /// Runs `f` on a reader connection from the pool.
+    pub(crate) fn with_reader<T, E: From<StorageError>>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut reader = self.reader()?;
+        f(&mut reader)
+    }
+
+    /// A reader connection from the pool, returned to it when dropped.
+    pub(crate) fn reader(&self) -> Result<PooledReader<'_>, StorageError> {
+        let pooled = lock(&self.readers).pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => open_connection(&self.path, OpenMode::Inspect).map_err(|e| match e {
+                OpenError::Storage(s) => s,
+                other => StorageError::Io {
+                    op: "opening a reader on",
+                    path: self.path.clone(),
+                    source: std::io::Error::other(other.to_string()),
+                },
+            })?,
+        };
+        Ok(PooledReader { ledger: self, conn: Some(conn) })
+    }
+
+    /// Runs `f` on the writer connection, or returns `read_only` for an inspected ledger.
+    pub(crate) fn with_writer<T, E>(
+        &self,
+        read_only: impl FnOnce(PathBuf) -> E,
+        f: impl FnOnce(&mut Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        match &self.writer {
+            Some(writer) => f(&mut lock(writer)),
+            None => Err(read_only(self.path.clone())),
+        }
+    }
+}
+
+/// A pooled reader connection; goes back to the pool on drop unless left inside a transaction.
+#[derive(Debug)]
+pub(crate) struct PooledReader<'l> {
+    ledger: &'l Ledger,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for PooledReader<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("present until drop")
+    }
+}
+
+impl std::ops::DerefMut for PooledReader<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.conn.as_mut().expect("present until drop")
+    }
+}
+
+impl Drop for PooledReader<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let mut readers = lock(&self.ledger.readers);
+            if conn.is_autocommit() && readers.len() < MAX_IDLE_READERS {
+                readers.push(conn);
+            }
+        }
+    }
+}
+
+/// Locks a mutex; a panic in another thread cannot leave SQLite state half-done (an open
+/// transaction is rolled back when dropped), so a poisoned lock is still usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn open_connection(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    if mode == OpenMode::ReadWrite {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags).map_err(sql_err(path))?;
+    store::configure(&conn, path)?;
+    if mode == OpenMode::Inspect {
+        conn.execute_batch("PRAGMA query_only = ON;").map_err(sql_err(path))?;
+    }
+    Ok(conn)
+}
+
+fn set_wal(conn: &Connection, path: &Path) -> Result<(), OpenError> {
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(sql_err(path))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(OpenError::Storage(StorageError::Io {
+            op: "enabling WAL journal mode on",
+            path: path.to_owned(),
+            source: std::io::Error::other(format!("sqlite kept journal mode {mode}")),
+        }));
+    }
+    Ok(())
+}
+
+/// Creates the schema in an empty file; leaves an existing ledger alone and refuses a file that
+/// holds something else.
+fn initialise(conn: &Connection, path: &Path) -> Result<(), OpenError> {
+    let sql = sql_err(path);
+    let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(&sql)?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))
+        .map_err(&sql)?;
+    if tables > 0 || app_id != 0 {
+        if app_id != APPLICATION_ID {
+            return Err(OpenError::Corrupted {
+                path: path.to_owned(),
+                detail: format!("application_id is {app_id:#x}, not an EviCortex ledger"),
+            });
+        }
+        return Ok(());
+    }
+    let tx = conn_begin_immediate(conn, path)?;
+    // Another process may have initialised the file while we waited for the lock.
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))
+        .map_err(&sql)?;
+    if tables == 0 {
+        conn.execute_batch(store::SCHEMA).map_err(&sql)?;
+        conn.pragma_update(None, "application_id", APPLICATION_ID).map_err(&sql)?;
+        let now = chrono::Utc::now().timestamp_micros().to_string();
+        for (key, value) in [
+            ("format_version", FORMAT_VERSION.to_string()),
+            ("head_seq", "0".to_owned()),
+            ("chain_head", ChainHash::GENESIS.to_hex()),
+            ("created_utc_us", now),
+        ] {
+            conn.execute("INSERT INTO ledger_meta (key, value) VALUES (?1, ?2)", [key, &value])
+                .map_err(&sql)?;
+        }
+    }
+    tx.commit().map_err(&sql)?;
+    Ok(())
+}
+
+fn conn_begin_immediate<'c>(
+    conn: &'c Connection,
+    path: &Path,
+) -> Result<rusqlite::Transaction<'c>, OpenError> {
+    rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
+        .map_err(|e| OpenError::Storage(sql_err(path)(e)))
+}
+
+/// The cheap open-time check: the format version, and the recorded head against the last
+/// record. Returns what is wrong, or refuses outright a format this build cannot read.
+fn check_open(conn: &Connection, path: &Path) -> Result<Option<String>, OpenError> {
+    let sql = sql_err(path);
+    let has_meta: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('ledger_meta', 'records')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(&sql)?;
+    if has_meta != 2 {
+        return Ok(Some("the ledger_meta or records table is missing".to_owned()));
+    }
+    let meta = store::read_meta(conn).map_err(&sql)?;
+    match meta.format_version.as_deref() {
+        Some(v) if v == FORMAT_VERSION.to_string() => {}
+        Some(other) => {
+            return Err(OpenError::UnsupportedFormat {
+                path: path.to_owned(),
+                found: other.to_owned(),
+                supported: FORMAT_VERSION,
+            });
+        }
+        None => return Ok(Some("metadata lacks format_version".to_owned())),
+    }
+    let head = match meta.parse() {
+        Ok(head) => head,
+        Err(detail) => return Ok(Some(detail)),
+    };
+    let last = store::last_record(conn).map_err(&sql)?;
+    let problem = match (head.last, last) {
+        (None, None) => None,
+        (Some(h), Some((seq, chain))) => {
+            if h.raw() != seq as u64 {
+                Some(format!(
+                    "metadata says the head is record #{}, the last record is #{seq}",
+                    h.raw()
+                ))
+            } else if chain.as_slice() != head.chain.as_bytes() {
+                Some(format!(
+                    "the chain hash of the last record #{seq} does not match the recorded chain head"
+                ))
+            } else {
+                None
+            }
+        }
+        (None, Some((seq, _))) => {
+            Some(format!("metadata says the ledger is empty, but it holds records up to #{seq}"))
+        }
+        (Some(h), None) => {
+            Some(format!("metadata says the head is record #{}, but there are no records", h.raw()))
+        }
+    };
+    Ok(problem)
+}

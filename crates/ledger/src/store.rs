@@ -1,0 +1,396 @@
+//! The SQLite schema, connection settings, the metadata table and row decoding.
+
+use std::path::Path;
+
+use evicortex_core::{
+    EventTime, EvidenceDigest, Namespace, Role, SessionId, Turn, TurnId, TurnIndex,
+};
+use rusqlite::{Connection, OptionalExtension, types::ValueRef};
+
+use crate::{
+    ChainHash, EraseTarget, StorageError,
+    record::{TurnParts, turn_digest_parts},
+};
+
+/// `PRAGMA application_id` of a ledger file: "EVCX".
+pub(crate) const APPLICATION_ID: i32 = 0x4556_4358;
+
+/// `records.kind` of a turn.
+pub(crate) const KIND_TURN: i64 = 1;
+/// `records.kind` of a redaction.
+pub(crate) const KIND_REDACTION: i64 = 2;
+
+pub(crate) const SCHEMA: &str = "
+CREATE TABLE ledger_meta (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE records (
+    seq            INTEGER PRIMARY KEY,
+    kind           INTEGER NOT NULL,
+    namespace      TEXT NOT NULL,
+    session        TEXT,
+    turn           INTEGER,
+    role           TEXT,
+    speaker        TEXT,
+    text           TEXT,
+    event_utc_us   INTEGER,
+    event_offset_s INTEGER,
+    ingest_utc_us  INTEGER NOT NULL,
+    meta           TEXT,
+    target_record  INTEGER,
+    erased_seqs    BLOB,
+    erased_by      INTEGER,
+    digest         BLOB NOT NULL,
+    chain          BLOB NOT NULL,
+    UNIQUE (namespace, session, turn)
+);
+";
+
+/// The columns every record query selects, in [`RawRecord::from_row`] order.
+pub(crate) const RECORD_COLUMNS: &str = "seq, kind, namespace, session, turn, role, speaker, \
+     text, event_utc_us, event_offset_s, ingest_utc_us, meta, target_record, erased_seqs, \
+     erased_by, digest, chain";
+
+/// Maps a rusqlite error to a [`StorageError`] naming the ledger file.
+pub(crate) fn sql_err(path: &Path) -> impl Fn(rusqlite::Error) -> StorageError + '_ {
+    move |source| StorageError::Sqlite { path: path.to_owned(), source }
+}
+
+/// Per-connection settings: durability, erasure hygiene and lock waiting.
+pub(crate) fn configure(conn: &Connection, path: &Path) -> Result<(), StorageError> {
+    conn.busy_timeout(std::time::Duration::from_secs(30)).map_err(sql_err(path))?;
+    conn.execute_batch(
+        "PRAGMA synchronous = FULL;
+         PRAGMA secure_delete = ON;
+         PRAGMA cell_size_check = ON;
+         PRAGMA trusted_schema = OFF;",
+    )
+    .map_err(sql_err(path))
+}
+
+/// The head as recorded in the metadata table.
+#[derive(Debug, Clone)]
+pub(crate) struct MetaHead {
+    pub format_version: Option<String>,
+    pub head_seq: Option<String>,
+    pub chain_head: Option<String>,
+}
+
+pub(crate) fn read_meta(conn: &Connection) -> rusqlite::Result<MetaHead> {
+    let get = |key: &str| -> rusqlite::Result<Option<String>> {
+        conn.query_row("SELECT value FROM ledger_meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+    };
+    Ok(MetaHead {
+        format_version: get("format_version")?,
+        head_seq: get("head_seq")?,
+        chain_head: get("chain_head")?,
+    })
+}
+
+/// The head parsed: the last record and its chain hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub last: Option<TurnId>,
+    pub chain: ChainHash,
+}
+
+impl MetaHead {
+    pub(crate) fn parse(&self) -> Result<Head, String> {
+        let seq_text = self.head_seq.as_deref().ok_or("metadata lacks head_seq")?;
+        let seq: u64 = seq_text
+            .parse()
+            .map_err(|_| format!("metadata head_seq {seq_text:?} is not a number"))?;
+        let chain_text = self.chain_head.as_deref().ok_or("metadata lacks chain_head")?;
+        let chain = ChainHash::from_hex(chain_text)
+            .ok_or_else(|| format!("metadata chain_head {chain_text:?} is not 64 hex digits"))?;
+        Ok(Head { last: (seq > 0).then(|| TurnId::from_raw(seq)), chain })
+    }
+}
+
+pub(crate) fn write_head(conn: &Connection, head: Head) -> rusqlite::Result<()> {
+    let seq = head.last.map_or(0, TurnId::raw).to_string();
+    conn.execute("UPDATE ledger_meta SET value = ?1 WHERE key = 'head_seq'", [seq])?;
+    conn.execute(
+        "UPDATE ledger_meta SET value = ?1 WHERE key = 'chain_head'",
+        [head.chain.to_hex()],
+    )?;
+    Ok(())
+}
+
+/// The last record's sequence number and chain hash, straight from the records table.
+pub(crate) fn last_record(conn: &Connection) -> rusqlite::Result<Option<(i64, Vec<u8>)>> {
+    conn.query_row("SELECT seq, chain FROM records ORDER BY seq DESC LIMIT 1", [], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })
+    .optional()
+}
+
+/// A record row as stored, before any interpretation. Every column is read loosely so that a
+/// row edited behind the ledger's back decodes into a [`Corrupt`] naming it, not a panic.
+#[derive(Debug, Clone)]
+pub(crate) struct RawRecord {
+    pub seq: i64,
+    pub kind: Option<i64>,
+    pub namespace: Option<String>,
+    pub session: Option<String>,
+    pub turn: Option<i64>,
+    pub role: Option<String>,
+    pub speaker: Option<String>,
+    pub text: Option<String>,
+    pub event_utc_us: Option<i64>,
+    pub event_offset_s: Option<i64>,
+    pub ingest_utc_us: Option<i64>,
+    pub meta: Option<String>,
+    pub target_record: Option<i64>,
+    pub erased_seqs: Option<Vec<u8>>,
+    pub erased_by: Option<i64>,
+    pub digest: Option<Vec<u8>>,
+    pub chain: Option<Vec<u8>>,
+    /// Columns whose stored type was not the expected one.
+    pub type_errors: Vec<&'static str>,
+}
+
+/// A record that cannot be interpreted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Corrupt {
+    pub turn_id: TurnId,
+    pub detail: String,
+}
+
+impl RawRecord {
+    pub(crate) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
+        let mut type_errors = Vec::new();
+        let mut int = |idx: usize, name: &'static str| -> rusqlite::Result<Option<i64>> {
+            Ok(match row.get_ref(idx)? {
+                ValueRef::Null => None,
+                ValueRef::Integer(v) => Some(v),
+                _ => {
+                    type_errors.push(name);
+                    None
+                }
+            })
+        };
+        let seq = int(0, "seq")?.unwrap_or(0);
+        let kind = int(1, "kind")?;
+        let turn = int(4, "turn")?;
+        let event_utc_us = int(8, "event_utc_us")?;
+        let event_offset_s = int(9, "event_offset_s")?;
+        let ingest_utc_us = int(10, "ingest_utc_us")?;
+        let target_record = int(12, "target_record")?;
+        let erased_by = int(14, "erased_by")?;
+        let mut text = |idx: usize, name: &'static str| -> rusqlite::Result<Option<String>> {
+            Ok(match row.get_ref(idx)? {
+                ValueRef::Null => None,
+                ValueRef::Text(bytes) => match std::str::from_utf8(bytes) {
+                    Ok(s) => Some(s.to_owned()),
+                    Err(_) => {
+                        type_errors.push(name);
+                        None
+                    }
+                },
+                _ => {
+                    type_errors.push(name);
+                    None
+                }
+            })
+        };
+        let namespace = text(2, "namespace")?;
+        let session = text(3, "session")?;
+        let role = text(5, "role")?;
+        let speaker = text(6, "speaker")?;
+        let text_col = text(7, "text")?;
+        let meta = text(11, "meta")?;
+        let mut blob = |idx: usize, name: &'static str| -> rusqlite::Result<Option<Vec<u8>>> {
+            Ok(match row.get_ref(idx)? {
+                ValueRef::Null => None,
+                ValueRef::Blob(bytes) => Some(bytes.to_vec()),
+                _ => {
+                    type_errors.push(name);
+                    None
+                }
+            })
+        };
+        let erased_seqs = blob(13, "erased_seqs")?;
+        let digest = blob(15, "digest")?;
+        let chain = blob(16, "chain")?;
+        Ok(RawRecord {
+            seq,
+            kind,
+            namespace,
+            session,
+            turn,
+            role,
+            speaker,
+            text: text_col,
+            event_utc_us,
+            event_offset_s,
+            ingest_utc_us,
+            meta,
+            target_record,
+            erased_seqs,
+            erased_by,
+            digest,
+            chain,
+            type_errors,
+        })
+    }
+
+    pub(crate) fn id(&self) -> TurnId {
+        TurnId::from_raw(u64::try_from(self.seq).unwrap_or(0))
+    }
+
+    fn corrupt(&self, detail: impl Into<String>) -> Corrupt {
+        Corrupt { turn_id: self.id(), detail: detail.into() }
+    }
+
+    fn require<'a, T>(&self, value: &'a Option<T>, column: &str) -> Result<&'a T, Corrupt> {
+        value.as_ref().ok_or_else(|| self.corrupt(format!("column {column} is missing")))
+    }
+
+    /// Decodes the row; every structural problem is a [`Corrupt`] naming the column.
+    pub(crate) fn decode(&self) -> Result<StoredRecord, Corrupt> {
+        if let Some(column) = self.type_errors.first() {
+            return Err(self.corrupt(format!("column {column} has the wrong storage type")));
+        }
+        if self.seq <= 0 {
+            return Err(self.corrupt(format!("sequence number {} is not positive", self.seq)));
+        }
+        let digest = EvidenceDigest::from_bytes(self.hash32(&self.digest, "digest")?);
+        let chain = ChainHash::from_bytes(self.hash32(&self.chain, "chain")?);
+        let ingest_utc_micros = *self.require(&self.ingest_utc_us, "ingest_utc_us")?;
+        let namespace_text = self.require(&self.namespace, "namespace")?;
+        let namespace = Namespace::new(namespace_text)
+            .map_err(|e| self.corrupt(format!("column namespace: {e}")))?;
+        let body = match self.kind {
+            Some(KIND_TURN) => self.decode_turn(namespace)?,
+            Some(KIND_REDACTION) => self.decode_redaction(namespace)?,
+            other => return Err(self.corrupt(format!("unknown record kind {other:?}"))),
+        };
+        Ok(StoredRecord { id: self.id(), ingest_utc_micros, digest, chain, body })
+    }
+
+    fn hash32(&self, value: &Option<Vec<u8>>, column: &str) -> Result<[u8; 32], Corrupt> {
+        let bytes = self.require(value, column)?;
+        <[u8; 32]>::try_from(bytes.as_slice())
+            .map_err(|_| self.corrupt(format!("column {column} is {} bytes, not 32", bytes.len())))
+    }
+
+    fn decode_turn(&self, namespace: Namespace) -> Result<StoredBody, Corrupt> {
+        let session = SessionId::new(self.require(&self.session, "session")?)
+            .map_err(|e| self.corrupt(format!("column session: {e}")))?;
+        let turn_raw = *self.require(&self.turn, "turn")?;
+        let turn = u32::try_from(turn_raw)
+            .map(TurnIndex::new)
+            .map_err(|_| self.corrupt(format!("column turn {turn_raw} is out of range")))?;
+        let role: Role = self
+            .require(&self.role, "role")?
+            .parse()
+            .map_err(|e| self.corrupt(format!("column role: {e}")))?;
+        let utc = *self.require(&self.event_utc_us, "event_utc_us")?;
+        let offset_raw = *self.require(&self.event_offset_s, "event_offset_s")?;
+        let offset = i32::try_from(offset_raw).map_err(|_| {
+            self.corrupt(format!("column event_offset_s {offset_raw} is out of range"))
+        })?;
+        let time = EventTime::from_parts(utc, offset)
+            .map_err(|e| self.corrupt(format!("event time: {e}")))?;
+        if self.target_record.is_some() || self.erased_seqs.is_some() {
+            return Err(self.corrupt("a turn record holds redaction columns"));
+        }
+        if let Some(by) = self.erased_by {
+            if self.text.is_some() || self.speaker.is_some() || self.meta.is_some() {
+                return Err(self.corrupt("an erased record still holds text, speaker or meta"));
+            }
+            let erased_by = u64::try_from(by)
+                .ok()
+                .filter(|&b| b > self.id().raw())
+                .map(TurnId::from_raw)
+                .ok_or_else(|| {
+                    self.corrupt(format!("erased_by {by} does not follow the record"))
+                })?;
+            return Ok(StoredBody::ErasedTurn { erased_by });
+        }
+        let text = self.require(&self.text, "text")?.clone();
+        let meta_text = self.require(&self.meta, "meta")?;
+        let Ok(serde_json::Value::Object(meta)) = serde_json::from_str(meta_text) else {
+            return Err(self.corrupt("column meta is not a JSON object"));
+        };
+        Ok(StoredBody::Turn(Turn {
+            namespace,
+            session,
+            turn,
+            role,
+            speaker: self.speaker.clone(),
+            text,
+            time,
+            meta,
+        }))
+    }
+
+    fn decode_redaction(&self, namespace: Namespace) -> Result<StoredBody, Corrupt> {
+        if self.turn.is_some() || self.text.is_some() || self.erased_by.is_some() {
+            return Err(self.corrupt("a redaction record holds turn columns"));
+        }
+        let target = match (&self.session, self.target_record) {
+            (None, None) => EraseTarget::Namespace(namespace),
+            (Some(session), None) => EraseTarget::Session(
+                namespace,
+                SessionId::new(session)
+                    .map_err(|e| self.corrupt(format!("column session: {e}")))?,
+            ),
+            (None, Some(record)) => EraseTarget::Record(
+                namespace,
+                TurnId::from_raw(u64::try_from(record).map_err(|_| {
+                    self.corrupt(format!("column target_record {record} is negative"))
+                })?),
+            ),
+            (Some(_), Some(_)) => {
+                return Err(self.corrupt("a redaction names both a session and a record"));
+            }
+        };
+        let blob = self.require(&self.erased_seqs, "erased_seqs")?;
+        if blob.len() % 8 != 0 {
+            return Err(self.corrupt("column erased_seqs is not a whole number of u64"));
+        }
+        let erased = blob
+            .chunks_exact(8)
+            .map(|c| TurnId::from_raw(u64::from_le_bytes(c.try_into().expect("chunk of 8"))))
+            .collect();
+        Ok(StoredBody::Redaction { target, erased })
+    }
+
+    /// Recomputes the digest of a live turn from the stored columns exactly as stored.
+    pub(crate) fn recompute_turn_digest(&self, turn: &Turn) -> Result<EvidenceDigest, Corrupt> {
+        let meta = self.require(&self.meta, "meta")?;
+        Ok(turn_digest_parts(&TurnParts {
+            namespace: turn.namespace.as_str(),
+            session: turn.session.as_str(),
+            turn: turn.turn.raw(),
+            role: turn.role,
+            speaker: turn.speaker.as_deref(),
+            text: &turn.text,
+            event_utc_micros: turn.time.utc_micros(),
+            event_offset_seconds: turn.time.offset_seconds(),
+            ingest_utc_micros: *self.require(&self.ingest_utc_us, "ingest_utc_us")?,
+            meta_json: meta,
+        }))
+    }
+}
+
+/// A decoded record.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredRecord {
+    pub id: TurnId,
+    pub ingest_utc_micros: i64,
+    pub digest: EvidenceDigest,
+    pub chain: ChainHash,
+    pub body: StoredBody,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum StoredBody {
+    Turn(Turn),
+    ErasedTurn { erased_by: TurnId },
+    Redaction { target: EraseTarget, erased: Vec<TurnId> },
+}
