@@ -1,3 +1,36 @@
-//! The `evicortex` command-line tool.
+//! The `evicortex` command-line tool: parse the arguments, call the `evicortex` library, render.
+//!
+//! Exit codes: 0 ok; 1 unexpected/internal; 2 bad input or usage (conflicts included); 3 I/O
+//! failure; 4 integrity failure; 5 required model missing. See `exit.rs`.
 
-fn main() {}
+mod args;
+mod commands;
+mod exit;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let store = cli.store.as_path();
+    // One arm per subcommand; each command lives in `commands/<name>.rs`.
+    let result = match &cli.command {
+        Command::Ingest(args) => commands::ingest::run(store, args),
+        Command::Verify(args) => commands::verify::run(store, args),
+        Command::Erase(args) => commands::erase::run(store, args),
+        Command::Stats(args) => commands::stats::run(store, args),
+        Command::Export(args) => commands::export::run(store, args),
+        Command::Bench(args) => commands::bench::run(store, args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit::code_for(&err))
+        }
+    }
+}

@@ -65,6 +65,18 @@ impl Memory {
         self.ledger.open_problem()
     }
 
+    /// Refuses, as [`Memory::open`] does, a store opened with [`Memory::open_read_only`] whose
+    /// open-time check failed.
+    pub fn require_intact(&self) -> Result<(), OpenError> {
+        match self.ledger.open_problem() {
+            None => Ok(()),
+            Some(detail) => Err(OpenError::Ledger(evicortex_ledger::OpenError::Corrupted {
+                path: self.ledger.path().to_owned(),
+                detail: detail.to_owned(),
+            })),
+        }
+    }
+
     /// Hooks a derived store so that erasures purge it.
     pub fn attach(&self, store: Arc<dyn DerivedStore>) {
         self.derived.write().unwrap_or_else(std::sync::PoisonError::into_inner).push(store);

@@ -1,0 +1,53 @@
+//! The command line: global options and one variant per subcommand (its arguments live with
+//! the command in `commands/<name>.rs`).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::commands;
+
+/// EviCortex: evidence-first long-term memory for LLM assistants.
+#[derive(Debug, Parser)]
+#[command(
+    name = "evicortex",
+    version,
+    about,
+    after_help = "Examples:\n  \
+        evicortex ingest examples/sample-conversation.jsonl\n  \
+        evicortex --store /tmp/mem stats --json\n  \
+        evicortex verify\n\n\
+        Exit codes: 0 ok, 1 internal error, 2 bad input or usage, 3 I/O failure, \
+        4 integrity failure, 5 required model missing."
+)]
+pub struct Cli {
+    /// The store directory.
+    #[arg(
+        long,
+        global = true,
+        env = "EVICORTEX_HOME",
+        default_value = "evicortex-data",
+        value_name = "DIR"
+    )]
+    pub store: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Append turns from JSONL files to the ledger (atomic, idempotent).
+    Ingest(commands::ingest::IngestArgs),
+    /// Recompute every digest and the whole hash chain; name the first bad record.
+    Verify(commands::verify::VerifyArgs),
+    /// Erase a namespace, a session or one record: text removed from every file.
+    Erase(commands::erase::EraseArgs),
+    /// Show counts of turns, namespaces, sessions and bytes on disk.
+    Stats(commands::stats::StatsArgs),
+    /// Write turns as JSONL that `ingest` takes back, texts byte for byte.
+    Export(commands::export::ExportArgs),
+    /// Run a benchmark and print a table with ratios against an anchor.
+    Bench(commands::bench::BenchArgs),
+}

@@ -1,0 +1,22 @@
+//! One module per subcommand, each with its `clap::Args` struct and a `run` function.
+
+pub mod bench;
+pub mod erase;
+pub mod export;
+pub mod ingest;
+pub mod stats;
+pub mod verify;
+
+use std::path::Path;
+
+use anyhow::Context;
+use evicortex::Memory;
+
+/// Opens an existing store for reading: refuses a missing store, and one that fails the
+/// open-time integrity check (exit code 4; `verify` inspects such a store).
+pub fn open_existing(store: &Path) -> anyhow::Result<Memory> {
+    let memory = Memory::open_read_only(store)
+        .with_context(|| format!("opening the store {}", store.display()))?;
+    memory.require_intact().context("run `evicortex verify` to find the first bad record")?;
+    Ok(memory)
+}

@@ -1,0 +1,34 @@
+//! `evicortex bench`: benchmarks that print a table with ratios against an anchor measured in
+//! the same run.
+
+mod ledger;
+
+use std::path::Path;
+
+/// Arguments of `evicortex bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Which benchmark.
+    #[command(subcommand)]
+    pub bench: Bench,
+}
+
+/// The benchmarks.
+#[derive(Debug, clap::Subcommand)]
+pub enum Bench {
+    /// Ledger append throughput (batches of 1, 100, 10,000), verify time and bytes per turn,
+    /// against plain rusqlite inserts of the same rows.
+    #[command(after_help = "Works in a temporary directory (under --work-dir if given); the \
+        store given with --store is not touched.\n\n\
+        Examples:\n  \
+        evicortex bench ledger\n  \
+        evicortex bench ledger --turns 20000 --single-turns 1000 --large-turns 200000")]
+    Ledger(ledger::LedgerBenchArgs),
+}
+
+/// Runs `evicortex bench`.
+pub fn run(_store: &Path, args: &BenchArgs) -> anyhow::Result<()> {
+    match &args.bench {
+        Bench::Ledger(args) => ledger::run(args),
+    }
+}

@@ -1,0 +1,315 @@
+//! `evicortex bench ledger`: the ledger against plain rusqlite inserts of the same rows.
+//!
+//! The anchor is the same SQLite build, the same pragmas (WAL, `synchronous=FULL`), a table
+//! with the same columns and the same `UNIQUE(namespace, session, turn)`, one transaction per
+//! batch; it lacks what the ledger adds: the canonical encoding and BLAKE3 digest, the chain,
+//! the idempotence check and the head update. Verify's anchor is a full scan reading every
+//! column of the anchor table without hashing.
+
+use std::{path::PathBuf, time::Instant};
+
+use anyhow::{Context, ensure};
+use evicortex::Memory;
+use evicortex_core::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+use crate::progress;
+
+/// Arguments of `evicortex bench ledger`.
+#[derive(Debug, clap::Args)]
+pub struct LedgerBenchArgs {
+    /// Turns appended in batches of 100 and of 10,000, and verified.
+    #[arg(long, default_value_t = 100_000)]
+    pub turns: usize,
+    /// Turns appended one per durable commit (fewer: each is an fsync).
+    #[arg(long, default_value_t = 5_000)]
+    pub single_turns: usize,
+    /// Turns of the large ledger whose verify time is measured (0 skips it).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub large_turns: usize,
+    /// Directory for the temporary stores (default: the system temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Seed of the generated conversation.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+struct Row {
+    operation: String,
+    turns: usize,
+    ours: f64,
+    anchor: f64,
+    unit: &'static str,
+}
+
+/// Runs the benchmark and prints the table.
+pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
+    let work = match &args.work_dir {
+        Some(dir) => tempfile::tempdir_in(dir),
+        None => tempfile::tempdir(),
+    }
+    .context("creating the benchmark directory")?;
+    let max = args.turns.max(args.single_turns).max(args.large_turns);
+    let spinner = progress::spinner("generating turns");
+    let turns = generate(max, args.seed);
+    spinner.finish_and_clear();
+    let payload: usize = turns[..args.turns].iter().map(payload_bytes).sum();
+    let mut rows = Vec::new();
+
+    for (batch, n) in [(1, args.single_turns), (100, args.turns), (10_000, args.turns)] {
+        let slice = &turns[..n];
+        let name = format!("b{batch}");
+        let ours = time_ledger_append(&work.path().join(format!("ledger-{name}")), slice, batch)?;
+        let anchor =
+            time_anchor_append(&work.path().join(format!("anchor-{name}.sqlite")), slice, batch)?;
+        rows.push(Row {
+            operation: format!("append, batches of {batch}"),
+            turns: n,
+            ours: n as f64 / ours,
+            anchor: n as f64 / anchor,
+            unit: "turns/s",
+        });
+    }
+
+    // Bytes on disk and verify at `turns`: the stores written in batches of 10,000.
+    let ledger_dir = work.path().join("ledger-b10000");
+    let anchor_path = work.path().join("anchor-b10000.sqlite");
+    rows.push(Row {
+        operation: "bytes on disk per turn".to_owned(),
+        turns: args.turns,
+        ours: dir_bytes(&ledger_dir)? as f64 / args.turns as f64,
+        anchor: file_bytes(&anchor_path)? as f64 / args.turns as f64,
+        unit: "bytes",
+    });
+    let (ours, anchor) = time_verify(&ledger_dir, &anchor_path, args.turns)?;
+    rows.push(Row { operation: "verify".to_owned(), turns: args.turns, ours, anchor, unit: "s" });
+
+    if args.large_turns > 0 {
+        let slice = &turns[..args.large_turns];
+        let dir = work.path().join("ledger-large");
+        let path = work.path().join("anchor-large.sqlite");
+        let ours = time_ledger_append(&dir, slice, 10_000)?;
+        let anchor = time_anchor_append(&path, slice, 10_000)?;
+        rows.push(Row {
+            operation: "append, batches of 10000".to_owned(),
+            turns: args.large_turns,
+            ours: args.large_turns as f64 / ours,
+            anchor: args.large_turns as f64 / anchor,
+            unit: "turns/s",
+        });
+        let (ours, anchor) = time_verify(&dir, &path, args.large_turns)?;
+        rows.push(Row {
+            operation: "verify".to_owned(),
+            turns: args.large_turns,
+            ours,
+            anchor,
+            unit: "s",
+        });
+        rows.push(Row {
+            operation: "bytes on disk per turn".to_owned(),
+            turns: args.large_turns,
+            ours: dir_bytes(&dir)? as f64 / args.large_turns as f64,
+            anchor: file_bytes(&path)? as f64 / args.large_turns as f64,
+            unit: "bytes",
+        });
+    }
+
+    println!(
+        "evicortex bench ledger: seed {}, payload {:.0} bytes per turn (text, ids, meta), \
+         WAL + synchronous=FULL for both",
+        args.seed,
+        payload as f64 / args.turns as f64
+    );
+    println!(
+        "anchor: plain rusqlite INSERTs of the same rows into a table with the same columns and UNIQUE index"
+    );
+    println!();
+    println!(
+        "| {:<26} | {:>9} | {:>14} | {:>14} | {:>8} | {:<7} |",
+        "operation", "turns", "evicortex", "anchor", "ratio", "unit"
+    );
+    println!("|{:-<28}|{:->11}|{:->16}|{:->16}|{:->10}|{:-<9}|", "", "", "", "", "", "");
+    for row in &rows {
+        println!(
+            "| {:<26} | {:>9} | {:>14.2} | {:>14.2} | {:>8.2} | {:<7} |",
+            row.operation,
+            row.turns,
+            row.ours,
+            row.anchor,
+            row.ours / row.anchor,
+            row.unit
+        );
+    }
+    println!();
+    println!(
+        "ratio = evicortex / anchor (turns/s: below 1 is slower; s and bytes: above 1 is more)"
+    );
+    Ok(())
+}
+
+/// A deterministic conversation: 20 turns per session, 50 sessions per namespace, texts of
+/// 40 to 720 bytes drawn from a small vocabulary.
+fn generate(n: usize, seed: u64) -> Vec<Turn> {
+    const WORDS: &[&str] = &[
+        "the", "I", "moved", "to", "Lisbon", "in", "May", "and", "my", "sister", "visited", "we",
+        "talked", "about", "a", "new", "job", "at", "hospital", "garden", "tomatoes", "weekend",
+        "recipe", "marathon", "training", "plan", "café", "übung", "東京", "meeting", "budget",
+        "flight", "was", "delayed", "because", "of", "fog", "remember", "that", "dog", "named",
+        "Biscuit", "likes", "long", "walks", "near", "river", "yes", "no", "maybe", "tomorrow",
+    ];
+    let mut rng = StdRng::seed_from_u64(seed);
+    let base =
+        EventTime::parse_rfc3339("2023-01-01T09:00:00+01:00").expect("fixed time").utc_micros();
+    (0..n)
+        .map(|i| {
+            let target = rng.random_range(40..720);
+            let mut text = String::with_capacity(target + 16);
+            while text.len() < target {
+                if !text.is_empty() {
+                    text.push(' ');
+                }
+                text.push_str(WORDS[rng.random_range(0..WORDS.len())]);
+            }
+            Turn {
+                namespace: Namespace::new(&format!("user-{}", i / 1000)).expect("valid"),
+                session: SessionId::new(&format!("session-{}", i / 20)).expect("valid"),
+                turn: TurnIndex::new((i % 20) as u32),
+                role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+                speaker: None,
+                text,
+                time: EventTime::from_parts(base + i as i64 * 60_000_000, 3600).expect("valid"),
+                meta: serde_json::Map::new(),
+            }
+        })
+        .collect()
+}
+
+fn payload_bytes(t: &Turn) -> usize {
+    t.namespace.as_str().len() + t.session.as_str().len() + t.text.len() + 4 + 8 + 4
+}
+
+fn time_ledger_append(dir: &std::path::Path, turns: &[Turn], batch: usize) -> anyhow::Result<f64> {
+    let memory = Memory::open(dir)?;
+    let bar = progress::bar(turns.len() as u64, &format!("ledger b{batch}"));
+    let start = Instant::now();
+    let mut appended = 0;
+    for chunk in turns.chunks(batch) {
+        appended += memory.append(chunk)?.appended();
+        bar.inc(chunk.len() as u64);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    ensure!(appended == turns.len(), "appended {appended} of {} turns", turns.len());
+    Ok(elapsed)
+}
+
+const ANCHOR_SCHEMA: &str = "
+CREATE TABLE turns (
+    seq INTEGER PRIMARY KEY, namespace TEXT NOT NULL, session TEXT NOT NULL, turn INTEGER NOT NULL,
+    role TEXT NOT NULL, speaker TEXT, text TEXT NOT NULL, event_utc_us INTEGER NOT NULL,
+    event_offset_s INTEGER NOT NULL, ingest_utc_us INTEGER NOT NULL, meta TEXT NOT NULL,
+    UNIQUE (namespace, session, turn)
+);";
+
+fn anchor_connection(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(path)?;
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+    ensure!(mode.eq_ignore_ascii_case("wal"), "anchor journal mode is {mode}");
+    conn.execute_batch("PRAGMA synchronous = FULL;")?;
+    Ok(conn)
+}
+
+fn time_anchor_append(path: &std::path::Path, turns: &[Turn], batch: usize) -> anyhow::Result<f64> {
+    let mut conn = anchor_connection(path)?;
+    conn.execute_batch(ANCHOR_SCHEMA)?;
+    let bar = progress::bar(turns.len() as u64, &format!("anchor b{batch}"));
+    let start = Instant::now();
+    let mut seq: i64 = 0;
+    for chunk in turns.chunks(batch) {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        {
+            let now = chrono_now_micros();
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO turns VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?;
+            for t in chunk {
+                seq += 1;
+                insert.execute(rusqlite::params![
+                    seq,
+                    t.namespace.as_str(),
+                    t.session.as_str(),
+                    t.turn.raw(),
+                    t.role.as_str(),
+                    t.speaker.as_deref(),
+                    t.text,
+                    t.time.utc_micros(),
+                    t.time.offset_seconds(),
+                    now,
+                    "{}",
+                ])?;
+            }
+        }
+        tx.commit()?;
+        bar.inc(chunk.len() as u64);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    ensure!(seq as usize == turns.len(), "anchor inserted {seq} of {}", turns.len());
+    Ok(elapsed)
+}
+
+fn chrono_now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// Verify of the ledger against a full scan of the anchor reading every column.
+fn time_verify(
+    ledger_dir: &std::path::Path,
+    anchor: &std::path::Path,
+    n: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let memory = Memory::open_read_only(ledger_dir)?;
+    let spinner = progress::spinner(&format!("verifying {n}"));
+    let start = Instant::now();
+    let report = memory.verify()?;
+    let ours = start.elapsed().as_secs_f64();
+    ensure!(report.turns as usize == n, "verify saw {} turns, expected {n}", report.turns);
+
+    let conn = anchor_connection(anchor)?;
+    let start = Instant::now();
+    let mut stmt = conn.prepare("SELECT * FROM turns ORDER BY seq")?;
+    let mut rows = stmt.query([])?;
+    let (mut seen, mut bytes) = (0usize, 0usize);
+    while let Some(row) = rows.next()? {
+        for i in 0..11 {
+            bytes += match row.get_ref(i)? {
+                rusqlite::types::ValueRef::Text(t) => t.len(),
+                _ => 8,
+            };
+        }
+        seen += 1;
+    }
+    let anchor_time = start.elapsed().as_secs_f64();
+    spinner.finish_and_clear();
+    ensure!(seen == n && bytes > 0, "anchor scan saw {seen} rows, expected {n}");
+    Ok((ours, anchor_time))
+}
+
+fn file_bytes(path: &std::path::Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        if let Ok(m) = fs_err::metadata(PathBuf::from(p)) {
+            total += m.len();
+        }
+    }
+    Ok(total)
+}
+
+fn dir_bytes(dir: &std::path::Path) -> anyhow::Result<u64> {
+    file_bytes(&dir.join(evicortex::LEDGER_FILE))
+}
