@@ -37,7 +37,7 @@ impl std::fmt::Display for EraseTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             EraseTarget::Namespace(ns) => write!(f, "namespace {ns}"),
-            EraseTarget::Session(ns, s) => write!(f, "namespace {ns} session {s:?}"),
+            EraseTarget::Session(ns, s) => write!(f, "namespace {ns} session {:?}", s.as_str()),
             EraseTarget::Record(ns, id) => write!(f, "namespace {ns} record {id}"),
         }
     }

@@ -95,7 +95,7 @@ pub enum AppendError {
     /// The same (namespace, session, turn) is already stored, or given twice in the batch, with
     /// different content. Turns are immutable: never silently overwritten.
     #[error(
-        "conflict: namespace {namespace} session {session:?} turn {turn} is already stored as \
+        "conflict: namespace {namespace} session \"{session}\" turn {turn} is already stored as \
          {existing} with a different {field}"
     )]
     Conflict {
@@ -114,7 +114,7 @@ pub enum AppendError {
     },
     /// The (namespace, session, turn) was stored and later erased; it cannot be stored again.
     #[error(
-        "namespace {namespace} session {session:?} turn {turn} was erased (record {existing}); erased turns cannot be re-ingested"
+        "namespace {namespace} session \"{session}\" turn {turn} was erased (record {existing}); erased turns cannot be re-ingested"
     )]
     Erased {
         /// The position of the incoming turn in the batch (0-based).

@@ -176,7 +176,7 @@ impl Ledger {
     pub fn bytes_on_disk(&self) -> Result<u64, StorageError> {
         let mut total = 0;
         for path in self.files() {
-            match std::fs::metadata(&path) {
+            match fs_err::metadata(&path) {
                 Ok(m) => total += m.len(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(source) => {
