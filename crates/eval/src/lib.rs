@@ -26,10 +26,17 @@ pub mod controls;
 mod data_dir;
 pub mod datasets;
 mod error;
+pub mod eval_question;
 pub mod metrics;
+pub mod packing;
 pub mod protocol;
 pub mod ranking;
+pub mod report;
+pub mod run_config;
+pub mod runner;
 pub mod scoring;
+pub mod split;
+pub mod systems;
 
 pub use crate::{
     artefact::{ArtefactIdentity, KNOWN_ARTEFACTS, KnownArtefact, identify_file},

@@ -4,6 +4,8 @@
 mod conformance;
 /// The adapters accept the real files and recognise their digests.
 mod real_files;
+/// The runner end to end on the real files: conformance again, budgets and after-packing credit.
+mod runner;
 
 use std::path::PathBuf;
 

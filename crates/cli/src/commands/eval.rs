@@ -1,0 +1,173 @@
+//! `evicortex eval longmemeval|locomo`: run the evaluation harness and write `report.json` and
+//! `report.md`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use evicortex_eval::{
+    data_dir,
+    run_config::{RunConfigFile, parse_budget},
+    runner::{Benchmark, RunSpec, run},
+    split::SplitName,
+};
+
+use crate::exit::UsageError;
+
+/// Arguments of `evicortex eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The benchmark.
+    #[command(subcommand)]
+    pub benchmark: EvalBenchmark,
+}
+
+/// Which benchmark to run.
+#[derive(Debug, Subcommand)]
+pub enum EvalBenchmark {
+    /// LongMemEval (.json or .json.gz); metrics reproduce the released retrieval evaluation.
+    Longmemeval(EvalRunArgs),
+    /// LoCoMo (.json); evidence by dialogue id, results by category.
+    Locomo(EvalRunArgs),
+}
+
+/// One evaluation run. With `--config`, the committed file fixes every setting and flags given
+/// override single settings (recorded in the report).
+#[derive(Debug, Args)]
+pub struct EvalRunArgs {
+    /// A committed configuration (eval/configs/*.json); its digest goes into the report.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The dataset file.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// dev (tuning and calibration), test (reported once) or all.
+    #[arg(long)]
+    pub split: Option<String>,
+    /// The split file (split.tsv).
+    #[arg(long, value_name = "FILE")]
+    pub split_file: Option<PathBuf>,
+    /// Systems, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub systems: Option<Vec<String>>,
+    /// Budgets in reader tokens, comma-separated; `none` for no budget. The first is primary.
+    #[arg(long, value_delimiter = ',')]
+    pub budget_tokens: Option<Vec<String>>,
+    /// The reader tokenizer: o200k_base, cl100k_base or a tokenizer.json path.
+    #[arg(long)]
+    pub reader_tokenizer: Option<String>,
+    /// Metric cutoffs, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub cutoffs: Option<Vec<usize>>,
+    /// Most candidates any retriever offers the packer.
+    #[arg(long)]
+    pub candidate_limit: Option<usize>,
+    /// Run only the first N selected questions (small CI subsets).
+    #[arg(long)]
+    pub max_questions: Option<usize>,
+    /// Output directory for report.json and report.md.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// Runs `evicortex eval`.
+pub fn run_eval(_store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
+    let (benchmark, run_args) = match &args.benchmark {
+        EvalBenchmark::Longmemeval(a) => (Benchmark::LongMemEval, a),
+        EvalBenchmark::Locomo(a) => (Benchmark::Locomo, a),
+    };
+    let spec = spec_from_args(benchmark, run_args)?;
+    let report = run(&spec, &mut |_, _| Ok(None))?;
+    report
+        .write(&run_args.out, &spec.cutoffs)
+        .with_context(|| format!("writing the report into {}", run_args.out.display()))?;
+    for (name, sys) in &report.systems {
+        let s = &sys.overall.session;
+        let t = &sys.overall.turn;
+        let k = spec.cutoffs.iter().max().copied().unwrap_or(10);
+        eprintln!(
+            "{name:>16}: n={} session recall_all@{k} {:.4} ndcg_any@{k} {:.4}, turn recall_all@{k} {:.4}",
+            sys.n_scored,
+            s.get(&format!("recall_all@{k}")).copied().unwrap_or(f64::NAN),
+            s.get(&format!("ndcg_any@{k}")).copied().unwrap_or(f64::NAN),
+            t.get(&format!("recall_all@{k}")).copied().unwrap_or(f64::NAN),
+        );
+    }
+    eprintln!("wrote {}", run_args.out.join("report.json").display());
+    Ok(())
+}
+
+fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSpec> {
+    let usage = |m: String| anyhow::Error::new(UsageError(m));
+    let mut spec = match &a.config {
+        Some(path) => {
+            let file = RunConfigFile::read(path)?;
+            let spec = file.to_spec(&data_dir(Path::new(".")), path)?;
+            if spec.benchmark != benchmark {
+                return Err(usage(format!(
+                    "{} is a {} configuration",
+                    path.display(),
+                    file.benchmark
+                )));
+            }
+            spec
+        }
+        None => {
+            let Some(dataset) = a.dataset.clone() else {
+                return Err(usage("--dataset is required without --config".into()));
+            };
+            RunSpec {
+                benchmark,
+                dataset,
+                split: SplitName::All,
+                split_file: None,
+                systems: vec!["bm25-official".into()],
+                budgets: vec![None],
+                reader_tokenizer: "o200k_base".into(),
+                cutoffs: vec![1, 3, 5, 10],
+                candidate_limit: 50,
+                max_questions: None,
+                config_file: None,
+            }
+        }
+    };
+    if let Some(d) = &a.dataset {
+        spec.dataset = d.clone();
+    }
+    if let Some(s) = &a.split {
+        spec.split = s.parse().map_err(usage)?;
+    }
+    if let Some(f) = &a.split_file {
+        spec.split_file = Some(f.clone());
+    }
+    if let Some(s) = &a.systems {
+        spec.systems = s.clone();
+    }
+    if let Some(b) = &a.budget_tokens {
+        spec.budgets = b
+            .iter()
+            .map(|x| parse_budget(x))
+            .collect::<anyhow::Result<_>>()
+            .map_err(|e| usage(format!("{e:#}")))?;
+    }
+    if let Some(r) = &a.reader_tokenizer {
+        spec.reader_tokenizer = r.clone();
+    }
+    if let Some(c) = &a.cutoffs {
+        spec.cutoffs = c.clone();
+    }
+    if let Some(n) = a.candidate_limit {
+        spec.candidate_limit = n;
+    }
+    spec.max_questions = a.max_questions;
+    if spec.budgets.is_empty() || spec.cutoffs.is_empty() || spec.systems.is_empty() {
+        bail!(UsageError("budgets, cutoffs and systems must not be empty".into()));
+    }
+    if spec.benchmark == Benchmark::LongMemEval
+        && spec.split != SplitName::All
+        && spec.split_file.is_none()
+    {
+        return Err(usage("--split dev|test needs --split-file".into()));
+    }
+    Ok(spec)
+}

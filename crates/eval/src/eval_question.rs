@@ -1,0 +1,162 @@
+//! The benchmark-neutral input every system receives for one question: the same turns,
+//! timestamps, namespace, query, as-of time and evidence keys.
+
+use chrono::NaiveDateTime;
+use evicortex_core::{Namespace, Role};
+
+use crate::{
+    datasets::{
+        locomo::{Category, Conversation},
+        longmemeval::Question,
+    },
+    protocol::{EvidenceKeys, Exclusion},
+    ranking::TurnRef,
+};
+
+/// One turn as every system sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvalTurn {
+    /// Position in the question's haystack.
+    pub at: TurnRef,
+    /// A session id unique inside the question (repeated filler sessions are suffixed `#n`).
+    pub session: String,
+    /// Who said it.
+    pub role: Role,
+    /// The speaker's name, where the source gives one.
+    pub speaker: Option<String>,
+    /// Verbatim text.
+    pub text: String,
+    /// When the session took place (no timezone in either benchmark: read as UTC).
+    pub time: NaiveDateTime,
+}
+
+/// One question with its haystack, ready for any system.
+#[derive(Clone, Debug)]
+pub struct EvalQuestion {
+    /// Question id (LongMemEval id, or `<conversation>#q<index>` for LoCoMo).
+    pub id: String,
+    /// The namespace its haystack lives in.
+    pub namespace: Namespace,
+    /// The query text.
+    pub query: String,
+    /// The as-of instant (turns after it are not evidence); `None` for no limit.
+    pub as_of: Option<NaiveDateTime>,
+    /// Question type (LongMemEval) or category (LoCoMo), for breakdowns.
+    pub kind: String,
+    /// Whether this is an abstention case (`_abs`, or LoCoMo category 5).
+    pub abstention: bool,
+    /// Every turn, sessions in haystack order, turns in session order.
+    pub turns: Vec<EvalTurn>,
+    /// Evidence keys and gold labels.
+    pub keys: EvidenceKeys,
+}
+
+impl EvalQuestion {
+    /// The turns admitted by the as-of time.
+    pub fn admitted(&self) -> impl Iterator<Item = &EvalTurn> {
+        self.turns.iter().filter(|t| self.as_of.is_none_or(|as_of| t.time <= as_of))
+    }
+
+    /// The turn at `at`.
+    pub fn turn(&self, at: TurnRef) -> Option<&EvalTurn> {
+        self.turns.iter().find(|t| t.at == at)
+    }
+
+    /// From a LongMemEval question (as-of: end of the question's day).
+    pub fn from_longmemeval(q: &Question) -> EvalQuestion {
+        let turns = q
+            .sessions
+            .iter()
+            .enumerate()
+            .flat_map(|(s, session)| {
+                session.turns.iter().enumerate().map(move |(t, turn)| EvalTurn {
+                    at: TurnRef { session: s, turn: t },
+                    session: session.unique_id(),
+                    role: turn.role,
+                    speaker: None,
+                    text: turn.content.clone(),
+                    time: session.date,
+                })
+            })
+            .collect();
+        EvalQuestion {
+            id: q.id().to_owned(),
+            namespace: q.namespace.clone(),
+            query: q.question.clone(),
+            as_of: Some(q.as_of()),
+            kind: q.question_type.as_str().to_owned(),
+            abstention: q.abstention,
+            turns,
+            keys: EvidenceKeys::of(q),
+        }
+    }
+
+    /// The questions of a LoCoMo conversation (no as-of limit: questions follow the whole
+    /// conversation). Turn keys are `D<s>_<t>` so that the session widening strips them to `D<s>`;
+    /// user-side and assistant-side are the two speakers, both `user` role (there is no assistant).
+    pub fn from_locomo(conv: &Conversation) -> Vec<EvalQuestion> {
+        let turns: Vec<EvalTurn> = conv
+            .sessions
+            .iter()
+            .enumerate()
+            .flat_map(|(s, session)| {
+                session.turns.iter().enumerate().map(move |(t, turn)| EvalTurn {
+                    at: TurnRef { session: s, turn: t },
+                    session: format!("session_{}", session.number),
+                    role: Role::User,
+                    speaker: Some(turn.speaker.clone()),
+                    text: turn.text.clone(),
+                    time: session.date,
+                })
+            })
+            .collect();
+        let session_keys: Vec<String> =
+            conv.sessions.iter().map(|s| format!("D{}", s.number)).collect();
+        let turn_keys: Vec<Vec<String>> = conv
+            .sessions
+            .iter()
+            .map(|s| (0..s.turns.len()).map(|t| format!("D{}_{}", s.number, t + 1)).collect())
+            .collect();
+        conv.questions
+            .iter()
+            .map(|q| {
+                let gold_turns = q
+                    .evidence
+                    .iter()
+                    .map(|&(s, t)| turn_keys[s][t].clone())
+                    .collect::<std::collections::HashSet<_>>();
+                let gold_sessions = q
+                    .evidence
+                    .iter()
+                    .map(|&(s, _)| session_keys[s].clone())
+                    .collect::<std::collections::HashSet<_>>();
+                let abstention = q.category == Category::Adversarial;
+                let exclusion = if abstention {
+                    Some(Exclusion::Abstention)
+                } else if gold_turns.is_empty() {
+                    Some(Exclusion::NoUserEvidence)
+                } else {
+                    None
+                };
+                EvalQuestion {
+                    id: format!("{}#q{}", conv.namespace, q.index),
+                    namespace: conv.namespace.clone(),
+                    query: q.question.clone(),
+                    as_of: None,
+                    kind: q.category.as_str().to_owned(),
+                    abstention,
+                    turns: turns.clone(),
+                    keys: EvidenceKeys {
+                        session_keys: session_keys.clone(),
+                        turn_keys: turn_keys.clone(),
+                        relevant_user_turns: gold_turns.len(),
+                        relevant_sessions: gold_sessions.len(),
+                        gold_sessions,
+                        gold_turns,
+                        exclusion,
+                    },
+                }
+            })
+            .collect()
+    }
+}

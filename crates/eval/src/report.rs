@@ -1,0 +1,433 @@
+//! The evaluation report: `report.json` (machine-readable, full configuration and dataset digest)
+//! and `report.md` (tables and an SVG plot of recall against budget).
+
+use std::{collections::BTreeMap, fmt::Write as _, path::Path, time::Duration};
+
+use serde::Serialize;
+
+use crate::{
+    ArtefactIdentity,
+    scoring::{LevelScores, MeanScores},
+};
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// `longmemeval` or `locomo`.
+    pub benchmark: String,
+    /// The dataset file: path, sha256, official flag, name.
+    pub dataset: ArtefactIdentity,
+    /// What the adapter counted (repairs, repeated sessions, as-of effect).
+    pub adapter: serde_json::Value,
+    /// The as-of policy in words.
+    pub as_of_policy: String,
+    /// The full configuration of the run.
+    pub config: serde_json::Value,
+    /// The encoder identity, or `null` when no system in the run uses an encoder.
+    pub encoder: Option<serde_json::Value>,
+    /// Questions run, scored and excluded.
+    pub questions: QuestionCounts,
+    /// Per system.
+    pub systems: BTreeMap<String, SystemReport>,
+    /// Wall times in seconds: loading, and per system.
+    pub wall_time_s: BTreeMap<String, f64>,
+    /// Statements about how to read the numbers.
+    pub notes: Vec<String>,
+}
+
+/// How many questions were run and why some were not scored.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct QuestionCounts {
+    /// Questions selected by the split.
+    pub selected: usize,
+    /// Scored by the retrieval metrics.
+    pub scored: usize,
+    /// Abstention cases (reported separately).
+    pub abstention: usize,
+    /// Excluded for lacking (user-side) evidence.
+    pub no_evidence: usize,
+    /// Questions of the split file that the dataset lacks.
+    pub split_questions_missing_from_dataset: Vec<String>,
+}
+
+/// One system across budgets.
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemReport {
+    /// Scored questions at the primary (first) budget.
+    pub n_scored: usize,
+    /// Overall scores at the primary (first) budget.
+    pub overall: LevelScores,
+    /// The primary budget (`null` = none).
+    pub primary_budget: Option<usize>,
+    /// Per budget (`"none"` or the number of tokens).
+    pub budgets: BTreeMap<String, BudgetReport>,
+}
+
+/// One system at one budget.
+#[derive(Clone, Debug, Serialize)]
+pub struct BudgetReport {
+    /// The budget (`null` = none).
+    pub budget: Option<usize>,
+    /// Scored questions.
+    pub n_scored: usize,
+    /// Mean scores.
+    pub overall: LevelScores,
+    /// Mean scores per question type (LongMemEval) or category (LoCoMo).
+    pub by_question_type: BTreeMap<String, TypeScores>,
+    /// Abstention cases, reported apart from retrieval metrics.
+    pub abstention: AbstentionReport,
+    /// Reader tokens of the packed context over all questions run.
+    pub tokens_used: TokenStats,
+    /// Latency per stage, milliseconds.
+    pub latency_ms: BTreeMap<String, LatencyStats>,
+}
+
+/// Scores of one question type.
+#[derive(Clone, Debug, Serialize)]
+pub struct TypeScores {
+    /// Scored questions of this type.
+    pub n_scored: usize,
+    /// Mean scores.
+    #[serde(flatten)]
+    pub scores: LevelScores,
+}
+
+/// Abstention cases.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AbstentionReport {
+    /// Abstention questions run.
+    pub n: usize,
+    /// How many the system abstained on (`null` when the system never abstains).
+    pub abstained: Option<usize>,
+    /// How many scored (answerable) questions the system wrongly abstained on.
+    pub abstained_on_answerable: Option<usize>,
+    /// Mean reader tokens it still spent on abstention questions.
+    pub mean_tokens_used: f64,
+}
+
+/// Token use.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TokenStats {
+    /// Mean.
+    pub mean: f64,
+    /// Maximum.
+    pub max: usize,
+}
+
+/// Latency of one stage.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyStats {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+}
+
+/// Accumulates one system at one budget while questions run.
+#[derive(Debug, Default)]
+pub struct BudgetAccumulator {
+    overall: MeanScores,
+    by_kind: BTreeMap<String, MeanScores>,
+    abstention: AbstentionReport,
+    abstained_any: bool,
+    abstained_on_answerable: usize,
+    abstention_tokens: usize,
+    tokens: Vec<usize>,
+    stages: BTreeMap<String, Vec<Duration>>,
+}
+
+impl BudgetAccumulator {
+    /// Records a scored question.
+    pub fn add_scored(&mut self, kind: &str, scores: &LevelScores, abstained: Option<bool>) {
+        self.overall.add(scores);
+        self.by_kind.entry(kind.to_owned()).or_default().add(scores);
+        if let Some(a) = abstained {
+            self.abstained_any = true;
+            self.abstained_on_answerable += usize::from(a);
+        }
+    }
+    /// Records an abstention question.
+    pub fn add_abstention(&mut self, abstained: Option<bool>, tokens: usize) {
+        self.abstention.n += 1;
+        self.abstention_tokens += tokens;
+        if let Some(a) = abstained {
+            self.abstained_any = true;
+            *self.abstention.abstained.get_or_insert(0) += usize::from(a);
+        }
+    }
+    /// Records tokens and stage times of any question.
+    pub fn add_cost(&mut self, tokens: usize, stages: &[(&'static str, Duration)]) {
+        self.tokens.push(tokens);
+        for (stage, d) in stages {
+            self.stages.entry((*stage).to_owned()).or_default().push(*d);
+        }
+    }
+    /// The finished report.
+    pub fn finish(mut self, budget: Option<usize>) -> BudgetReport {
+        if self.abstained_any {
+            self.abstention.abstained.get_or_insert(0);
+            self.abstention.abstained_on_answerable = Some(self.abstained_on_answerable);
+        }
+        self.abstention.mean_tokens_used =
+            self.abstention_tokens as f64 / self.abstention.n.max(1) as f64;
+        let tokens_used = TokenStats {
+            mean: self.tokens.iter().sum::<usize>() as f64 / self.tokens.len().max(1) as f64,
+            max: self.tokens.iter().copied().max().unwrap_or(0),
+        };
+        let latency_ms = self
+            .stages
+            .into_iter()
+            .map(|(stage, mut ds)| {
+                ds.sort();
+                let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+                let pct = |p: f64| ms(ds[((ds.len() - 1) as f64 * p).round() as usize]);
+                let mean = ds.iter().map(|d| ms(*d)).sum::<f64>() / ds.len() as f64;
+                (stage, LatencyStats { mean, p50: pct(0.5), p95: pct(0.95) })
+            })
+            .collect();
+        BudgetReport {
+            budget,
+            n_scored: self.overall.count(),
+            overall: self.overall.mean(),
+            by_question_type: self
+                .by_kind
+                .into_iter()
+                .map(|(k, m)| (k, TypeScores { n_scored: m.count(), scores: m.mean() }))
+                .collect(),
+            abstention: self.abstention,
+            tokens_used,
+            latency_ms,
+        }
+    }
+}
+
+/// The key of a budget in reports.
+pub fn budget_key(budget: Option<usize>) -> String {
+    budget.map_or_else(|| "none".to_owned(), |b| b.to_string())
+}
+
+impl Report {
+    /// Writes `report.json` and `report.md` into `dir` (created if needed).
+    pub fn write(&self, dir: &Path, cutoffs: &[usize]) -> std::io::Result<()> {
+        fs_err::create_dir_all(dir)?;
+        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        fs_err::write(dir.join("report.json"), json + "\n")?;
+        fs_err::write(dir.join("report.md"), self.markdown(cutoffs))?;
+        Ok(())
+    }
+
+    /// The human-readable summary.
+    pub fn markdown(&self, cutoffs: &[usize]) -> String {
+        let mut md = String::new();
+        let d = &self.dataset;
+        let _ = writeln!(md, "# {} evaluation\n", self.benchmark);
+        let _ = writeln!(
+            md,
+            "Dataset `{}`: {} (sha256 `{}`{}).\n",
+            d.path.display(),
+            d.name,
+            d.sha256,
+            if d.official { ", official" } else { ", NOT an official artefact" }
+        );
+        let q = &self.questions;
+        let _ = writeln!(
+            md,
+            "Questions: {} selected, {} scored, {} abstention cases (reported separately), {} without evidence.\n",
+            q.selected, q.scored, q.abstention, q.no_evidence
+        );
+        for note in &self.notes {
+            let _ = writeln!(md, "- {note}");
+        }
+        let budgets: Vec<String> = self
+            .systems
+            .values()
+            .next()
+            .map(|s| {
+                let mut b: Vec<(Option<usize>, String)> =
+                    s.budgets.values().map(|r| (r.budget, budget_key(r.budget))).collect();
+                b.sort_by_key(|(x, _)| x.unwrap_or(usize::MAX));
+                b.into_iter().map(|(_, k)| k).collect()
+            })
+            .unwrap_or_default();
+        for level in ["session", "turn"] {
+            for budget in &budgets {
+                let _ = writeln!(md, "\n## {level} level, budget {budget}\n");
+                let mut header = "| system | n |".to_owned();
+                let mut rule = "| --- | --- |".to_owned();
+                for k in cutoffs {
+                    for m in ["recall_any", "recall_all", "ndcg_any"] {
+                        let _ = write!(header, " {m}@{k} |");
+                        rule.push_str(" --- |");
+                    }
+                }
+                header.push_str(" tokens mean |");
+                rule.push_str(" --- |");
+                let _ = writeln!(md, "{header}\n{rule}");
+                for (name, sys) in &self.systems {
+                    let Some(r) = sys.budgets.get(budget) else { continue };
+                    let table =
+                        if level == "session" { &r.overall.session } else { &r.overall.turn };
+                    let mut row = format!("| {name} | {} |", r.n_scored);
+                    for k in cutoffs {
+                        for m in ["recall_any", "recall_all", "ndcg_any"] {
+                            let v = table.get(&format!("{m}@{k}")).copied().unwrap_or(f64::NAN);
+                            let _ = write!(row, " {v:.4} |");
+                        }
+                    }
+                    let _ = write!(row, " {:.0} |", r.tokens_used.mean);
+                    let _ = writeln!(md, "{row}");
+                }
+            }
+        }
+        let numeric: Vec<usize> = budgets.iter().filter_map(|b| b.parse().ok()).collect();
+        if numeric.len() >= 2
+            && let Some(&k) = cutoffs.iter().max()
+        {
+            let metric = format!("recall_all@{k}");
+            let _ = writeln!(md, "\n## Session {metric} against budget\n");
+            let _ = writeln!(md, "{}", self.svg_plot(&numeric, &metric));
+        }
+        let _ = writeln!(md, "\n## By question type (session recall_all, budgets in columns)\n");
+        for (name, sys) in &self.systems {
+            let _ = writeln!(md, "\n### {name}\n");
+            let k = cutoffs.iter().max().copied().unwrap_or(10);
+            let mut header = "| type |".to_owned();
+            let mut rule = "| --- |".to_owned();
+            for b in &budgets {
+                let _ = write!(header, " n | @{k} ({b}) |");
+                rule.push_str(" --- | --- |");
+            }
+            let _ = writeln!(md, "{header}\n{rule}");
+            let kinds: std::collections::BTreeSet<&String> =
+                sys.budgets.values().flat_map(|r| r.by_question_type.keys()).collect();
+            for kind in kinds {
+                let mut row = format!("| {kind} |");
+                for b in &budgets {
+                    match sys.budgets.get(b).and_then(|r| r.by_question_type.get(kind)) {
+                        Some(t) => {
+                            let v = t
+                                .scores
+                                .session
+                                .get(&format!("recall_all@{k}"))
+                                .copied()
+                                .unwrap_or(f64::NAN);
+                            let _ = write!(row, " {} | {v:.4} |", t.n_scored);
+                        }
+                        None => row.push_str(" 0 | - |"),
+                    }
+                }
+                let _ = writeln!(md, "{row}");
+            }
+        }
+        let _ = writeln!(md, "\n## Abstention cases and latency\n");
+        let _ = writeln!(
+            md,
+            "| system | budget | abstention n | abstained | abstained on answerable | mean tokens on abstention | stages (mean ms) |"
+        );
+        let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- |");
+        for (name, sys) in &self.systems {
+            for b in &budgets {
+                let Some(r) = sys.budgets.get(b) else { continue };
+                let stages: Vec<String> =
+                    r.latency_ms.iter().map(|(s, l)| format!("{s} {:.1}", l.mean)).collect();
+                let opt = |o: Option<usize>| {
+                    o.map_or_else(|| "never abstains".to_owned(), |v| v.to_string())
+                };
+                let _ = writeln!(
+                    md,
+                    "| {name} | {b} | {} | {} | {} | {:.0} | {} |",
+                    r.abstention.n,
+                    opt(r.abstention.abstained),
+                    opt(r.abstention.abstained_on_answerable),
+                    r.abstention.mean_tokens_used,
+                    stages.join(", ")
+                );
+            }
+        }
+        let _ = writeln!(md, "\n## Wall time\n");
+        for (what, s) in &self.wall_time_s {
+            let _ = writeln!(md, "- {what}: {s:.1} s");
+        }
+        md
+    }
+
+    /// A small SVG line plot of session `metric` against budget, one line per system.
+    pub fn svg_plot(&self, budgets: &[usize], metric: &str) -> String {
+        const W: f64 = 560.0;
+        const H: f64 = 320.0;
+        const L: f64 = 50.0;
+        const R: f64 = 150.0;
+        const T: f64 = 20.0;
+        const B: f64 = 40.0;
+        const COLOURS: [&str; 10] = [
+            "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+            "#bcbd22", "#17becf",
+        ];
+        let lx = |b: usize| {
+            let (lo, hi) = ((budgets[0] as f64).log2(), (budgets[budgets.len() - 1] as f64).log2());
+            L + ((b as f64).log2() - lo) / (hi - lo).max(1e-9) * (W - L - R)
+        };
+        let ly = |v: f64| T + (1.0 - v) * (H - T - B);
+        let mut svg = format!(
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"#
+        );
+        let _ = write!(svg, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+        for i in 0..=4 {
+            let v = f64::from(i) / 4.0;
+            let _ = write!(
+                svg,
+                r##"<line x1="{L}" x2="{}" y1="{y}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{v:.2}</text>"##,
+                W - R,
+                L - 4.0,
+                ly(v) + 4.0,
+                y = ly(v)
+            );
+        }
+        for &b in budgets {
+            let _ = write!(
+                svg,
+                r#"<text x="{}" y="{}" text-anchor="middle">{b}</text>"#,
+                lx(b),
+                H - B + 16.0
+            );
+        }
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle">budget (reader tokens, log scale)</text>"#,
+            L + (W - L - R) / 2.0,
+            H - 6.0
+        );
+        for (i, (name, sys)) in self.systems.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            let points: Vec<(f64, f64)> = budgets
+                .iter()
+                .filter_map(|b| {
+                    let v = sys.budgets.get(&b.to_string())?.overall.session.get(metric)?;
+                    Some((lx(*b), ly(*v)))
+                })
+                .collect();
+            let path: Vec<String> = points.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+            let _ = write!(
+                svg,
+                r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
+                path.join(" ")
+            );
+            for (x, y) in &points {
+                let _ = write!(svg, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{colour}"/>"#);
+            }
+            let ty = T + 14.0 * i as f64 + 8.0;
+            let _ = write!(
+                svg,
+                r#"<rect x="{}" y="{}" width="10" height="10" fill="{colour}"/><text x="{}" y="{}">{name}</text>"#,
+                W - R + 10.0,
+                ty - 9.0,
+                W - R + 24.0,
+                ty
+            );
+        }
+        svg.push_str("</svg>");
+        svg
+    }
+}

@@ -1,0 +1,289 @@
+//! The runner: loads a benchmark, selects the split, runs every system on every question at
+//! every budget, scores what each system packed, and assembles the report.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::Instant,
+};
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+
+use crate::{
+    datasets::{
+        locomo::LocomoDataset,
+        longmemeval::{AS_OF_POLICY, LongMemEvalDataset},
+    },
+    eval_question::EvalQuestion,
+    packing::ReaderTokenizer,
+    protocol::Exclusion,
+    report::{BudgetAccumulator, QuestionCounts, Report, SystemReport, budget_key},
+    scoring::score_ranking,
+    split::{SplitFile, SplitName},
+    systems::{
+        Bm25OfficialSystem, EvalSystem, FullHistorySystem, NoMemorySystem, OracleSystem,
+        SharedSettings,
+    },
+};
+
+/// Which benchmark a run reads.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Benchmark {
+    /// LongMemEval (`.json` / `.json.gz`).
+    LongMemEval,
+    /// LoCoMo.
+    Locomo,
+}
+
+/// Every setting of a run; recorded verbatim in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSpec {
+    /// The benchmark.
+    pub benchmark: Benchmark,
+    /// The dataset file.
+    pub dataset: PathBuf,
+    /// The split used.
+    pub split: SplitName,
+    /// The split file (required for dev/test on LongMemEval).
+    pub split_file: Option<PathBuf>,
+    /// System names, in report order.
+    pub systems: Vec<String>,
+    /// Budgets in reader tokens (`None` = no budget); the first is the primary budget.
+    pub budgets: Vec<Option<usize>>,
+    /// Reader tokenizer name.
+    pub reader_tokenizer: String,
+    /// Cutoffs k of the metrics.
+    pub cutoffs: Vec<usize>,
+    /// Most candidates any retriever offers the packer.
+    pub candidate_limit: usize,
+    /// Run only the first N selected questions (CI subsets); `None` runs all.
+    pub max_questions: Option<usize>,
+    /// The committed configuration file this run came from, and its SHA-256 (preregistration).
+    pub config_file: Option<(PathBuf, String)>,
+}
+
+/// The systems the runner knows, in the order reports list them.
+pub const KNOWN_SYSTEMS: &[&str] = &[
+    "evicortex",
+    "evicortex-rerank",
+    "comparator",
+    "bm25-official",
+    "bm25",
+    "dense",
+    "no-memory",
+    "full-history",
+    "oracle",
+];
+
+/// Builds the systems that need neither encoder nor compiler; others come from `extra`.
+pub type SystemFactory<'a> =
+    &'a mut dyn FnMut(&str, &SharedSettings) -> anyhow::Result<Option<Box<dyn EvalSystem>>>;
+
+/// Loads the benchmark and turns it into questions (the split applied), with the adapter stats.
+pub fn load_questions(
+    spec: &RunSpec,
+) -> anyhow::Result<(
+    crate::ArtefactIdentity,
+    serde_json::Value,
+    Vec<EvalQuestion>,
+    QuestionCounts,
+    String,
+)> {
+    let mut counts = QuestionCounts::default();
+    match spec.benchmark {
+        Benchmark::LongMemEval => {
+            let split = match (spec.split, &spec.split_file) {
+                (SplitName::All, None) => SplitFile::default(),
+                (_, Some(path)) => SplitFile::read(path)?,
+                (s, None) => bail!("--split {s:?} needs --split-file"),
+            };
+            let ds = LongMemEvalDataset::read(&spec.dataset, &|id| split.selects(spec.split, id))
+                .with_context(|| format!("reading {}", spec.dataset.display()))?;
+            let present: std::collections::HashSet<&str> =
+                ds.questions.iter().map(|q| q.id()).collect();
+            counts.split_questions_missing_from_dataset = split
+                .assignment
+                .iter()
+                .filter(|(id, s)| {
+                    (spec.split == SplitName::All || **s == spec.split)
+                        && !present.contains(id.as_str())
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            let questions = ds.questions.iter().map(EvalQuestion::from_longmemeval).collect();
+            Ok((
+                ds.artefact,
+                serde_json::to_value(&ds.stats)?,
+                questions,
+                counts,
+                AS_OF_POLICY.to_owned(),
+            ))
+        }
+        Benchmark::Locomo => {
+            if spec.split != SplitName::All {
+                bail!(
+                    "LoCoMo files are already split (the dev file is the development part): use --split all"
+                );
+            }
+            let ds = LocomoDataset::read(&spec.dataset)
+                .with_context(|| format!("reading {}", spec.dataset.display()))?;
+            let questions = ds.conversations.iter().flat_map(EvalQuestion::from_locomo).collect();
+            Ok((
+                ds.artefact,
+                serde_json::to_value(&ds.stats)?,
+                questions,
+                counts,
+                "no as-of limit: LoCoMo questions follow the whole conversation".to_owned(),
+            ))
+        }
+    }
+}
+
+/// Runs `spec`. `factory` builds systems beyond the built-in controls (compiler- and
+/// encoder-backed ones); it returns `None` for names it does not know.
+pub fn run(spec: &RunSpec, factory: SystemFactory<'_>) -> anyhow::Result<Report> {
+    let load_start = Instant::now();
+    let reader = ReaderTokenizer::by_name(&spec.reader_tokenizer)?;
+    let settings = SharedSettings { reader, candidate_limit: spec.candidate_limit };
+    let (artefact, adapter, mut questions, mut counts, as_of_policy) = load_questions(spec)?;
+    if let Some(n) = spec.max_questions {
+        questions.truncate(n);
+    }
+    counts.selected = questions.len();
+    for q in &questions {
+        match q.keys.exclusion {
+            None => counts.scored += 1,
+            Some(Exclusion::Abstention) => counts.abstention += 1,
+            Some(Exclusion::NoUserEvidence) => counts.no_evidence += 1,
+        }
+    }
+    let mut wall_time_s = BTreeMap::new();
+    wall_time_s.insert("load".to_owned(), load_start.elapsed().as_secs_f64());
+    let mut systems: Vec<Box<dyn EvalSystem>> = Vec::new();
+    for name in &spec.systems {
+        systems.push(build_system(name, &settings, factory)?);
+    }
+    let mut reports = BTreeMap::new();
+    for system in &mut systems {
+        let start = Instant::now();
+        let name = system.name().to_owned();
+        let bar = progress_bar(questions.len() as u64, &name);
+        let mut accs: Vec<BudgetAccumulator> =
+            spec.budgets.iter().map(|_| BudgetAccumulator::default()).collect();
+        for q in &questions {
+            let outputs = system
+                .run(q, &spec.budgets)
+                .with_context(|| format!("system {name} on question {}", q.id))?;
+            for (acc, out) in accs.iter_mut().zip(&outputs) {
+                acc.add_cost(out.tokens_used, &out.stages);
+                match q.keys.exclusion {
+                    None => acc.add_scored(
+                        &q.kind,
+                        &score_ranking(&q.keys, &out.ranking, &spec.cutoffs),
+                        out.abstained,
+                    ),
+                    Some(Exclusion::Abstention) => {
+                        acc.add_abstention(out.abstained, out.tokens_used)
+                    }
+                    Some(Exclusion::NoUserEvidence) => {}
+                }
+            }
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let budgets: BTreeMap<String, _> =
+            spec.budgets.iter().zip(accs).map(|(&b, acc)| (budget_key(b), acc.finish(b))).collect();
+        let primary = &budgets[&budget_key(spec.budgets[0])];
+        reports.insert(
+            name.clone(),
+            SystemReport {
+                n_scored: primary.n_scored,
+                overall: primary.overall.clone(),
+                primary_budget: spec.budgets[0],
+                budgets,
+            },
+        );
+        wall_time_s.insert(format!("system {name}"), start.elapsed().as_secs_f64());
+    }
+    let mut notes = vec![
+        format!("as-of policy: {as_of_policy}"),
+        "metrics are computed after packing: a system is credited only for evidence inside its packed context, in its own rank order".to_owned(),
+        "session metrics of turn-level systems come from the released turn-to-session widening; bm25-official without a budget ranks sessions directly, as the release does".to_owned(),
+        format!("budgets are counted exactly in the {} reader tokenizer, headers and citations included", settings.reader.name()),
+    ];
+    if !artefact.official {
+        notes.push(format!(
+            "the dataset is NOT an official artefact ({}; sha256 {})",
+            artefact.name, artefact.sha256
+        ));
+    }
+    if spec.split == SplitName::Dev {
+        notes.push("dev split: for tuning and calibration only; not a reported result".to_owned());
+    }
+    if spec.split == SplitName::Test {
+        notes.push("test split: run once with the frozen, committed configuration".to_owned());
+    }
+    Ok(Report {
+        benchmark: match spec.benchmark {
+            Benchmark::LongMemEval => "longmemeval".into(),
+            Benchmark::Locomo => "locomo".into(),
+        },
+        dataset: artefact,
+        adapter,
+        as_of_policy,
+        config: serde_json::to_value(spec)?,
+        encoder: None,
+        questions: counts,
+        systems: reports,
+        wall_time_s,
+        notes,
+    })
+}
+
+fn build_system(
+    name: &str,
+    settings: &SharedSettings,
+    factory: SystemFactory<'_>,
+) -> anyhow::Result<Box<dyn EvalSystem>> {
+    Ok(match name {
+        "bm25-official" => Box::new(Bm25OfficialSystem { settings: settings.clone() }),
+        "no-memory" => Box::new(NoMemorySystem),
+        "full-history" => Box::new(FullHistorySystem { settings: settings.clone() }),
+        "oracle" => Box::new(OracleSystem { settings: settings.clone() }),
+        other => match factory(other, settings)? {
+            Some(system) => system,
+            None if KNOWN_SYSTEMS.contains(&other) => {
+                bail!(
+                    "system {other} needs the compiler and encoder, which this build's factory does not provide"
+                )
+            }
+            None => bail!("unknown system {other:?}; known: {}", KNOWN_SYSTEMS.join(", ")),
+        },
+    })
+}
+
+fn progress_bar(len: u64, name: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix:>16} [{bar:30}] {pos}/{len} {elapsed} eta {eta}",
+        )
+        .expect("static template is valid")
+        .progress_chars("=> "),
+    );
+    bar.set_prefix(name.to_owned());
+    bar
+}
+
+/// SHA-256 of a configuration file, for the preregistration record.
+pub fn config_digest(path: &Path) -> anyhow::Result<String> {
+    let bytes = fs_err::read(path)?;
+    use sha2::Digest;
+    Ok(crate::artefact::hex(&sha2::Sha256::digest(&bytes)))
+}

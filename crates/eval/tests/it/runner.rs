@@ -1,0 +1,103 @@
+use evicortex_eval::{
+    runner::{Benchmark, RunSpec, run},
+    split::SplitName,
+};
+
+use crate::data_file;
+
+fn spec(
+    benchmark: Benchmark,
+    dataset: &str,
+    split: SplitName,
+    budgets: Vec<Option<usize>>,
+) -> RunSpec {
+    RunSpec {
+        benchmark,
+        dataset: data_file(dataset),
+        split,
+        split_file: (benchmark == Benchmark::LongMemEval)
+            .then(|| data_file("longmemeval/split.tsv")),
+        systems: ["bm25-official", "no-memory", "full-history", "oracle"]
+            .map(String::from)
+            .to_vec(),
+        budgets,
+        reader_tokenizer: "o200k_base".into(),
+        cutoffs: vec![1, 5, 10],
+        candidate_limit: 50,
+        max_questions: None,
+        config_file: None,
+    }
+}
+
+fn metric(
+    report: &evicortex_eval::report::Report,
+    system: &str,
+    budget: &str,
+    level: &str,
+    m: &str,
+) -> f64 {
+    let r = &report.systems[system].budgets[budget].overall;
+    if level == "session" { r.session[m] } else { r.turn[m] }
+}
+
+/// The conformance numbers again, through the runner and the benchmark-neutral question input.
+#[test]
+fn runner_reproduces_conformance_without_budget() {
+    let report = run(
+        &spec(
+            Benchmark::LongMemEval,
+            "longmemeval/longmemeval_s_cleaned.499of500.json.gz",
+            SplitName::All,
+            vec![None],
+        ),
+        &mut |_, _| Ok(None),
+    )
+    .unwrap();
+    assert_eq!(report.questions.scored, 418);
+    assert!(!report.dataset.official);
+    let got = metric(&report, "bm25-official", "none", "session", "recall_all@5");
+    assert!((got - 0.7416).abs() <= 0.005, "{got}");
+    let got = metric(&report, "bm25-official", "none", "turn", "recall_all@10");
+    assert!((got - 0.5909).abs() <= 0.005, "{got}");
+    assert_eq!(metric(&report, "no-memory", "none", "session", "recall_any@10"), 0.0);
+    assert_eq!(metric(&report, "oracle", "none", "turn", "recall_all@10"), 1.0);
+}
+
+/// With budgets: nothing is credited beyond the packed context, and no pack exceeds its budget.
+#[test]
+fn budgets_bound_tokens_and_credit_on_dev_subsets() {
+    let mut s = spec(
+        Benchmark::LongMemEval,
+        "longmemeval/longmemeval_s_cleaned.499of500.json.gz",
+        SplitName::Dev,
+        vec![Some(512), Some(4096)],
+    );
+    s.max_questions = Some(12);
+    let lme = run(&s, &mut |_, _| Ok(None)).unwrap();
+    let l = run(
+        &spec(
+            Benchmark::Locomo,
+            "locomo/locomo10.dev.json",
+            SplitName::All,
+            vec![Some(512), Some(4096)],
+        ),
+        &mut |_, _| Ok(None),
+    )
+    .unwrap();
+    for report in [&lme, &l] {
+        for (name, sys) in &report.systems {
+            for (budget, r) in &sys.budgets {
+                let b: usize = budget.parse().unwrap();
+                assert!(r.tokens_used.max <= b, "{name} at {budget}: {}", r.tokens_used.max);
+            }
+            let small = metric(report, name, "512", "turn", "recall_any@10");
+            let large = metric(report, name, "4096", "turn", "recall_any@10");
+            assert!(small <= large + 1e-9, "{name}: {small} at 512 > {large} at 4096");
+        }
+        assert_eq!(metric(report, "no-memory", "4096", "session", "recall_any@10"), 0.0);
+    }
+    assert_eq!(l.questions.abstention, 71);
+    assert!(l.systems["oracle"].budgets["4096"].by_question_type.contains_key("multi-hop"));
+    let md = l.markdown(&[1, 5, 10]);
+    assert!(md.contains("<svg"), "report.md has the budget plot");
+}
