@@ -65,7 +65,9 @@ impl BertConfig {
                 ),
             ));
         }
-        if config.num_attention_heads == 0 || !config.hidden_size.is_multiple_of(config.num_attention_heads) {
+        if config.num_attention_heads == 0
+            || !config.hidden_size.is_multiple_of(config.num_attention_heads)
+        {
             return Err(invalid(
                 "num_attention_heads",
                 format!(

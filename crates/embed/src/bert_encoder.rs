@@ -117,6 +117,15 @@ impl Encoder for BertEncoder {
         Ok(ids[0].len())
     }
 
+    fn count_tokens_many(
+        &self,
+        role: EmbeddingRole,
+        texts: &[&str],
+    ) -> Result<Vec<usize>, EmbedError> {
+        let prefixed: Vec<String> = texts.iter().map(|text| self.prefixed(role, text)).collect();
+        Ok(self.tokenizer.encode_all(&prefixed)?.iter().map(Vec::len).collect())
+    }
+
     fn embed(&self, role: EmbeddingRole, texts: &[&str]) -> Result<Vec<TextEmbedding>, EmbedError> {
         let _span = tracing::info_span!("embed", ?role, n_texts = texts.len()).entered();
         let prefixed: Vec<String> = texts.iter().map(|text| self.prefixed(role, text)).collect();

@@ -59,6 +59,15 @@ pub trait Encoder: Send + Sync {
     /// truncation.
     fn count_tokens(&self, role: EmbeddingRole, text: &str) -> Result<usize, EmbedError>;
 
+    /// [`Encoder::count_tokens`] of each text.
+    fn count_tokens_many(
+        &self,
+        role: EmbeddingRole,
+        texts: &[&str],
+    ) -> Result<Vec<usize>, EmbedError> {
+        texts.iter().map(|text| self.count_tokens(role, text)).collect()
+    }
+
     /// Embeds `texts` in the given role. Every text is measured before the model runs; under the
     /// `refuse` policy one overlength text fails the whole call and nothing is embedded.
     fn embed(&self, role: EmbeddingRole, texts: &[&str]) -> Result<Vec<TextEmbedding>, EmbedError>;

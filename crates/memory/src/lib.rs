@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod derived;
+mod embedding_cache;
 mod error;
 mod export;
 mod jsonl;
@@ -30,6 +31,10 @@ mod stats;
 
 pub use crate::{
     derived::{DerivedStore, DerivedStoreError},
+    embedding_cache::{
+        CatchUpLimits, EMBEDDINGS_FILE, EmbedProgress, EmbedReport, EmbeddingCache,
+        EmbeddingCacheError, NamespaceVectors, RefusedTurn, embed_pending,
+    },
     error::{AppendError, EraseError, ErrorClass, ExportError, OpenError, ReadError, VerifyError},
     export::{ExportSummary, export_line},
     jsonl::{
