@@ -1,1 +1,40 @@
 //! HTTP and MCP servers for EviCortex.
+//!
+//! [`router`] is the JSON API (axum) over an [`AppState`]: a [`evicortex::Memory`], the
+//! [`KeyStore`] of per-namespace API keys, and the [`ServerConfig`] limits. [`serve_http`] runs it
+//! on a listener until a shutdown signal and drains in-flight requests. [`McpServer`] exposes one
+//! namespace as the MCP tools `remember`, `recall` and `forget`, served on stdio by
+//! [`serve_mcp_stdio`]. [`openapi`] is the OpenAPI document, generated from the same code.
+//!
+//! Every store call runs on tokio's blocking pool; the facade serialises writers and lets readers
+//! run concurrently. A 200 on an append means the turns are on disk.
+#![warn(missing_docs)]
+
+mod api_error;
+mod auth;
+mod dto;
+mod facade_errors;
+mod http_server;
+mod json_body;
+mod key_store;
+mod mcp;
+mod openapi;
+mod operations;
+mod routes;
+mod state;
+
+pub use crate::{
+    api_error::{ApiError, ErrorBody},
+    auth::Caller,
+    dto::{
+        AppendRequest, AppendResponse, AppendedTurn, CompileRequest, EraseRequest, EraseResponse,
+        HealthResponse, NamespaceStatsResponse, TurnInput, VerifyResponse,
+    },
+    http_server::{ServeError, serve_http, termination_signal},
+    json_body::{JsonBody, parse_json},
+    key_store::{KEY_STORE_FILE, KeyListing, KeyScope, KeyStore, KeyStoreError, NewKey},
+    mcp::{ForgetArgs, McpServer, RememberArgs, serve_mcp_stdio},
+    openapi::openapi,
+    routes::router,
+    state::{AppState, ServerConfig},
+};

@@ -1,0 +1,164 @@
+//! Request and response bodies of the HTTP API, with their OpenAPI schemas.
+//!
+//! Request bodies refuse unknown fields, so a misspelt option is an error rather than silently
+//! ignored. Ids and times reuse the validating `evicortex-core` types, so a bad value is refused
+//! while parsing, with the path of the field.
+
+use evicortex_core::{EventTime, SessionId, TurnId};
+use rmcp::schemars;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Body of `POST /v1/namespaces/{ns}/turns`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppendRequest {
+    /// The turns to append, as one atomic batch (at least one). Each is checked field by field by
+    /// the same validator as the JSONL ingest format.
+    #[schema(value_type = Vec<TurnInput>)]
+    pub turns: Vec<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// One turn: the fields of the JSONL ingest format without `namespace`, which comes from the path.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TurnInput {
+    /// Session id inside the namespace (1 to 256 bytes, no control characters).
+    #[schema(example = "2024-05-02-chat")]
+    pub session: String,
+    /// Index of the turn inside its session (0-based).
+    #[schema(example = 0)]
+    pub turn: u32,
+    /// `user`, `assistant`, `system` or `tool`.
+    #[schema(example = "user")]
+    pub role: String,
+    /// Speaker name, where known (omit rather than send an empty string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speaker: Option<String>,
+    /// The verbatim text (at most 1 MiB; never truncated).
+    #[schema(example = "I moved to Lisbon in May.")]
+    pub text: String,
+    /// When it was said: RFC 3339 with an explicit offset, microsecond precision at most.
+    #[schema(example = "2024-05-02T10:00:00+01:00")]
+    pub time: String,
+    /// Free-form source metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Response of `POST /v1/namespaces/{ns}/turns`: one entry per input turn, in input order.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AppendResponse {
+    /// Turns newly stored by this request.
+    pub appended: usize,
+    /// Turns that were already stored identically (idempotent retry); nothing changed for them.
+    pub already_present: usize,
+    /// Per input turn: its ledger record and digest.
+    pub turns: Vec<AppendedTurn>,
+}
+
+/// Where one appended turn is stored.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AppendedTurn {
+    /// Ledger record id.
+    #[schema(value_type = u64)]
+    pub id: TurnId,
+    /// BLAKE3 digest of the record (hex).
+    pub digest: String,
+    /// `appended` or `already_present`.
+    pub status: String,
+}
+
+/// Body of `POST /v1/namespaces/{ns}/erase`: exactly one of the three targets.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EraseRequest {
+    /// Erase every turn of this session.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub session: Option<SessionId>,
+    /// Erase this one record (a ledger id returned by append).
+    #[serde(default)]
+    #[schema(value_type = Option<u64>)]
+    pub record: Option<TurnId>,
+    /// Erase every turn of the namespace (must be `true` when given).
+    #[serde(default)]
+    pub all: Option<bool>,
+}
+
+/// Response of `POST /v1/namespaces/{ns}/erase`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EraseResponse {
+    /// The redaction record appended, if any turn was erased now.
+    #[schema(value_type = Option<u64>)]
+    pub redaction: Option<TurnId>,
+    /// Record ids erased by this request.
+    #[schema(value_type = Vec<u64>)]
+    pub erased: Vec<TurnId>,
+    /// Matching turns an earlier erasure had already erased.
+    pub already_erased: usize,
+}
+
+/// Response of `GET /v1/namespaces/{ns}/stats`: counts of this namespace only.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NamespaceStatsResponse {
+    /// The namespace.
+    pub namespace: String,
+    /// Live (unerased) turns.
+    pub turns: u64,
+    /// Sessions with at least one live turn.
+    pub sessions: u64,
+    /// Bytes of live turn text.
+    pub text_bytes: u64,
+}
+
+/// Body of `POST /v1/namespaces/{ns}/compile`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompileRequest {
+    /// The question to compile context for.
+    pub query: String,
+    /// Hard budget in reader tokens, counting all formatting.
+    pub budget: u32,
+    /// The reader's tokenizer, e.g. `o200k_base`.
+    pub reader_tokenizer: String,
+    /// Only evidence said at or before this time (RFC 3339 with offset); default: no limit.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub as_of: Option<EventTime>,
+    /// Compiler options (candidate limits, fusion constants, reranker, expansion); every one that
+    /// is given is recorded in the output.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub options: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Response of `GET /v1/verify`: the full-ledger integrity check.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct VerifyResponse {
+    /// Always `true` in a 200 response; a failed check is a 500 naming the first bad record.
+    pub ok: bool,
+    /// Records checked.
+    pub records: u64,
+    /// Live turns.
+    pub turns: u64,
+    /// Erased turns.
+    pub erased_turns: u64,
+    /// Redaction records.
+    pub redactions: u64,
+    /// The last record.
+    #[schema(value_type = Option<u64>)]
+    pub head: Option<TurnId>,
+    /// Chain hash of the last record (hex).
+    pub chain_head: String,
+}
+
+/// Response of `GET /healthz`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HealthResponse {
+    /// `ok`.
+    pub status: String,
+    /// The server's version.
+    pub version: String,
+}

@@ -1,0 +1,150 @@
+//! The MCP tool server (stdio): `remember`, `recall` and `forget` over one namespace.
+//!
+//! An MCP server is started by an agent host for one user, so the namespace is fixed on the
+//! command line and no tool can name another one. Tool arguments go through the same validation
+//! as the HTTP bodies; a refused call is a tool error (`isError: true`) whose structured content is
+//! the same `{error, field}` object the HTTP API returns.
+
+use std::sync::Arc;
+
+use evicortex::Memory;
+use evicortex_core::Namespace;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ErrorData, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use serde::{Deserialize, Serialize};
+
+use crate::dto::{AppendRequest, EraseRequest, TurnInput};
+use crate::{ApiError, ServerConfig as Limits, json_body::parse_json, operations};
+
+/// Arguments of the `remember` tool.
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RememberArgs {
+    /// The turns to store, as one atomic batch.
+    pub turns: Vec<TurnInput>,
+}
+
+/// Arguments of the `forget` tool: exactly one of the three.
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ForgetArgs {
+    /// Erase every turn of this session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Erase this one record (an id returned by `remember`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<u64>,
+    /// Erase everything in this namespace (must be `true` when given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all: Option<bool>,
+}
+
+/// The MCP server of one namespace.
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    memory: Arc<Memory>,
+    namespace: Namespace,
+    limits: Limits,
+    tool_router: ToolRouter<McpServer>,
+}
+
+#[tool_router]
+impl McpServer {
+    /// A server exposing `namespace` of `memory`.
+    pub fn new(memory: Arc<Memory>, namespace: Namespace, limits: Limits) -> McpServer {
+        McpServer { memory, namespace, limits, tool_router: McpServer::tool_router() }
+    }
+
+    #[tool(
+        description = "Store conversation turns verbatim in long-term memory (atomic and durable). \
+                       Re-sending an identical turn is a no-op."
+    )]
+    async fn remember(
+        &self,
+        Parameters(args): Parameters<RememberArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let max_turns = self.limits.max_turns_per_request;
+        self.run(move |memory, namespace| {
+            let request: AppendRequest = reparse(&args)?;
+            operations::append(memory, namespace, request, max_turns)
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Erase turns from long-term memory: a whole session, one record, or everything. \
+                       The text and everything derived from it are removed."
+    )]
+    async fn forget(
+        &self,
+        Parameters(args): Parameters<ForgetArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.run(move |memory, namespace| {
+            let request: EraseRequest = reparse(&args)?;
+            operations::erase(memory, namespace, request)
+        })
+        .await
+    }
+}
+
+impl McpServer {
+    /// Runs `call` on a blocking thread and renders its result as a tool result.
+    async fn run<T, F>(&self, call: F) -> Result<CallToolResult, ErrorData>
+    where
+        T: Serialize + Send + 'static,
+        F: FnOnce(&Memory, &Namespace) -> Result<T, ApiError> + Send + 'static,
+    {
+        let memory = Arc::clone(&self.memory);
+        let namespace = self.namespace.clone();
+        let outcome = tokio::task::spawn_blocking(move || call(&memory, &namespace))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("store task failed: {e}"), None))?;
+        Ok(tool_result(outcome))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("evicortex", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "Long-term memory for namespace {}. Call `remember` with each new turn, `recall` \
+                 before answering to get cited context within a token budget, `forget` to erase.",
+                self.namespace
+            ))
+    }
+}
+
+/// Serves `server` on this process's stdin and stdout until the client disconnects.
+pub async fn serve_mcp_stdio(server: McpServer) -> Result<(), std::io::Error> {
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| std::io::Error::other(format!("mcp handshake: {e}")))?;
+    running.waiting().await.map_err(|e| std::io::Error::other(format!("mcp service: {e}")))?;
+    Ok(())
+}
+
+/// Re-reads tool arguments through the HTTP body types, so that both front ends validate alike
+/// and errors carry the same field paths.
+fn reparse<A: Serialize, T: serde::de::DeserializeOwned>(args: &A) -> Result<T, ApiError> {
+    let bytes = serde_json::to_vec(args)
+        .map_err(|e| ApiError::MalformedJson { field: None, message: e.to_string() })?;
+    parse_json(&bytes)
+}
+
+fn tool_result<T: Serialize>(outcome: Result<T, ApiError>) -> CallToolResult {
+    let rendered = match &outcome {
+        Ok(value) => serde_json::to_value(value),
+        Err(err) => serde_json::to_value(err.body()),
+    };
+    match (outcome.is_ok(), rendered) {
+        (true, Ok(value)) => CallToolResult::structured(value),
+        (false, Ok(value)) => CallToolResult::structured_error(value),
+        (_, Err(e)) => CallToolResult::structured_error(serde_json::json!({
+            "error": format!("rendering the result: {e}"),
+            "field": null,
+        })),
+    }
+}

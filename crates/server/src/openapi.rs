@@ -1,0 +1,55 @@
+//! The OpenAPI description, generated from the route and body definitions.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::dto;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "EviCortex",
+        description = "Evidence-first long-term memory: append turns, compile cited context within a token budget, erase."
+    ),
+    paths(
+        crate::routes::healthz,
+        crate::routes::openapi_json,
+        crate::routes::verify,
+        crate::routes::append_turns,
+        crate::routes::erase,
+        crate::routes::namespace_stats,
+    ),
+    components(schemas(
+        crate::ErrorBody,
+        dto::AppendRequest,
+        dto::TurnInput,
+        dto::AppendResponse,
+        dto::AppendedTurn,
+        dto::EraseRequest,
+        dto::EraseResponse,
+        dto::NamespaceStatsResponse,
+        dto::VerifyResponse,
+        dto::HealthResponse,
+    )),
+    modifiers(&BearerAuth)
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("evk_...").build(),
+            ),
+        );
+    }
+}
+
+/// The OpenAPI 3.1 document of the HTTP API.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}

@@ -1,0 +1,152 @@
+//! The HTTP routes: parse, authorise, call the facade on the blocking pool, render.
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{Method, Uri};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+
+use crate::dto::{
+    AppendRequest, AppendResponse, EraseRequest, EraseResponse, HealthResponse,
+    NamespaceStatsResponse, VerifyResponse,
+};
+use crate::{ApiError, AppState, Caller, ErrorBody, JsonBody, operations};
+
+/// The complete router of the HTTP API over `state`.
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.config().body_limit_bytes;
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/openapi.json", get(openapi_json))
+        .route("/v1/verify", get(verify))
+        .route("/v1/namespaces/{ns}/turns", post(append_turns))
+        .route("/v1/namespaces/{ns}/erase", post(erase))
+        .route("/v1/namespaces/{ns}/stats", get(namespace_stats))
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+/// The namespace of a `{ns}` path, if the caller may use it. A path that does not decode is
+/// treated like any other namespace the caller has no key for.
+pub(crate) fn path_namespace(
+    caller: &Caller,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<evicortex_core::Namespace, ApiError> {
+    match path {
+        Ok(Path(raw)) => caller.namespace(&raw),
+        Err(rejection) => match caller.require_admin() {
+            Ok(()) => Err(ApiError::invalid("namespace", rejection.body_text())),
+            Err(_) => Err(ApiError::NamespaceForbidden),
+        },
+    }
+}
+
+/// Liveness: no key needed, touches no data.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, body = HealthResponse)))]
+pub(crate) async fn healthz() -> Json<HealthResponse> {
+    Json(HealthResponse { status: "ok".to_owned(), version: env!("CARGO_PKG_VERSION").to_owned() })
+}
+
+/// The OpenAPI description of this API, generated from the code.
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
+pub(crate) async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
+    Json(crate::openapi::openapi())
+}
+
+/// Appends a batch of turns atomically and durably: a 200 means every turn is on disk.
+/// Re-sending an identical turn is a no-op (`already_present`); the same session and turn index
+/// with different content is a 409.
+#[utoipa::path(
+    post, path = "/v1/namespaces/{ns}/turns",
+    params(("ns" = String, Path, description = "namespace")),
+    request_body = AppendRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = AppendResponse),
+        (status = 400, body = ErrorBody, description = "malformed json"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "turn already stored with other content"),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody, description = "invalid field"),
+    )
+)]
+pub(crate) async fn append_turns(
+    State(state): State<AppState>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(request): JsonBody<AppendRequest>,
+) -> Result<Json<AppendResponse>, ApiError> {
+    let namespace = path_namespace(&caller, path)?;
+    let max_turns = state.config().max_turns_per_request;
+    state
+        .blocking(move |memory| operations::append(memory, &namespace, request, max_turns))
+        .await
+        .map(Json)
+}
+
+/// Erases turns: a session, one record, or the whole namespace. The text and everything derived
+/// from it are removed; the ledger still verifies.
+#[utoipa::path(
+    post, path = "/v1/namespaces/{ns}/erase",
+    params(("ns" = String, Path, description = "namespace")),
+    request_body = EraseRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = EraseResponse),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "nothing in this namespace matches"),
+        (status = 422, body = ErrorBody),
+    )
+)]
+pub(crate) async fn erase(
+    State(state): State<AppState>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(request): JsonBody<EraseRequest>,
+) -> Result<Json<EraseResponse>, ApiError> {
+    let namespace = path_namespace(&caller, path)?;
+    state.blocking(move |memory| operations::erase(memory, &namespace, request)).await.map(Json)
+}
+
+/// Counts of one namespace. Nothing about other namespaces is revealed.
+#[utoipa::path(
+    get, path = "/v1/namespaces/{ns}/stats",
+    params(("ns" = String, Path, description = "namespace")),
+    security(("bearer" = [])),
+    responses((status = 200, body = NamespaceStatsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody))
+)]
+pub(crate) async fn namespace_stats(
+    State(state): State<AppState>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<NamespaceStatsResponse>, ApiError> {
+    let namespace = path_namespace(&caller, path)?;
+    state.blocking(move |memory| operations::namespace_stats(memory, &namespace)).await.map(Json)
+}
+
+/// Full integrity check of the ledger (admin keys only).
+#[utoipa::path(
+    get, path = "/v1/verify",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = VerifyResponse),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 500, body = ErrorBody, description = "integrity failure, naming the first bad record"),
+    )
+)]
+pub(crate) async fn verify(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<VerifyResponse>, ApiError> {
+    caller.require_admin()?;
+    state.blocking(operations::verify).await.map(Json)
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed { method: method.to_string(), path: uri.path().to_owned() }
+}
+
+async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::NoRoute { method: method.to_string(), path: uri.path().to_owned() }
+}

@@ -1,0 +1,72 @@
+//! What every request handler shares: the memory, the key store and the limits.
+
+use std::sync::Arc;
+
+use evicortex::Memory;
+
+use crate::{ApiError, KeyStore};
+
+/// Limits of the HTTP server. None of them changes results; they only bound what one request may
+/// ask for.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest request body accepted, in bytes; larger bodies get 413.
+    pub body_limit_bytes: usize,
+    /// Most turns one append request may carry; more get 422 on `turns`.
+    pub max_turns_per_request: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig { body_limit_bytes: 4 * 1024 * 1024, max_turns_per_request: 10_000 }
+    }
+}
+
+/// Shared state of the HTTP server. Cloning is cheap.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    memory: Arc<Memory>,
+    keys: KeyStore,
+    config: ServerConfig,
+}
+
+impl AppState {
+    /// State over an opened memory and key store.
+    pub fn new(memory: Arc<Memory>, keys: KeyStore, config: ServerConfig) -> AppState {
+        AppState { inner: Arc::new(Inner { memory, keys, config }) }
+    }
+
+    /// The memory.
+    pub fn memory(&self) -> &Arc<Memory> {
+        &self.inner.memory
+    }
+
+    /// The key store.
+    pub fn keys(&self) -> &KeyStore {
+        &self.inner.keys
+    }
+
+    /// The limits.
+    pub fn config(&self) -> &ServerConfig {
+        &self.inner.config
+    }
+
+    /// Runs a blocking store call on the blocking thread pool, so that a slow fsync or a compile
+    /// never stalls the async workers. The facade does its own locking (concurrent readers,
+    /// serialised writers).
+    pub async fn blocking<T, F>(&self, call: F) -> Result<T, ApiError>
+    where
+        F: FnOnce(&Memory) -> Result<T, ApiError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let memory = Arc::clone(&self.inner.memory);
+        tokio::task::spawn_blocking(move || call(&memory))
+            .await
+            .map_err(|e| ApiError::Storage { message: format!("store task failed: {e}") })?
+    }
+}

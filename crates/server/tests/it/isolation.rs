@@ -1,0 +1,185 @@
+//! 10,000 random operations over 20 namespaces, each namespace with its own key, over real HTTP.
+//! Every namespace's texts carry a marker (`nsNN-mark`) and share one vocabulary, so that a
+//! retrieval or stats leak across namespaces would show up as a foreign marker in a response.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use serde_json::json;
+
+use crate::harness::{TestServer, turn};
+
+const NAMESPACES: usize = 20;
+const CASES: u32 = 4;
+const OPS_PER_CASE: usize = 2_500;
+const WORDS: &[&str] =
+    &["lisbon", "cello", "kyoto", "sourdough", "marathon", "vet", "apartment", "alps"];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append {
+        ns: usize,
+        session: u8,
+        turns: u8,
+        word: usize,
+    },
+    Compile {
+        ns: usize,
+        word: usize,
+        budget: u32,
+    },
+    Stats {
+        ns: usize,
+    },
+    EraseSession {
+        ns: usize,
+        session: u8,
+    },
+    /// The key of `ns` used on the path of `target`.
+    Trespass {
+        ns: usize,
+        target: usize,
+        route: u8,
+    },
+}
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    let ns = 0..NAMESPACES;
+    prop_oneof![
+        4 => (ns.clone(), 0..6u8, 1..4u8, 0..WORDS.len()).prop_map(|(ns, session, turns, word)| Op::Append { ns, session, turns, word }),
+        3 => (ns.clone(), 0..WORDS.len(), 16..400u32).prop_map(|(ns, word, budget)| Op::Compile { ns, word, budget }),
+        1 => ns.clone().prop_map(|ns| Op::Stats { ns }),
+        1 => (ns.clone(), 0..6u8).prop_map(|(ns, session)| Op::EraseSession { ns, session }),
+        1 => (ns.clone(), ns, 0..4u8).prop_map(|(ns, target, route)| Op::Trespass { ns, target, route }),
+    ]
+}
+
+fn name(ns: usize) -> String {
+    format!("tenant-{ns:02}")
+}
+
+fn marker(ns: usize) -> String {
+    format!("ns{ns:02}-mark")
+}
+
+#[track_caller]
+fn assert_no_foreign_marker(own: usize, op: &Op, text: &str) -> Result<(), TestCaseError> {
+    for other in (0..NAMESPACES).filter(|&o| o != own) {
+        prop_assert!(
+            !text.contains(&marker(other)),
+            "{op:?} by {} returned text of {}: {text}",
+            name(own),
+            name(other)
+        );
+        prop_assert!(
+            !text.contains(&name(other)),
+            "{op:?} by {} named {}: {text}",
+            name(own),
+            name(other)
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn no_response_carries_another_namespaces_text() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let config = ProptestConfig { cases: CASES, max_shrink_iters: 16, ..ProptestConfig::default() };
+    let total_ops = std::cell::Cell::new(0usize);
+    proptest!(config, |(ops in prop::collection::vec(arb_op(), OPS_PER_CASE))| {
+        total_ops.set(total_ops.get() + ops.len());
+        runtime.block_on(async {
+            let server = TestServer::start().await;
+            let keys: Vec<String> = (0..NAMESPACES).map(|ns| server.key_for(&name(ns))).collect();
+            // Next free turn index per (namespace, session); erased sessions get fresh names.
+            let mut next_turn: BTreeMap<(usize, u8), u32> = BTreeMap::new();
+            let mut generation: BTreeMap<(usize, u8), u32> = BTreeMap::new();
+            let mut stored = [0u64; NAMESPACES];
+            for (step, op) in ops.iter().enumerate() {
+                let (own, reply) = match *op {
+                    Op::Append { ns, session, turns, word } => {
+                        let generation = generation.get(&(ns, session)).copied().unwrap_or(0);
+                        let session_name = format!("s{session}-g{generation}");
+                        let start = next_turn.entry((ns, session)).or_insert(0);
+                        let body: Vec<_> = (0..turns as u32)
+                            .map(|i| {
+                                let text = format!("{} step {step}: the secret word is {}", marker(ns), WORDS[(word + i as usize) % WORDS.len()]);
+                                turn(&session_name, *start + i, &text)
+                            })
+                            .collect();
+                        *start += turns as u32;
+                        let reply = server.post(&format!("/v1/namespaces/{}/turns", name(ns)), &keys[ns], &json!({ "turns": body })).await;
+                        prop_assert_eq!(reply.status, 200, "{:?}: {}", op, reply.text);
+                        stored[ns] += u64::from(turns);
+                        (ns, reply)
+                    }
+                    Op::Compile { ns, word, budget } => {
+                        let query = format!("what is the secret word {} of tenant {}", WORDS[word], (ns + 1) % NAMESPACES);
+                        let body = json!({"query": query, "budget": budget, "reader_tokenizer": "o200k_base"});
+                        let reply = server.post(&format!("/v1/namespaces/{}/compile", name(ns)), &keys[ns], &body).await;
+                        prop_assert_eq!(reply.status, 200, "{:?}: {}", op, reply.text);
+                        (ns, reply)
+                    }
+                    Op::Stats { ns } => {
+                        let reply = server.get(&format!("/v1/namespaces/{}/stats", name(ns)), Some(&keys[ns])).await;
+                        prop_assert_eq!(reply.status, 200, "{:?}: {}", op, reply.text);
+                        prop_assert_eq!(reply.body["turns"].as_u64(), Some(stored[ns]), "{:?}: {}", op, reply.text);
+                        (ns, reply)
+                    }
+                    Op::EraseSession { ns, session } => {
+                        let generation = generation.entry((ns, session)).or_insert(0);
+                        let session_name = format!("s{session}-g{generation}");
+                        let reply = server.post(&format!("/v1/namespaces/{}/erase", name(ns)), &keys[ns], &json!({"session": session_name})).await;
+                        let erased = next_turn.remove(&(ns, session)).unwrap_or(0);
+                        if erased == 0 {
+                            prop_assert_eq!(reply.status, 404, "{:?}: {}", op, reply.text);
+                        } else {
+                            prop_assert_eq!(reply.status, 200, "{:?}: {}", op, reply.text);
+                            prop_assert_eq!(reply.body["erased"].as_array().map(Vec::len), Some(erased as usize));
+                            stored[ns] -= u64::from(erased);
+                            *generation += 1;
+                        }
+                        (ns, reply)
+                    }
+                    Op::Trespass { ns, target, route } => {
+                        let path = format!("/v1/namespaces/{}/", name(target));
+                        let reply = match route {
+                            0 => server.get(&format!("{path}stats"), Some(&keys[ns])).await,
+                            1 => server.post(&format!("{path}compile"), &keys[ns], &json!({"query": "secret word", "budget": 200, "reader_tokenizer": "o200k_base"})).await,
+                            2 => server.post(&format!("{path}erase"), &keys[ns], &json!({"all": true})).await,
+                            _ => server.post(&format!("{path}turns"), &keys[ns], &json!({"turns": [turn("x", 0, &marker(ns))]})).await,
+                        };
+                        if ns == target {
+                            prop_assert!(reply.status < 500, "{:?}: {}", op, reply.text);
+                            if route == 2 {
+                                // Erasing one's own namespace is allowed: forget it all.
+                                next_turn.retain(|(n, _), _| *n != ns);
+                                for session in 0..6 {
+                                    *generation.entry((ns, session)).or_insert(0) += 1;
+                                }
+                                stored[ns] = 0;
+                            }
+                            if route == 3 && reply.status == 200 {
+                                stored[ns] += reply.body["appended"].as_u64().unwrap_or(0);
+                            }
+                        } else {
+                            prop_assert_eq!(reply.status, 403, "{:?}: {}", op, reply.text);
+                        }
+                        (ns, reply)
+                    }
+                };
+                assert_no_foreign_marker(own, op, &reply.text)?;
+            }
+            server.stop().await;
+            Ok(())
+        })?;
+    });
+    eprintln!(
+        "isolation: {} operations over {NAMESPACES} namespaces, no foreign text in any response",
+        total_ops.get()
+    );
+}

@@ -1,0 +1,30 @@
+use crate::harness::TestServer;
+
+#[tokio::test]
+async fn openapi_document_lists_every_route_and_the_bearer_scheme() {
+    let server = TestServer::start().await;
+    let reply = server.get("/openapi.json", None).await;
+    assert_eq!(reply.status, 200);
+    let paths = reply.body["paths"].as_object().expect("paths");
+    for path in [
+        "/healthz",
+        "/openapi.json",
+        "/v1/verify",
+        "/v1/namespaces/{ns}/turns",
+        "/v1/namespaces/{ns}/compile",
+        "/v1/namespaces/{ns}/erase",
+        "/v1/namespaces/{ns}/stats",
+    ] {
+        assert!(
+            paths.contains_key(path),
+            "{path} missing from {:?}",
+            paths.keys().collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(reply.body["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+    let turn = &reply.body["components"]["schemas"]["TurnInput"]["properties"];
+    for field in ["session", "turn", "role", "speaker", "text", "time", "meta"] {
+        assert!(turn.get(field).is_some(), "TurnInput.{field} missing");
+    }
+    server.stop().await;
+}
