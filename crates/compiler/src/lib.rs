@@ -1,1 +1,95 @@
-//! Context compiler: candidates, filters, dedup, RRF, rerank, reader-token packing, abstention.
+//! The context compiler: for a question, the original turns that support it, cited, inside a hard
+//! budget counted in the reader's own tokens, or an abstention.
+//!
+//! Pipeline ([`compile`]): lexical and dense candidates with the namespace, as-of and erasure
+//! filters applied inside candidate generation; dedup of identical text (earliest kept, all
+//! cited); reciprocal-rank fusion with an explicit `k`; an optional [`Reranker`] over at most 16
+//! fused candidates whose ordinal ranks add one more RRF term; a support score and threshold for
+//! abstention; greedy selection with optional adjacent-turn expansion; a chronological layout
+//! grouped by session; and an exact count of the rendered block in the reader's tokenizer, trimmed
+//! until it fits. The compiler takes plain inputs ([`Corpus`], a `Bm25Index`, a `VectorIndexRead`
+//! and a precomputed query vector): no ledger, no model.
+//!
+//! ```
+//! use evicortex_compiler::{
+//!     CompileConfig, CompileInputs, CompileQuery, Corpus, DenseConfig, TiktokenReader, compile,
+//! };
+//! use evicortex_core::*;
+//! use evicortex_lexical::{Bm25Index, Bm25Params};
+//!
+//! let ns = Namespace::new("alice").unwrap();
+//! let turn = |i: u32, text: &str| Evidence {
+//!     id: TurnId::from_raw(u64::from(i)),
+//!     digest: EvidenceDigest::from_bytes([0; 32]),
+//!     turn: Turn {
+//!         namespace: ns.clone(),
+//!         session: SessionId::new("s1").unwrap(),
+//!         turn: TurnIndex::new(i),
+//!         role: Role::User,
+//!         speaker: None,
+//!         text: text.to_owned(),
+//!         time: EventTime::parse_rfc3339("2024-05-02T10:00:00Z").unwrap(),
+//!         meta: Default::default(),
+//!     },
+//! };
+//! let evidence = vec![turn(0, "I moved to Lisbon in May."), turn(1, "My cat is called Tom.")];
+//! let mut lexical = Bm25Index::new(Bm25Params { k1: 1.2, b: 0.75 });
+//! for e in &evidence {
+//!     lexical.add(e.id, &e.turn.text).unwrap();
+//! }
+//! let corpus = Corpus::new(ns.clone(), evidence, []).unwrap();
+//! let reader = TiktokenReader::o200k_base();
+//! let inputs = CompileInputs { corpus: &corpus, lexical: &lexical, dense: None, reader: &reader, reranker: None };
+//! let query = CompileQuery {
+//!     namespace: ns,
+//!     question: "Where did I move?".into(),
+//!     as_of: None,
+//!     budget: TokenBudget::new(60),
+//! };
+//! let context = compile(&inputs, &query, &CompileConfig::hybrid(10, DenseConfig::Off)).unwrap();
+//! assert!(context.text.contains("[#0] 10:00 user: I moved to Lisbon in May."));
+//! assert!(context.tokens_used <= 60);
+//! ```
+#![warn(missing_docs)]
+
+mod abstain;
+mod candidates;
+mod compile;
+mod compiled_context;
+mod config;
+mod corpus;
+mod dedup;
+mod error;
+mod filter;
+mod fusion;
+mod pack;
+mod query;
+mod reader_tokens;
+mod render;
+mod rerank;
+
+pub use crate::{
+    abstain::lexical_coverage,
+    candidates::{RankedList, Retriever, ScoredKey, dense_candidates, lexical_candidates},
+    compile::{CompileInputs, DenseInput, StageTimings, compile, compile_timed},
+    compiled_context::{
+        AbstainReason, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem, Coverage, EncoderRef,
+        ExcludedCandidate, ExclusionReason, RankScore, Selection,
+    },
+    config::{
+        AbstentionConfig, CompileConfig, DedupPolicy, DenseConfig, Expansion, Layout,
+        LexicalConfig, RerankConfig, SupportSignal,
+    },
+    corpus::Corpus,
+    dedup::{Duplicate, dedup_ranked_lists},
+    error::{CompileError, CorpusError},
+    filter::{Admission, FilterReason},
+    fusion::{FusedHit, rrf_fuse, rrf_term, sort_fused},
+    pack::{BudgetPlanner, ExactFit, fit_exactly},
+    query::CompileQuery,
+    reader_tokens::{
+        HfTokenizerReader, ReaderTokenizer, ReaderTokenizerError, TiktokenReader, reader_tokenizer,
+    },
+    render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_prefix},
+    rerank::{MAX_RERANK_DEPTH, RerankError, Reranker, TermOverlapReranker},
+};

@@ -1,0 +1,587 @@
+//! The pipeline: candidates (filtered inside) -> dedup -> RRF -> rerank -> support and abstention
+//! -> selection, expansion and exact packing -> manifest.
+
+use std::{
+    collections::{HashMap, HashSet},
+    time::{Duration, Instant},
+};
+
+use evicortex_core::{TurnId, TurnIndex};
+use evicortex_lexical::{ANALYZER_VERSION, Bm25Index};
+use evicortex_vector::VectorIndexRead;
+
+use crate::{
+    AbstainReason, Admission, BudgetPlanner, CompileConfig, CompileError, CompileQuery,
+    CompiledContext, ContextItem, Corpus, Coverage, DedupPolicy, DenseConfig, EncoderRef,
+    ExcludedCandidate, ExclusionReason, Expansion, FusedHit, RankScore, RankedList,
+    ReaderTokenizer, RerankConfig, Reranker, Retriever, Selection, SupportSignal,
+    abstain::lexical_coverage,
+    candidates::{dense_candidates, lexical_candidates},
+    compiled_context::COMPILED_CONTEXT_FORMAT,
+    dedup::dedup_ranked_lists,
+    fit_exactly,
+    fusion::{rrf_fuse, rrf_term, sort_fused},
+    render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_prefix},
+    rerank::ranks_of,
+};
+
+/// Everything a compile reads besides the query and configuration. No ledger, no model: the
+/// dense side is a precomputed query vector and an index.
+#[derive(Clone, Copy, Debug)]
+pub struct CompileInputs<'a> {
+    /// The namespace's evidence.
+    pub corpus: &'a Corpus,
+    /// BM25 over the same evidence.
+    pub lexical: &'a Bm25Index,
+    /// The dense side; required exactly when `config.dense` is on.
+    pub dense: Option<DenseInput<'a>>,
+    /// The reader's tokenizer.
+    pub reader: &'a dyn ReaderTokenizer,
+    /// The reranker; required exactly when `config.rerank` is on.
+    pub reranker: Option<&'a dyn Reranker>,
+}
+
+/// The dense side of a compile.
+#[derive(Clone, Copy)]
+pub struct DenseInput<'a> {
+    /// Vectors of the namespace's turns under one encoder.
+    pub index: &'a dyn VectorIndexRead,
+    /// The question embedded as a query by the same encoder.
+    pub query_vector: &'a [f32],
+    /// That encoder.
+    pub encoder: &'a EncoderRef,
+}
+
+impl std::fmt::Debug for DenseInput<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DenseInput")
+            .field("dim", &self.query_vector.len())
+            .field("encoder", self.encoder)
+            .finish()
+    }
+}
+
+/// Wall time per stage of one compile (kept out of [`CompiledContext`], which must be
+/// reproducible byte for byte).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimings {
+    /// Lexical candidate generation.
+    pub lexical: Duration,
+    /// Dense candidate generation.
+    pub dense: Duration,
+    /// Dedup, fusion, reranking and support.
+    pub fuse: Duration,
+    /// Selection, expansion, rendering and exact counting.
+    pub pack: Duration,
+}
+
+/// Compiles `query` under `config`.
+pub fn compile(
+    inputs: &CompileInputs<'_>,
+    query: &CompileQuery,
+    config: &CompileConfig,
+) -> Result<CompiledContext, CompileError> {
+    compile_timed(inputs, query, config).map(|(context, _)| context)
+}
+
+/// [`compile`] that also reports per-stage wall time.
+pub fn compile_timed(
+    inputs: &CompileInputs<'_>,
+    query: &CompileQuery,
+    config: &CompileConfig,
+) -> Result<(CompiledContext, StageTimings), CompileError> {
+    let _span = tracing::debug_span!("compile", namespace = %query.namespace).entered();
+    check_inputs(inputs, query, config)?;
+    let corpus = inputs.corpus;
+    let admission = Admission::new(corpus, query.as_of.map(|t| t.utc_micros()));
+    let mut timings = StageTimings::default();
+
+    // 1. Candidates, filtered inside each retriever.
+    let started = Instant::now();
+    let mut lists: Vec<RankedList> = Vec::new();
+    if config.lexical.top_n > 0 {
+        lists.push(lexical_candidates(
+            inputs.lexical,
+            &query.question,
+            config.lexical.top_n,
+            &admission,
+        ));
+    }
+    timings.lexical = started.elapsed();
+    let started = Instant::now();
+    if let (DenseConfig::On { top_n }, Some(dense)) = (config.dense, inputs.dense) {
+        lists.push(dense_candidates(dense.index, dense.query_vector, top_n, &admission)?);
+    }
+    timings.dense = started.elapsed();
+
+    // 2. Dedup: every copy maps to the earliest admitted record with the same text.
+    let started = Instant::now();
+    let representative = |id: TurnId| -> TurnId {
+        if config.dedup == DedupPolicy::Off {
+            return id;
+        }
+        let Some(pos) = corpus.position(id) else { return id };
+        corpus
+            .text_group(pos)
+            .iter()
+            .map(|&p| corpus.at(p as usize).id)
+            .find(|&other| admission.admits(other))
+            .unwrap_or(id)
+    };
+    let (lists, duplicates) = dedup_ranked_lists(&lists, representative);
+    let rank_of: HashMap<(Retriever, TurnId), RankScore> = lists
+        .iter()
+        .flat_map(|l| {
+            l.hits.iter().enumerate().map(|(i, h)| {
+                ((l.retriever, h.key), RankScore { rank: i as u32 + 1, score: h.score })
+            })
+        })
+        .collect();
+
+    // 3. Fusion, then the reranker's ordinal term.
+    let mut fused = rrf_fuse(&lists, config.rrf_k);
+    let mut rerank_of: HashMap<TurnId, RankScore> = HashMap::new();
+    if let (RerankConfig::On { depth, weight }, Some(reranker)) = (config.rerank, inputs.reranker) {
+        rerank(
+            reranker,
+            &query.question,
+            corpus,
+            &mut fused,
+            depth,
+            weight,
+            config.rrf_k,
+            &mut rerank_of,
+        )?;
+    }
+
+    // 4. Support and abstention.
+    let support =
+        support_score(config.abstention.signal, &lists, inputs.lexical, &query.question, corpus);
+    let abstain_reason = if fused.is_empty() {
+        Some(AbstainReason::NoCandidates)
+    } else {
+        match (support, config.abstention.threshold) {
+            (Some(support), Some(threshold)) if support < threshold => {
+                Some(AbstainReason::BelowThreshold { support, threshold })
+            }
+            _ => None,
+        }
+    };
+    timings.fuse = started.elapsed();
+
+    let ranks = |id: TurnId, fused_rank: Option<u32>| {
+        (
+            rank_of.get(&(Retriever::Lexical, id)).copied(),
+            rank_of.get(&(Retriever::Dense, id)).copied(),
+            fused_rank,
+        )
+    };
+    let mut excluded: Vec<ExcludedCandidate> = duplicates
+        .iter()
+        .map(|d| ExcludedCandidate {
+            record: d.key,
+            reason: ExclusionReason::Duplicate { of: d.kept },
+            lexical: None,
+            dense: None,
+            fused_rank: None,
+        })
+        .collect();
+
+    // 5. Selection, expansion and exact packing.
+    let started = Instant::now();
+    let mut items = Vec::new();
+    let mut text = String::new();
+    let mut tokens_used = 0;
+    let mut abstain_reason = abstain_reason;
+    if abstain_reason.is_some() {
+        for (i, hit) in fused.iter().enumerate() {
+            let (lexical, dense, fused_rank) = ranks(hit.key, Some(i as u32 + 1));
+            excluded.push(ExcludedCandidate {
+                record: hit.key,
+                reason: ExclusionReason::Abstained,
+                lexical,
+                dense,
+                fused_rank,
+            });
+        }
+    } else {
+        let packed = pack(inputs, query, config, &fused, &admission, representative)?;
+        for (i, hit) in fused.iter().enumerate() {
+            if packed.over_budget.contains(&hit.key) {
+                let (lexical, dense, fused_rank) = ranks(hit.key, Some(i as u32 + 1));
+                excluded.push(ExcludedCandidate {
+                    record: hit.key,
+                    reason: ExclusionReason::Budget,
+                    lexical,
+                    dense,
+                    fused_rank,
+                });
+            }
+        }
+        if packed.chosen.is_empty() {
+            abstain_reason = Some(AbstainReason::NothingFits);
+        }
+        let fused_pos: HashMap<TurnId, usize> =
+            fused.iter().enumerate().map(|(i, h)| (h.key, i)).collect();
+        for chosen in &packed.chosen {
+            let e = corpus.at(chosen.pos);
+            let fused_at = fused_pos.get(&e.id).copied();
+            let (lexical, dense, fused_rank) = ranks(e.id, fused_at.map(|i| i as u32 + 1));
+            items.push(ContextItem {
+                citation: format!("#{}", e.id.raw()),
+                record: e.id,
+                digest: e.digest,
+                session: e.turn.session.clone(),
+                turn: e.turn.turn,
+                time: e.turn.time,
+                role: e.turn.role,
+                speaker: e.turn.speaker.clone(),
+                text: e.turn.text.clone(),
+                also_cited: chosen.also_cited.clone(),
+                selected_by: chosen.selection.clone(),
+                lexical,
+                dense,
+                rerank: rerank_of.get(&e.id).copied(),
+                fused_rank,
+                fused_score: fused_at.map(|i| fused[i].score),
+                tokens: chosen.tokens,
+            });
+        }
+        text = packed.text;
+        tokens_used = packed.tokens;
+    }
+
+    if config.report_filtered {
+        excluded.extend(filtered_candidates(inputs, query, config, &admission)?);
+    }
+    timings.pack = started.elapsed();
+
+    let context = CompiledContext {
+        format: COMPILED_CONTEXT_FORMAT.to_owned(),
+        namespace: query.namespace.clone(),
+        question: query.question.clone(),
+        as_of: query.as_of,
+        text,
+        tokens_used,
+        budget: query.budget,
+        reader_tokenizer: inputs.reader.name().to_owned(),
+        abstain: abstain_reason.is_some(),
+        abstain_reason,
+        support,
+        items,
+        excluded,
+        encoder: inputs.dense.map(|d| d.encoder.clone()),
+        reranker: inputs.reranker.map(|r| r.name().to_owned()),
+        coverage: Coverage {
+            corpus_last_record: corpus.last_record(),
+            lexical: inputs.lexical.covers(),
+            dense: inputs.dense.and_then(|d| d.index.covers()),
+        },
+        analyzer: ANALYZER_VERSION.to_owned(),
+        config: config.clone(),
+    };
+    Ok((context, timings))
+}
+
+fn check_inputs(
+    inputs: &CompileInputs<'_>,
+    query: &CompileQuery,
+    config: &CompileConfig,
+) -> Result<(), CompileError> {
+    config.validate()?;
+    if query.namespace != *inputs.corpus.namespace() {
+        return Err(CompileError::NamespaceMismatch {
+            query: query.namespace.clone(),
+            corpus: inputs.corpus.namespace().clone(),
+        });
+    }
+    let params = inputs.lexical.params();
+    if params.k1 != config.lexical.k1 || params.b != config.lexical.b {
+        return Err(CompileError::Bm25Mismatch {
+            index_k1: params.k1,
+            index_b: params.b,
+            config_k1: config.lexical.k1,
+            config_b: config.lexical.b,
+        });
+    }
+    match (config.dense, inputs.dense) {
+        (DenseConfig::On { .. }, None) => return Err(CompileError::MissingDenseInput),
+        (DenseConfig::Off, Some(_)) => return Err(CompileError::UnexpectedDenseInput),
+        _ => {}
+    }
+    match (config.rerank, inputs.reranker) {
+        (RerankConfig::On { .. }, None) => {
+            Err(CompileError::RerankerMismatch { config: "on", given: "no" })
+        }
+        (RerankConfig::Off, Some(_)) => {
+            Err(CompileError::RerankerMismatch { config: "off", given: "a" })
+        }
+        _ => Ok(()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // internal stage; the arguments are the stage's whole state
+fn rerank(
+    reranker: &dyn Reranker,
+    question: &str,
+    corpus: &Corpus,
+    fused: &mut [FusedHit<TurnId>],
+    depth: usize,
+    weight: f32,
+    rrf_k: f32,
+    rerank_of: &mut HashMap<TurnId, RankScore>,
+) -> Result<(), CompileError> {
+    let _span = tracing::debug_span!("rerank", depth).entered();
+    let depth = depth.min(fused.len());
+    let passages: Vec<&str> = fused[..depth]
+        .iter()
+        .map(|h| corpus.get(h.key).map_or("", |e| e.turn.text.as_str()))
+        .collect();
+    let fail =
+        |reason: String| CompileError::Rerank { reranker: reranker.name().to_owned(), reason };
+    let scores = reranker.score(question, &passages).map_err(|e| fail(e.reason))?;
+    if scores.len() != passages.len() {
+        return Err(fail(format!(
+            "returned {} scores for {} passages",
+            scores.len(),
+            passages.len()
+        )));
+    }
+    if let Some(i) = scores.iter().position(|s| !s.is_finite()) {
+        return Err(fail(format!("score {i} is not finite")));
+    }
+    for (hit, (rank, score)) in
+        fused[..depth].iter_mut().zip(ranks_of(&scores).into_iter().zip(&scores))
+    {
+        hit.score += rrf_term(rrf_k, rank, weight);
+        hit.ranks.push((Retriever::Rerank, rank));
+        rerank_of.insert(hit.key, RankScore { rank, score: *score });
+    }
+    sort_fused(fused);
+    Ok(())
+}
+
+fn support_score(
+    signal: SupportSignal,
+    lists: &[RankedList],
+    lexical: &Bm25Index,
+    question: &str,
+    corpus: &Corpus,
+) -> Option<f32> {
+    let of = |retriever| {
+        lists.iter().find(|l| l.retriever == retriever).map(|l| l.hits.as_slice()).unwrap_or(&[])
+    };
+    match signal {
+        SupportSignal::MaxDenseCosine => {
+            of(Retriever::Dense).iter().map(|h| h.score).reduce(f32::max)
+        }
+        SupportSignal::LexicalCoverage => of(Retriever::Lexical)
+            .iter()
+            .filter_map(|h| corpus.get(h.key))
+            .map(|e| lexical_coverage(lexical, question, &e.turn.text))
+            .reduce(f32::max),
+    }
+}
+
+struct Chosen {
+    pos: usize,
+    also_cited: Vec<TurnId>,
+    selection: Selection,
+    tokens: u32,
+}
+
+struct Packed {
+    chosen: Vec<Chosen>,
+    over_budget: HashSet<TurnId>,
+    text: String,
+    tokens: u32,
+}
+
+fn pack(
+    inputs: &CompileInputs<'_>,
+    query: &CompileQuery,
+    config: &CompileConfig,
+    fused: &[FusedHit<TurnId>],
+    admission: &Admission<'_>,
+    representative: impl Fn(TurnId) -> TurnId,
+) -> Result<Packed, CompileError> {
+    let _span = tracing::debug_span!("pack", budget = query.budget.tokens()).entered();
+    let corpus = inputs.corpus;
+    let reader = inputs.reader;
+    let mut text_tokens =
+        corpus.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let text_tokens = text_tokens.entry(reader.name().to_owned()).or_default();
+    let mut planner = BudgetPlanner::new(query.budget, reader.count(PREAMBLE)?);
+    let mut chosen: Vec<Chosen> = Vec::new();
+    let mut taken: HashSet<TurnId> = HashSet::new();
+    let mut over_budget = HashSet::new();
+
+    let also_cited = |pos: usize| -> Vec<TurnId> {
+        if config.dedup == DedupPolicy::Off {
+            return Vec::new();
+        }
+        let id = corpus.at(pos).id;
+        corpus
+            .text_group(pos)
+            .iter()
+            .map(|&p| corpus.at(p as usize).id)
+            .filter(|&o| o != id && admission.admits(o))
+            .collect()
+    };
+    let mut try_take = |pos: usize,
+                        selection: Selection,
+                        chosen: &mut Vec<Chosen>|
+     -> Result<bool, CompileError> {
+        let e = corpus.at(pos);
+        let also = also_cited(pos);
+        let date = e.turn.time.local_date();
+        let prefix = turn_prefix(&RenderTurn { evidence: e, also_cited: &also }, &date);
+        let text_count = match text_tokens.get(&e.id) {
+            Some(&n) => n,
+            None => {
+                let n = u32::try_from(reader.count(&e.turn.text)?).unwrap_or(u32::MAX);
+                text_tokens.insert(e.id, n);
+                n
+            }
+        };
+        // Prefix, text and the closing newline, counted apart.
+        let tokens = reader.count(&prefix)? as u32 + text_count + 1;
+        let header = reader.count(&session_header(e.turn.session.as_str(), &date))?;
+        if planner.try_admit(e.turn.session.as_str(), header, tokens as usize) {
+            chosen.push(Chosen { pos, also_cited: also, selection, tokens });
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    };
+
+    for hit in fused {
+        let Some(pos) = admission.position(hit.key) else { continue };
+        if try_take(pos, Selection::Candidate, &mut chosen)? {
+            taken.insert(hit.key);
+        } else {
+            over_budget.insert(hit.key);
+        }
+    }
+    if let Expansion::AdjacentTurns { radius } = config.expansion {
+        let seeds: Vec<usize> = chosen.iter().map(|c| c.pos).collect();
+        for seed in seeds {
+            let seed_turn = corpus.at(seed).turn.turn.raw();
+            let seed_id = corpus.at(seed).id;
+            for distance in 1..=radius {
+                for neighbour in [seed_turn.checked_sub(distance), seed_turn.checked_add(distance)]
+                    .into_iter()
+                    .flatten()
+                {
+                    for pos in neighbours(corpus, seed, TurnIndex::new(neighbour)) {
+                        let id = corpus.at(pos).id;
+                        if taken.contains(&id) || !admission.admits(id) || representative(id) != id
+                        {
+                            continue;
+                        }
+                        if try_take(pos, Selection::Expansion { of: seed_id }, &mut chosen)? {
+                            taken.insert(id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    let fit = fit_exactly(chosen, query.budget, reader, |chosen: &[Chosen]| {
+        let turns: Vec<RenderTurn<'_>> = chosen
+            .iter()
+            .map(|c| RenderTurn { evidence: corpus.at(c.pos), also_cited: &c.also_cited })
+            .collect();
+        render_chronological(&turns)
+    })?;
+    for dropped in &fit.dropped {
+        if dropped.selection == Selection::Candidate {
+            over_budget.insert(corpus.at(dropped.pos).id);
+        }
+    }
+    let mut chosen = fit.kept;
+    chosen.sort_by(|a, b| {
+        let (a, b) = (corpus.at(a.pos), corpus.at(b.pos));
+        // Same order as the rendered text: session of first appearance, then time.
+        crate::render::turn_order(a).cmp(&crate::render::turn_order(b))
+    });
+    let chosen = order_as_rendered(corpus, chosen);
+    Ok(Packed { chosen, over_budget, text: fit.text, tokens: fit.tokens as u32 })
+}
+
+/// Positions of the turns with index `turn` in the session of `seed`.
+fn neighbours(corpus: &Corpus, seed: usize, turn: TurnIndex) -> Vec<usize> {
+    let session = corpus.session_of(seed);
+    let start = session.partition_point(|&p| corpus.at(p as usize).turn.turn < turn);
+    session[start..]
+        .iter()
+        .take_while(|&&p| corpus.at(p as usize).turn.turn == turn)
+        .map(|&p| p as usize)
+        .collect()
+}
+
+/// Groups time-ordered items by session in order of each session's first turn, as rendered.
+fn order_as_rendered(corpus: &Corpus, chosen: Vec<Chosen>) -> Vec<Chosen> {
+    let mut sessions: Vec<(String, Vec<Chosen>)> = Vec::new();
+    for c in chosen {
+        let session = corpus.at(c.pos).turn.session.as_str();
+        match sessions.iter_mut().find(|(s, _)| s == session) {
+            Some((_, members)) => members.push(c),
+            None => sessions.push((session.to_owned(), vec![c])),
+        }
+    }
+    sessions.into_iter().flat_map(|(_, members)| members).collect()
+}
+
+/// Candidates of the unfiltered top-N that the filters removed, with the reason.
+fn filtered_candidates(
+    inputs: &CompileInputs<'_>,
+    query: &CompileQuery,
+    config: &CompileConfig,
+    admission: &Admission<'_>,
+) -> Result<Vec<ExcludedCandidate>, CompileError> {
+    let everything = |_: TurnId| true;
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    if config.lexical.top_n > 0 {
+        let hits = inputs.lexical.search(
+            &evicortex_lexical::analyze(&query.question),
+            config.lexical.top_n,
+            everything,
+        );
+        for (i, h) in hits.iter().enumerate() {
+            if let Some(filter) = admission.reason(h.key)
+                && seen.insert(h.key)
+            {
+                out.push(ExcludedCandidate {
+                    record: h.key,
+                    reason: ExclusionReason::Filtered { filter },
+                    lexical: Some(RankScore { rank: i as u32 + 1, score: h.score }),
+                    dense: None,
+                    fused_rank: None,
+                });
+            }
+        }
+    }
+    if let (DenseConfig::On { top_n }, Some(dense)) = (config.dense, inputs.dense) {
+        let hits = dense.index.search(dense.query_vector, top_n, &mut |_| true)?;
+        for (i, h) in hits.iter().enumerate() {
+            let rank = RankScore { rank: i as u32 + 1, score: h.score };
+            if let Some(filter) = admission.reason(h.key) {
+                if seen.insert(h.key) {
+                    out.push(ExcludedCandidate {
+                        record: h.key,
+                        reason: ExclusionReason::Filtered { filter },
+                        lexical: None,
+                        dense: Some(rank),
+                        fused_rank: None,
+                    });
+                } else if let Some(existing) = out.iter_mut().find(|x| x.record == h.key) {
+                    existing.dense = Some(rank);
+                }
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,262 @@
+//! One namespace's evidence as the compiler sees it: records by ledger id, with the tables that
+//! filters, dedup and expansion need precomputed.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Mutex,
+};
+
+use evicortex_core::{Evidence, Namespace, SessionId, TurnId};
+
+use crate::CorpusError;
+
+/// The evidence of one namespace, sorted by ledger id, plus lookup tables. Built once per ledger
+/// position and reused across questions (the memory facade caches it); [`Corpus::push`] extends it
+/// as turns arrive.
+///
+/// Evidence of another namespace may be present (it is never admitted); erased records are either
+/// absent or listed in `erased` (never admitted, reported as erased).
+#[derive(Debug)]
+pub struct Corpus {
+    namespace: Namespace,
+    evidence: Vec<Evidence>,
+    positions: PositionTable,
+    erased: HashSet<TurnId>,
+    /// Per position: in the corpus's namespace and not erased.
+    eligible: Vec<bool>,
+    /// Per position: event time, UTC microseconds.
+    times: Vec<i64>,
+    /// Per position: index into `groups` (texts equal up to whitespace).
+    group_of: Vec<u32>,
+    /// Positions per text group, in (event time, ledger id) order.
+    groups: Vec<Vec<u32>>,
+    group_ids: HashMap<[u8; 32], u32>,
+    /// Positions per session, in (turn index, ledger id) order.
+    sessions: HashMap<SessionId, Vec<u32>>,
+    /// Reader-token counts of turn texts, per tokenizer name; deterministic, so caching them does
+    /// not change results.
+    pub(crate) text_tokens: Mutex<HashMap<String, HashMap<TurnId, u32>>>,
+}
+
+impl Corpus {
+    /// Assembles the corpus of `namespace` from `evidence` (any order) and the ids of erased
+    /// records.
+    pub fn new(
+        namespace: Namespace,
+        mut evidence: Vec<Evidence>,
+        erased: impl IntoIterator<Item = TurnId>,
+    ) -> Result<Corpus, CorpusError> {
+        evidence.sort_by_key(|e| e.id);
+        if let Some(pair) = evidence.windows(2).find(|w| w[0].id == w[1].id) {
+            return Err(CorpusError::DuplicateRecord { record: pair[0].id });
+        }
+        let mut corpus = Corpus {
+            namespace,
+            evidence: Vec::with_capacity(evidence.len()),
+            positions: PositionTable::Dense { first: 0, slots: Vec::new() },
+            erased: erased.into_iter().collect(),
+            eligible: Vec::new(),
+            times: Vec::new(),
+            group_of: Vec::new(),
+            groups: Vec::new(),
+            group_ids: HashMap::new(),
+            sessions: HashMap::new(),
+            text_tokens: Mutex::new(HashMap::new()),
+        };
+        corpus.positions = PositionTable::for_ids(evidence.iter().map(|e| e.id));
+        for e in evidence {
+            corpus.positions.insert(e.id, corpus.evidence.len() as u32);
+            corpus.index_record(e);
+        }
+        Ok(corpus)
+    }
+
+    /// Appends a record newer than every record held.
+    pub fn push(&mut self, evidence: Evidence) -> Result<(), CorpusError> {
+        if let Some(last) = self.evidence.last()
+            && evidence.id <= last.id
+        {
+            return Err(if self.position(evidence.id).is_some() {
+                CorpusError::DuplicateRecord { record: evidence.id }
+            } else {
+                CorpusError::OutOfOrder { record: evidence.id, last: last.id }
+            });
+        }
+        self.positions.insert(evidence.id, self.evidence.len() as u32);
+        self.index_record(evidence);
+        Ok(())
+    }
+
+    fn index_record(&mut self, e: Evidence) {
+        let pos = self.evidence.len() as u32;
+        self.eligible.push(e.turn.namespace == self.namespace && !self.erased.contains(&e.id));
+        self.times.push(e.turn.time.utc_micros());
+        let key = dedup_key(&e.turn.text);
+        let next = self.groups.len() as u32;
+        let group = *self.group_ids.entry(key).or_insert(next);
+        if group == next {
+            self.groups.push(Vec::new());
+        }
+        self.group_of.push(group);
+        let members = &mut self.groups[group as usize];
+        members.push(pos);
+        let times = &self.times;
+        let evidence = &self.evidence;
+        let id_at = |p: u32| if p == pos { e.id } else { evidence[p as usize].id };
+        members.sort_by_key(|&p| (times[p as usize], id_at(p)));
+        let session = self.sessions.entry(e.turn.session.clone()).or_default();
+        session.push(pos);
+        let turn_at = |p: u32| {
+            if p == pos {
+                (e.turn.turn, e.id)
+            } else {
+                (evidence[p as usize].turn.turn, evidence[p as usize].id)
+            }
+        };
+        session.sort_by_key(|&p| turn_at(p));
+        self.evidence.push(e);
+    }
+
+    /// The namespace this corpus answers for.
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+
+    /// Every record, by ledger id.
+    pub fn evidence(&self) -> &[Evidence] {
+        &self.evidence
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.evidence.len()
+    }
+
+    /// Whether there is no record.
+    pub fn is_empty(&self) -> bool {
+        self.evidence.is_empty()
+    }
+
+    /// The highest ledger id held.
+    pub fn last_record(&self) -> Option<TurnId> {
+        self.evidence.last().map(|e| e.id)
+    }
+
+    /// The record with ledger id `id`.
+    pub fn get(&self, id: TurnId) -> Option<&Evidence> {
+        self.position(id).map(|p| &self.evidence[p])
+    }
+
+    /// Whether `id` was declared erased.
+    pub fn is_erased(&self, id: TurnId) -> bool {
+        self.erased.contains(&id)
+    }
+
+    pub(crate) fn position(&self, id: TurnId) -> Option<usize> {
+        let pos = self.positions.get(id)? as usize;
+        (self.evidence.get(pos)?.id == id).then_some(pos)
+    }
+
+    pub(crate) fn eligible_at(&self, pos: usize) -> bool {
+        self.eligible[pos]
+    }
+
+    pub(crate) fn time_at(&self, pos: usize) -> i64 {
+        self.times[pos]
+    }
+
+    pub(crate) fn at(&self, pos: usize) -> &Evidence {
+        &self.evidence[pos]
+    }
+
+    /// Positions of records whose text equals the one at `pos` (up to whitespace), earliest first.
+    pub(crate) fn text_group(&self, pos: usize) -> &[u32] {
+        &self.groups[self.group_of[pos] as usize]
+    }
+
+    /// Positions of the session of the record at `pos`, by turn index.
+    pub(crate) fn session_of(&self, pos: usize) -> &[u32] {
+        &self.sessions[&self.evidence[pos].turn.session]
+    }
+}
+
+/// The dedup key: BLAKE3 of the text trimmed, with every run of whitespace replaced by one space.
+pub(crate) fn dedup_key(text: &str) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new();
+    let mut first = true;
+    for word in text.split_whitespace() {
+        if !first {
+            hasher.update(b" ");
+        }
+        hasher.update(word.as_bytes());
+        first = false;
+    }
+    *hasher.finalize().as_bytes()
+}
+
+/// Ledger id to position: a dense array when ids are close together (the usual case: a namespace
+/// ingested in batches), a hash map when they are scattered across a shared ledger.
+#[derive(Debug)]
+enum PositionTable {
+    Dense { first: u64, slots: Vec<u32> },
+    Sparse(HashMap<TurnId, u32>),
+}
+
+const NO_POSITION: u32 = u32::MAX;
+
+impl PositionTable {
+    fn for_ids(ids: impl Iterator<Item = TurnId> + Clone) -> PositionTable {
+        let count = ids.clone().count() as u64;
+        let (min, max) =
+            ids.fold((u64::MAX, 0), |(lo, hi), id| (lo.min(id.raw()), hi.max(id.raw())));
+        if count == 0 || max - min < 4 * count + 1024 {
+            let first = if count == 0 { 0 } else { min };
+            PositionTable::Dense { first, slots: Vec::new() }
+        } else {
+            PositionTable::Sparse(HashMap::with_capacity(count as usize))
+        }
+    }
+
+    fn get(&self, id: TurnId) -> Option<u32> {
+        match self {
+            PositionTable::Dense { first, slots } => {
+                let slot = id.raw().checked_sub(*first)?;
+                slots.get(usize::try_from(slot).ok()?).copied().filter(|&p| p != NO_POSITION)
+            }
+            PositionTable::Sparse(map) => map.get(&id).copied(),
+        }
+    }
+
+    fn insert(&mut self, id: TurnId, pos: u32) {
+        match self {
+            PositionTable::Dense { first, slots } => {
+                if slots.is_empty() && *first == 0 {
+                    *first = id.raw();
+                }
+                match id.raw().checked_sub(*first) {
+                    Some(slot) if slot < 4 * slots.len() as u64 + (1 << 20) => {
+                        let slot = slot as usize;
+                        if slot >= slots.len() {
+                            slots.resize(slot + 1, NO_POSITION);
+                        }
+                        slots[slot] = pos;
+                    }
+                    _ => {
+                        // Too scattered (or below the first id): switch to the map.
+                        let mut map: HashMap<TurnId, u32> = slots
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, p)| **p != NO_POSITION)
+                            .map(|(slot, p)| (TurnId::from_raw(*first + slot as u64), *p))
+                            .collect();
+                        map.insert(id, pos);
+                        *self = PositionTable::Sparse(map);
+                    }
+                }
+            }
+            PositionTable::Sparse(map) => {
+                map.insert(id, pos);
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The filters applied inside candidate generation: namespace, as-of time, not erased.
+
+use evicortex_core::TurnId;
+use serde::{Deserialize, Serialize};
+
+use crate::Corpus;
+
+/// Why a record was not admitted as a candidate.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FilterReason {
+    /// Said after the query's as-of time.
+    AfterAsOf,
+    /// Erased from the ledger.
+    Erased,
+    /// Belongs to another namespace.
+    OtherNamespace,
+    /// Not in the corpus (an index row the ledger no longer has, e.g. erased and removed).
+    UnknownRecord,
+}
+
+/// The admission test for one query. Indexes call [`Admission::admits`] on every matching record
+/// before their top-N cut, so a filtered record never displaces an admitted one.
+#[derive(Copy, Clone, Debug)]
+pub struct Admission<'c> {
+    corpus: &'c Corpus,
+    as_of_micros: Option<i64>,
+}
+
+impl<'c> Admission<'c> {
+    /// Admission into `corpus` for turns at or before `as_of_micros` (UTC microseconds).
+    pub fn new(corpus: &'c Corpus, as_of_micros: Option<i64>) -> Admission<'c> {
+        Admission { corpus, as_of_micros }
+    }
+
+    /// Whether `id` may be a candidate.
+    #[inline]
+    pub fn admits(&self, id: TurnId) -> bool {
+        self.position(id).is_some()
+    }
+
+    /// The corpus position of `id` when admitted.
+    #[inline]
+    pub(crate) fn position(&self, id: TurnId) -> Option<usize> {
+        let pos = self.corpus.position(id)?;
+        let in_time = self.as_of_micros.is_none_or(|t| self.corpus.time_at(pos) <= t);
+        (self.corpus.eligible_at(pos) && in_time).then_some(pos)
+    }
+
+    /// Why `id` is not admitted, or `None` if it is.
+    pub fn reason(&self, id: TurnId) -> Option<FilterReason> {
+        if self.corpus.is_erased(id) {
+            return Some(FilterReason::Erased);
+        }
+        let Some(pos) = self.corpus.position(id) else { return Some(FilterReason::UnknownRecord) };
+        if self.corpus.at(pos).turn.namespace != *self.corpus.namespace() {
+            return Some(FilterReason::OtherNamespace);
+        }
+        if self.as_of_micros.is_some_and(|t| self.corpus.time_at(pos) > t) {
+            return Some(FilterReason::AfterAsOf);
+        }
+        None
+    }
+}

@@ -1,0 +1,128 @@
+//! Packing into the reader's budget: a greedy plan from per-piece counts, then the rendered block
+//! counted exactly and trimmed until it fits. Token counts of concatenations are not additive, so
+//! only the final exact count decides; the plan just keeps the trimming rare.
+
+use std::collections::HashSet;
+
+use evicortex_core::TokenBudget;
+
+use crate::{ReaderTokenizer, ReaderTokenizerError};
+
+/// Greedy admission by estimated cost: the preamble (once, with the first item), a group header
+/// (once per new group) and the item's own count. Works for any layout (turns grouped by session,
+/// chunks grouped by document).
+#[derive(Debug, Clone)]
+pub struct BudgetPlanner {
+    budget: usize,
+    preamble_tokens: usize,
+    used: usize,
+    groups: HashSet<String>,
+}
+
+impl BudgetPlanner {
+    /// A planner for `budget`, with a preamble of `preamble_tokens` paid by the first item.
+    pub fn new(budget: TokenBudget, preamble_tokens: usize) -> BudgetPlanner {
+        BudgetPlanner {
+            budget: budget.tokens() as usize,
+            preamble_tokens,
+            used: 0,
+            groups: HashSet::new(),
+        }
+    }
+
+    /// Admits an item of `item_tokens` in `group` (whose header costs `header_tokens` if the group
+    /// is new) when the estimate stays within the budget. Returns whether it was admitted.
+    pub fn try_admit(&mut self, group: &str, header_tokens: usize, item_tokens: usize) -> bool {
+        let mut cost = item_tokens;
+        if self.used == 0 {
+            cost += self.preamble_tokens;
+        }
+        let new_group = !self.groups.contains(group);
+        if new_group {
+            cost += header_tokens;
+        }
+        if self.used + cost > self.budget {
+            return false;
+        }
+        self.used += cost;
+        if new_group {
+            self.groups.insert(group.to_owned());
+        }
+        true
+    }
+
+    /// The estimated tokens admitted so far.
+    pub fn estimated(&self) -> usize {
+        self.used
+    }
+}
+
+/// The result of [`fit_exactly`].
+#[derive(Debug, Clone)]
+pub struct ExactFit<T> {
+    /// The rendered block; empty when nothing fits.
+    pub text: String,
+    /// Its exact token count, at most the budget.
+    pub tokens: usize,
+    /// The items kept, in the order given.
+    pub kept: Vec<T>,
+    /// The items dropped to fit, last-admitted first.
+    pub dropped: Vec<T>,
+}
+
+/// Renders `chosen` (in priority order) and counts the text exactly; while it exceeds `budget`,
+/// drops the last item and renders again. The returned text never exceeds the budget; an empty
+/// selection renders to the empty string.
+pub fn fit_exactly<T>(
+    mut chosen: Vec<T>,
+    budget: TokenBudget,
+    tokenizer: &dyn ReaderTokenizer,
+    render: impl Fn(&[T]) -> String,
+) -> Result<ExactFit<T>, ReaderTokenizerError> {
+    let mut dropped = Vec::new();
+    loop {
+        if chosen.is_empty() {
+            return Ok(ExactFit { text: String::new(), tokens: 0, kept: chosen, dropped });
+        }
+        let text = render(&chosen);
+        let tokens = tokenizer.count(&text)?;
+        if tokens <= budget.tokens() as usize {
+            return Ok(ExactFit { text, tokens, kept: chosen, dropped });
+        }
+        tracing::debug!(
+            tokens,
+            budget = budget.tokens(),
+            "plan over budget after exact count, dropping last item"
+        );
+        dropped.extend(chosen.pop());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TiktokenReader;
+
+    #[test]
+    fn planner_charges_preamble_once_and_headers_per_group() {
+        let mut planner = BudgetPlanner::new(TokenBudget::new(20), 5);
+        assert!(planner.try_admit("a", 3, 4)); // 5 + 3 + 4 = 12
+        assert!(planner.try_admit("a", 3, 4)); // 16
+        assert!(!planner.try_admit("b", 3, 2)); // would be 21
+        assert!(planner.try_admit("a", 3, 4)); // 20
+        assert_eq!(planner.estimated(), 20);
+    }
+
+    #[test]
+    fn fit_exactly_drops_until_the_rendered_text_fits() {
+        let t = TiktokenReader::o200k_base();
+        let words = vec!["alpha", "beta", "gamma", "delta"];
+        let render = |w: &[&str]| w.join(" ");
+        let fit = fit_exactly(words.clone(), TokenBudget::new(2), &t, render).unwrap();
+        assert!(fit.tokens <= 2, "{fit:?}");
+        assert_eq!(fit.tokens, t.count(&fit.text).unwrap());
+        assert_eq!(fit.kept.len() + fit.dropped.len(), 4);
+        let none = fit_exactly(words, TokenBudget::new(0), &t, render).unwrap();
+        assert_eq!((none.text.as_str(), none.tokens, none.kept.len()), ("", 0, 0));
+    }
+}

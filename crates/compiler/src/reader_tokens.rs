@@ -1,0 +1,173 @@
+//! Reader tokenizers: how the model that reads the compiled context counts tokens. Budgets are
+//! counted in them, exactly.
+
+use std::path::Path;
+
+/// Counts tokens the way the reader model will. Implementations must be deterministic.
+pub trait ReaderTokenizer: Send + Sync + std::fmt::Debug {
+    /// A stable name identifying the vocabulary (`o200k_base`, or an HF tokenizer's content
+    /// digest), recorded in the output and used as a cache key.
+    fn name(&self) -> &str;
+    /// The number of tokens of `text`, encoded as ordinary text (no special tokens added).
+    fn count(&self, text: &str) -> Result<usize, ReaderTokenizerError>;
+}
+
+/// Why a reader tokenizer could not be loaded or used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReaderTokenizerError {
+    /// The name is neither a known vocabulary nor a path to a `tokenizer.json`.
+    #[error(
+        "unknown reader tokenizer {name:?}: expected o200k_base, cl100k_base or the path of an \
+         existing HF tokenizer.json"
+    )]
+    Unknown {
+        /// The name given.
+        name: String,
+    },
+    /// A `tokenizer.json` could not be read or parsed.
+    #[error("reader tokenizer {path}: {reason}")]
+    Load {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// Encoding failed.
+    #[error("reader tokenizer {name} failed to encode: {reason}")]
+    Encode {
+        /// The tokenizer.
+        name: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// Loads a reader tokenizer by name: `o200k_base`, `cl100k_base`, or a path to an HF
+/// `tokenizer.json`. Anything else is an error; there is no fallback.
+pub fn reader_tokenizer(name: &str) -> Result<Box<dyn ReaderTokenizer>, ReaderTokenizerError> {
+    match name {
+        "o200k_base" => Ok(Box::new(TiktokenReader::o200k_base())),
+        "cl100k_base" => Ok(Box::new(TiktokenReader::cl100k_base())),
+        _ if name.ends_with(".json") && Path::new(name).is_file() => {
+            Ok(Box::new(HfTokenizerReader::from_file(Path::new(name))?))
+        }
+        _ => Err(ReaderTokenizerError::Unknown { name: name.to_owned() }),
+    }
+}
+
+/// OpenAI's BPE vocabularies as shipped by `tiktoken-rs`.
+#[derive(Clone)]
+pub struct TiktokenReader {
+    name: &'static str,
+    bpe: &'static tiktoken_rs::CoreBPE,
+}
+
+impl TiktokenReader {
+    /// `o200k_base` (GPT-4o-class readers).
+    pub fn o200k_base() -> TiktokenReader {
+        TiktokenReader { name: "o200k_base", bpe: tiktoken_rs::o200k_base_singleton() }
+    }
+    /// `cl100k_base` (GPT-4 / GPT-3.5-class readers).
+    pub fn cl100k_base() -> TiktokenReader {
+        TiktokenReader { name: "cl100k_base", bpe: tiktoken_rs::cl100k_base_singleton() }
+    }
+}
+
+impl std::fmt::Debug for TiktokenReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TiktokenReader").field("name", &self.name).finish()
+    }
+}
+
+impl ReaderTokenizer for TiktokenReader {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn count(&self, text: &str) -> Result<usize, ReaderTokenizerError> {
+        Ok(self.bpe.encode_ordinary(text).len())
+    }
+}
+
+/// A Hugging Face `tokenizer.json`, counted without added special tokens. Named by the BLAKE3
+/// digest of the file, so the same file gives the same name anywhere.
+pub struct HfTokenizerReader {
+    name: String,
+    tokenizer: tokenizers::Tokenizer,
+}
+
+impl HfTokenizerReader {
+    /// Loads `path`.
+    pub fn from_file(path: &Path) -> Result<HfTokenizerReader, ReaderTokenizerError> {
+        let load = |reason: String| ReaderTokenizerError::Load {
+            path: path.display().to_string(),
+            reason,
+        };
+        let bytes = fs_err::read(path).map_err(|e| load(e.to_string()))?;
+        let tokenizer =
+            tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| load(e.to_string()))?;
+        let digest = blake3::hash(&bytes).to_hex();
+        Ok(HfTokenizerReader { name: format!("hf-tokenizer-json:{}", &digest[..32]), tokenizer })
+    }
+}
+
+impl std::fmt::Debug for HfTokenizerReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HfTokenizerReader").field("name", &self.name).finish()
+    }
+}
+
+impl ReaderTokenizer for HfTokenizerReader {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn count(&self, text: &str) -> Result<usize, ReaderTokenizerError> {
+        self.tokenizer.encode(text, false).map(|e| e.len()).map_err(|e| {
+            ReaderTokenizerError::Encode { name: self.name.clone(), reason: e.to_string() }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_vocabularies_count_and_unknown_names_fail() {
+        let o200k = reader_tokenizer("o200k_base").unwrap();
+        let cl100k = reader_tokenizer("cl100k_base").unwrap();
+        assert_eq!(o200k.count("hello world").unwrap(), 2);
+        assert_eq!(cl100k.count("hello world").unwrap(), 2);
+        assert_eq!(o200k.count("").unwrap(), 0);
+        let err = reader_tokenizer("gpt2").unwrap_err();
+        assert!(matches!(err, ReaderTokenizerError::Unknown { .. }), "{err}");
+        assert!(reader_tokenizer("missing/tokenizer.json").is_err());
+    }
+
+    #[test]
+    fn counts_are_not_additive_over_concatenation() {
+        // Why the packer measures the rendered block instead of summing pieces.
+        let t = TiktokenReader::o200k_base();
+        let (a, b) = ("hello", " world");
+        assert_eq!(t.count(a).unwrap() + t.count(b).unwrap(), 2);
+        let (c, d) = ("line.\n", "\n");
+        let joined = t.count(&format!("{c}{d}")).unwrap();
+        assert!(joined < t.count(c).unwrap() + t.count(d).unwrap(), "{joined}");
+    }
+
+    #[test]
+    fn loads_an_hf_tokenizer_json() {
+        let dir = std::env::temp_dir().join(format!("evicortex-reader-{}", std::process::id()));
+        fs_err::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokenizer.json");
+        // A minimal word-level tokenizer.json written by hand.
+        let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+          "normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+          "model":{"type":"WordLevel","vocab":{"[UNK]":0,"hello":1,"world":2},"unk_token":"[UNK]"}}"#;
+        fs_err::write(&path, json).unwrap();
+        let reader = reader_tokenizer(path.to_str().unwrap()).unwrap();
+        assert!(reader.name().starts_with("hf-tokenizer-json:"));
+        assert_eq!(reader.count("hello world again!").unwrap(), 4);
+        fs_err::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,10 @@
+//! Integration tests of the compiler over fixed and generated corpora (no ledger, no model).
+
+/// Refusals: inconsistent inputs and configurations.
+mod errors;
+/// Builders for synthetic corpora and precomputed vectors.
+mod fixture;
+/// Properties: budget, isolation, as-of, erasure, determinism.
+mod properties;
+/// Snapshots of compiled contexts for fixed inputs.
+mod snapshots;
