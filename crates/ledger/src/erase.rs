@@ -7,7 +7,7 @@ use rusqlite::{Connection, TransactionBehavior, params};
 
 use crate::{
     EraseError, Ledger,
-    record::redaction_digest,
+    record::{content_digest, redaction_digest},
     store::{self, Head, KIND_REDACTION, KIND_TURN, sql_err},
 };
 
@@ -97,7 +97,7 @@ impl Ledger {
             .parse()
             .map_err(|detail| EraseError::Corrupted { turn_id: TurnId::from_raw(0), detail })?;
         let ns = target.namespace().as_str();
-        let columns = "seq, kind, namespace, text, erased_by, digest";
+        let columns = "seq, kind, namespace, text, erased_by, digest, speaker, meta";
         let matches: Vec<Match> = {
             let mut stmt;
             let rows = match target {
@@ -138,6 +138,7 @@ impl Ledger {
         }
         let already_erased = matches.iter().filter(|m| m.erased_by.is_some()).count();
         let mut live = Vec::new();
+        let mut contents = Vec::new();
         for m in matches.into_iter().filter(|m| m.erased_by.is_none()) {
             let id = TurnId::from_raw(m.seq as u64);
             let corrupt =
@@ -146,6 +147,8 @@ impl Ledger {
                 .map(EvidenceDigest::from_bytes)
                 .map_err(|_| corrupt("column digest is not 32 bytes"))?;
             let text = m.text.ok_or_else(|| corrupt("a live turn has no text"))?;
+            let meta = m.meta.ok_or_else(|| corrupt("a live turn has no meta"))?;
+            contents.push(content_digest(m.speaker.as_deref(), &text, &meta));
             live.push(ErasedTurn {
                 id,
                 digest,
@@ -193,10 +196,15 @@ impl Ledger {
         .map_err(&sql)?;
         {
             let mut clear = tx
-                .prepare("UPDATE records SET text = NULL, speaker = NULL, meta = NULL, erased_by = ?1 WHERE seq = ?2")
+                .prepare(
+                    "UPDATE records SET text = NULL, speaker = NULL, meta = NULL, erased_by = ?1, \
+                     content_digest = ?2 WHERE seq = ?3",
+                )
                 .map_err(&sql)?;
-            for e in &live {
-                clear.execute(params![redaction.raw() as i64, e.id.raw() as i64]).map_err(&sql)?;
+            for (e, content) in live.iter().zip(&contents) {
+                clear
+                    .execute(params![redaction.raw() as i64, content.as_slice(), e.id.raw() as i64])
+                    .map_err(&sql)?;
             }
         }
         store::write_head(&tx, Head { last: Some(redaction), chain }).map_err(&sql)?;
@@ -269,6 +277,8 @@ struct Match {
     text: Option<String>,
     erased_by: Option<i64>,
     digest: Vec<u8>,
+    speaker: Option<String>,
+    meta: Option<String>,
 }
 
 impl Match {
@@ -280,6 +290,8 @@ impl Match {
             text: r.get(3)?,
             erased_by: r.get(4)?,
             digest: r.get(5)?,
+            speaker: r.get(6)?,
+            meta: r.get(7)?,
         })
     }
 }

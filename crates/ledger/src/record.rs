@@ -14,6 +14,7 @@ pub const FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 4] = b"EVCX";
 const KIND_TURN: u8 = 1;
 const KIND_REDACTION: u8 = 2;
+const KIND_CONTENT: u8 = 3;
 
 /// The digest of a turn record: everything stored about it except its position.
 pub fn turn_digest(turn: &Turn, ingest_utc_micros: i64) -> EvidenceDigest {
@@ -23,12 +24,10 @@ pub fn turn_digest(turn: &Turn, ingest_utc_micros: i64) -> EvidenceDigest {
         session: turn.session.as_str(),
         turn: turn.turn.raw(),
         role: turn.role,
-        speaker: turn.speaker.as_deref(),
-        text: &turn.text,
         event_utc_micros: turn.time.utc_micros(),
         event_offset_seconds: turn.time.offset_seconds(),
         ingest_utc_micros,
-        meta_json: &meta,
+        content: content_digest(turn.speaker.as_deref(), &turn.text, &meta),
     })
 }
 
@@ -66,18 +65,18 @@ pub fn redaction_digest(
     h.finish()
 }
 
-/// The fields of a turn record as stored, borrowed; what [`turn_digest`] encodes.
+/// The fields of a turn record as stored, borrowed; what [`turn_digest`] encodes. The erasable
+/// content (speaker, text, meta) enters only through its [`content_digest`], which an erased
+/// record keeps so that its remaining fields stay verifiable.
 pub(crate) struct TurnParts<'a> {
     pub namespace: &'a str,
     pub session: &'a str,
     pub turn: u32,
     pub role: Role,
-    pub speaker: Option<&'a str>,
-    pub text: &'a str,
     pub event_utc_micros: i64,
     pub event_offset_seconds: i32,
     pub ingest_utc_micros: i64,
-    pub meta_json: &'a str,
+    pub content: [u8; 32],
 }
 
 pub(crate) fn turn_digest_parts(p: &TurnParts<'_>) -> EvidenceDigest {
@@ -86,19 +85,26 @@ pub(crate) fn turn_digest_parts(p: &TurnParts<'_>) -> EvidenceDigest {
     h.str(p.session);
     h.u32(p.turn);
     h.u8(role_code(p.role));
-    match p.speaker {
+    h.i64(p.event_utc_micros);
+    h.i32(p.event_offset_seconds);
+    h.i64(p.ingest_utc_micros);
+    h.bytes(&p.content);
+    h.finish()
+}
+
+/// BLAKE3 of a turn's erasable content: speaker, text and the canonical JSON of meta.
+pub(crate) fn content_digest(speaker: Option<&str>, text: &str, meta_json: &str) -> [u8; 32] {
+    let mut h = Encoder::new(KIND_CONTENT);
+    match speaker {
         Some(speaker) => {
             h.some();
             h.str(speaker);
         }
         None => h.none(),
     }
-    h.str(p.text);
-    h.i64(p.event_utc_micros);
-    h.i32(p.event_offset_seconds);
-    h.i64(p.ingest_utc_micros);
-    h.str(p.meta_json);
-    h.finish()
+    h.str(text);
+    h.str(meta_json);
+    *h.finish().as_bytes()
 }
 
 /// The byte code of a role inside the canonical encoding.
@@ -180,28 +186,32 @@ mod tests {
     /// FORMAT_VERSION and docs/ledger-format.md must change with it.
     #[test]
     fn digest_matches_hand_built_encoding() {
+        let str_ = |bytes: &mut Vec<u8>, s: &str| {
+            bytes.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(s.as_bytes());
+        };
+        let mut content = Vec::new();
+        content.extend_from_slice(b"EVCX");
+        content.extend_from_slice(&1u16.to_le_bytes());
+        content.push(3);
+        content.push(1);
+        str_(&mut content, "Ada");
+        str_(&mut content, "hi");
+        str_(&mut content, r#"{"a":[true],"b":1}"#);
+
+        let t = turn("hi");
         let mut bytes = Vec::new();
         bytes.extend_from_slice(b"EVCX");
         bytes.extend_from_slice(&1u16.to_le_bytes());
         bytes.push(1);
-        for s in ["alice", "s1"] {
-            bytes.extend_from_slice(&(s.len() as u64).to_le_bytes());
-            bytes.extend_from_slice(s.as_bytes());
-        }
+        str_(&mut bytes, "alice");
+        str_(&mut bytes, "s1");
         bytes.extend_from_slice(&3u32.to_le_bytes());
         bytes.push(2);
-        bytes.push(1);
-        bytes.extend_from_slice(&3u64.to_le_bytes());
-        bytes.extend_from_slice(b"Ada");
-        bytes.extend_from_slice(&2u64.to_le_bytes());
-        bytes.extend_from_slice(b"hi");
-        let t = turn("hi");
         bytes.extend_from_slice(&t.time.utc_micros().to_le_bytes());
         bytes.extend_from_slice(&3600i32.to_le_bytes());
         bytes.extend_from_slice(&42i64.to_le_bytes());
-        let meta = r#"{"a":[true],"b":1}"#;
-        bytes.extend_from_slice(&(meta.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(meta.as_bytes());
+        bytes.extend_from_slice(blake3::hash(&content).as_bytes());
         assert_eq!(turn_digest(&t, 42).as_bytes(), blake3::hash(&bytes).as_bytes());
     }
 

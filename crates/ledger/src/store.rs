@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, types::ValueRef};
 
 use crate::{
     ChainHash, EraseTarget, StorageError,
-    record::{TurnParts, turn_digest_parts},
+    record::{TurnParts, content_digest, turn_digest_parts},
 };
 
 /// `PRAGMA application_id` of a ledger file: "EVCX".
@@ -41,6 +41,7 @@ CREATE TABLE records (
     target_record  INTEGER,
     erased_seqs    BLOB,
     erased_by      INTEGER,
+    content_digest BLOB,
     digest         BLOB NOT NULL,
     chain          BLOB NOT NULL,
     UNIQUE (namespace, session, turn)
@@ -50,7 +51,7 @@ CREATE TABLE records (
 /// The columns every record query selects, in [`RawRecord::from_row`] order.
 pub(crate) const RECORD_COLUMNS: &str = "seq, kind, namespace, session, turn, role, speaker, \
      text, event_utc_us, event_offset_s, ingest_utc_us, meta, target_record, erased_seqs, \
-     erased_by, digest, chain";
+     erased_by, content_digest, digest, chain";
 
 /// Maps a rusqlite error to a [`StorageError`] naming the ledger file.
 pub(crate) fn sql_err(path: &Path) -> impl Fn(rusqlite::Error) -> StorageError + '_ {
@@ -146,6 +147,7 @@ pub(crate) struct RawRecord {
     pub target_record: Option<i64>,
     pub erased_seqs: Option<Vec<u8>>,
     pub erased_by: Option<i64>,
+    pub content_digest: Option<Vec<u8>>,
     pub digest: Option<Vec<u8>>,
     pub chain: Option<Vec<u8>>,
     /// Columns whose stored type was not the expected one.
@@ -213,8 +215,9 @@ impl RawRecord {
             })
         };
         let erased_seqs = blob(13, "erased_seqs")?;
-        let digest = blob(15, "digest")?;
-        let chain = blob(16, "chain")?;
+        let content_digest = blob(15, "content_digest")?;
+        let digest = blob(16, "digest")?;
+        let chain = blob(17, "chain")?;
         Ok(RawRecord {
             seq,
             kind,
@@ -231,6 +234,7 @@ impl RawRecord {
             target_record,
             erased_seqs,
             erased_by,
+            content_digest,
             digest,
             chain,
             type_errors,
@@ -302,6 +306,7 @@ impl RawRecord {
             if self.text.is_some() || self.speaker.is_some() || self.meta.is_some() {
                 return Err(self.corrupt("an erased record still holds text, speaker or meta"));
             }
+            self.hash32(&self.content_digest, "content_digest")?;
             let erased_by = u64::try_from(by)
                 .ok()
                 .filter(|&b| b > self.id().raw())
@@ -310,6 +315,9 @@ impl RawRecord {
                     self.corrupt(format!("erased_by {by} does not follow the record"))
                 })?;
             return Ok(StoredBody::ErasedTurn { erased_by });
+        }
+        if self.content_digest.is_some() {
+            return Err(self.corrupt("a live turn holds an erased record's content digest"));
         }
         let text = self.require(&self.text, "text")?.clone();
         let meta_text = self.require(&self.meta, "meta")?;
@@ -329,7 +337,11 @@ impl RawRecord {
     }
 
     fn decode_redaction(&self, namespace: Namespace) -> Result<StoredBody, Corrupt> {
-        if self.turn.is_some() || self.text.is_some() || self.erased_by.is_some() {
+        if self.turn.is_some()
+            || self.text.is_some()
+            || self.erased_by.is_some()
+            || self.content_digest.is_some()
+        {
             return Err(self.corrupt("a redaction record holds turn columns"));
         }
         let target = match (&self.session, self.target_record) {
@@ -360,20 +372,33 @@ impl RawRecord {
         Ok(StoredBody::Redaction { target, erased })
     }
 
-    /// Recomputes the digest of a live turn from the stored columns exactly as stored.
-    pub(crate) fn recompute_turn_digest(&self, turn: &Turn) -> Result<EvidenceDigest, Corrupt> {
-        let meta = self.require(&self.meta, "meta")?;
+    /// Recomputes a turn record's digest from its columns exactly as stored: for a live turn
+    /// from its content, for an erased one from the content digest it kept.
+    pub(crate) fn recompute_turn_digest(&self) -> Result<EvidenceDigest, Corrupt> {
+        let content = match self.erased_by {
+            None => content_digest(
+                self.speaker.as_deref(),
+                self.require(&self.text, "text")?,
+                self.require(&self.meta, "meta")?,
+            ),
+            Some(_) => self.hash32(&self.content_digest, "content_digest")?,
+        };
+        let role: Role = self
+            .require(&self.role, "role")?
+            .parse()
+            .map_err(|e| self.corrupt(format!("column role: {e}")))?;
+        let turn = *self.require(&self.turn, "turn")?;
+        let offset = *self.require(&self.event_offset_s, "event_offset_s")?;
         Ok(turn_digest_parts(&TurnParts {
-            namespace: turn.namespace.as_str(),
-            session: turn.session.as_str(),
-            turn: turn.turn.raw(),
-            role: turn.role,
-            speaker: turn.speaker.as_deref(),
-            text: &turn.text,
-            event_utc_micros: turn.time.utc_micros(),
-            event_offset_seconds: turn.time.offset_seconds(),
+            namespace: self.require(&self.namespace, "namespace")?,
+            session: self.require(&self.session, "session")?,
+            turn: u32::try_from(turn).map_err(|_| self.corrupt("column turn is out of range"))?,
+            role,
+            event_utc_micros: *self.require(&self.event_utc_us, "event_utc_us")?,
+            event_offset_seconds: i32::try_from(offset)
+                .map_err(|_| self.corrupt("column event_offset_s is out of range"))?,
             ingest_utc_micros: *self.require(&self.ingest_utc_us, "ingest_utc_us")?,
-            meta_json: meta,
+            content,
         }))
     }
 }

@@ -84,14 +84,14 @@ impl Ledger {
             }
             let record = raw.decode().map_err(|c| bad(c.detail))?;
             let digest = match &record.body {
-                StoredBody::Turn(turn) => {
+                StoredBody::Turn(_) => {
                     report.turns += 1;
-                    raw.recompute_turn_digest(turn).map_err(|c| bad(c.detail))?
+                    raw.recompute_turn_digest().map_err(|c| bad(c.detail))?
                 }
-                StoredBody::ErasedTurn { erased_by, .. } => {
+                StoredBody::ErasedTurn { erased_by } => {
                     report.erased_turns += 1;
                     pending.entry(*erased_by).or_default().insert(id, record.digest);
-                    record.digest
+                    raw.recompute_turn_digest().map_err(|c| bad(c.detail))?
                 }
                 StoredBody::Redaction { target, erased } => {
                     report.redactions += 1;
