@@ -45,7 +45,7 @@ impl TextEmbedding {
 }
 
 /// A text encoder with a fixed identity.
-pub trait Encoder: Send + Sync {
+pub trait Encoder: Send + Sync + std::fmt::Debug {
     /// The identity stored with every vector this encoder produces.
     fn identity(&self) -> &EncoderIdentity;
 
