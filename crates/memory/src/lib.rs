@@ -21,6 +21,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod compile;
 mod derived;
 mod embedding_cache;
 mod error;
@@ -30,6 +31,7 @@ mod memory;
 mod stats;
 
 pub use crate::{
+    compile::{CompileError, CompileReport, CompileRequest, DenseRequest, QueryVector},
     derived::{DerivedStore, DerivedStoreError},
     embedding_cache::{
         CatchUpLimits, EMBEDDINGS_FILE, EmbedProgress, EmbedReport, EmbeddingCache,
@@ -43,6 +45,8 @@ pub use crate::{
     memory::{LEDGER_FILE, Memory},
     stats::Stats,
 };
+/// The context compiler's types (configuration, query, output, tokenizers, rerankers).
+pub use evicortex_compiler as compiler;
 pub use evicortex_ledger::{
     AppendOutcome, AppendReceipt, AppendStatus, ChainHash, ConflictingRecord, EraseReceipt,
     EraseTarget, ErasedTurn, LedgerStats, OpenMode, VerifyReport,

@@ -26,6 +26,8 @@ pub struct Memory {
     /// Stores derived from the ledger, purged on erasure. Modules that add a derived store
     /// (embedding cache, indexes) attach it in [`Memory::open`] or with [`Memory::attach`].
     derived: RwLock<Vec<Arc<dyn DerivedStore>>>,
+    /// Per-namespace compiler indexes, rebuilt from the ledger (see `compile.rs`).
+    pub(crate) indexes: crate::compile::IndexCache,
 }
 
 impl Memory {
@@ -47,7 +49,12 @@ impl Memory {
 
     fn open_with(dir: &Path, mode: OpenMode) -> Result<Memory, OpenError> {
         let ledger = Ledger::open_with(&dir.join(LEDGER_FILE), mode)?;
-        Ok(Memory { dir: dir.to_owned(), ledger, derived: RwLock::new(Vec::new()) })
+        Ok(Memory {
+            dir: dir.to_owned(),
+            ledger,
+            derived: RwLock::new(Vec::new()),
+            indexes: Default::default(),
+        })
     }
 
     /// The store directory.
