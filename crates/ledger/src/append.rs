@@ -190,6 +190,15 @@ fn validate(index: usize, turn: &Turn) -> Result<(), AppendError> {
             format!("{} has sub-microsecond precision; the ledger stores microseconds", turn.time),
         ));
     }
+    if turn.time.offset_seconds() % 60 != 0 {
+        return Err(invalid(
+            "time",
+            format!(
+                "has a UTC offset of {} s, not a whole number of minutes; RFC 3339 cannot express it",
+                turn.time.offset_seconds()
+            ),
+        ));
+    }
     if turn.speaker.as_deref().is_some_and(str::is_empty) {
         return Err(invalid("speaker", "is empty; omit it instead".to_owned()));
     }

@@ -107,6 +107,10 @@ fn refuses_what_it_cannot_store_faithfully() {
     let err = store.ledger.append(&[turn("a", "s", 1, "ok"), t]).unwrap_err();
     assert!(matches!(err, AppendError::InvalidTurn { index: 1, field: "time", .. }), "{err:?}");
     let mut t = turn("a", "s", 0, "x");
+    t.time = EventTime::from_parts(0, -1).unwrap();
+    let err = store.ledger.append(&[t]).unwrap_err();
+    assert!(matches!(err, AppendError::InvalidTurn { index: 0, field: "time", .. }), "{err:?}");
+    let mut t = turn("a", "s", 0, "x");
     t.speaker = Some(String::new());
     assert!(matches!(
         store.ledger.append(&[t]).unwrap_err(),

@@ -13,7 +13,7 @@ pub fn arb_turn() -> impl Strategy<Value = Turn> {
         prop::option::of("\\PC{1,16}"),
         any::<String>(),
         -62_000_000_000_000_000i64..253_000_000_000_000_000i64,
-        -86_399i32..86_400,
+        (-1_439i32..1_440).prop_map(|m| m * 60),
         prop::collection::btree_map("[a-z_]{1,6}", arb_json(), 0..3),
     )
         .prop_map(|(ns, session, role, speaker, text, micros, offset, meta)| Turn {

@@ -1,0 +1,8 @@
+//! Integration tests of the `evicortex` facade, one module per scenario.
+
+/// Erasure reaches every attached derived store.
+mod derived_purge;
+/// Export writes JSONL that the parser takes back, texts byte for byte (property test).
+mod export_round_trip;
+/// One `Memory` shared by threads.
+mod shared;
