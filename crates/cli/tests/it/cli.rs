@@ -1,0 +1,68 @@
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_evicortex");
+
+/// The repository's sample conversation.
+pub fn sample() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sample-conversation.jsonl")
+}
+
+/// `evicortex --store <store> <args>`, with no EVICORTEX_HOME leaking in.
+pub fn command(store: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_remove("EVICORTEX_HOME").arg("--store").arg(store).args(args);
+    cmd
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn run(store: &Path, args: &[&str]) -> Run {
+    finish(command(store, args))
+}
+
+/// [`run`] in the working directory `cwd`.
+pub fn run_in(cwd: &Path, store: &Path, args: &[&str]) -> Run {
+    let mut cmd = command(store, args);
+    cmd.current_dir(cwd);
+    finish(cmd)
+}
+
+fn finish(mut cmd: Command) -> Run {
+    let Output { status, stdout, stderr } = cmd.output().unwrap();
+    Run {
+        code: status.code().expect("exited normally"),
+        stdout: String::from_utf8(stdout).unwrap(),
+        stderr: String::from_utf8(stderr).unwrap(),
+    }
+}
+
+/// Runs and asserts success, returning stdout.
+#[track_caller]
+pub fn ok(store: &Path, args: &[&str]) -> String {
+    let r = run(store, args);
+    assert_eq!(r.code, 0, "evicortex {args:?} failed:\n{}\n{}", r.stdout, r.stderr);
+    r.stdout
+}
+
+/// Every file of the store directory with its bytes.
+pub fn store_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in fs_err::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            out.push((path.clone(), fs_err::read(&path).unwrap()));
+        }
+    }
+    out
+}
+
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}

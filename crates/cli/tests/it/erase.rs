@@ -1,0 +1,36 @@
+use crate::cli::{contains, ok, run, sample, store_files};
+
+#[test]
+fn erase_removes_text_from_every_file_and_verify_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path();
+    ok(store, &["ingest", sample().to_str().unwrap()]);
+    let secret = "Sr. Tavares";
+    assert!(store_files(store).iter().any(|(_, b)| contains(b, secret.as_bytes())));
+
+    let out = ok(store, &["erase", "--namespace", "alice", "--session", "2024-04-18-apartment"]);
+    assert!(
+        out.starts_with("erased 6 turn(s) of namespace alice session \"2024-04-18-apartment\""),
+        "{out}"
+    );
+    for (path, bytes) in store_files(store) {
+        assert!(!contains(&bytes, secret.as_bytes()), "{secret} still in {}", path.display());
+        assert!(!contains(&bytes, b"third floor, no lift"), "text still in {}", path.display());
+    }
+    assert!(
+        ok(store, &["verify"])
+            .starts_with("ok: 24 records verified (17 turns, 6 erased, 1 redactions)")
+    );
+    assert!(!ok(store, &["export"]).contains("2024-04-18-apartment"));
+
+    let out = ok(store, &["erase", "--namespace", "bob", "--record", "22"]);
+    assert!(out.starts_with("erased 1 turn(s) of namespace bob record #22"), "{out}");
+    let r = run(store, &["erase", "--namespace", "alice", "--record", "23"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("record #23 is not a turn of namespace alice"), "{}", r.stderr);
+    let r = run(store, &["erase", "--namespace", "carol"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = run(store, &["erase", "--namespace", "alice", "--session", "x", "--record", "1"]);
+    assert_eq!(r.code, 2, "--session and --record conflict: {}", r.stderr);
+    ok(store, &["verify"]);
+}

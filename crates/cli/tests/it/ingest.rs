@@ -1,0 +1,160 @@
+use crate::cli::{ok, run, run_in, sample};
+
+const GOOD: &str = r#"{"namespace":"a","session":"s","turn":0,"role":"user","text":"hello","time":"2024-01-01T10:00:00+02:00"}"#;
+
+#[test]
+fn ingests_the_sample_and_reingest_is_a_no_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = sample();
+    let sample = sample.to_str().unwrap();
+    // Only the first line is the ingest's own; later lines report derived work (embedding).
+    let out = ok(dir.path(), &["ingest", sample]);
+    assert_eq!(
+        out.lines().next(),
+        Some("ingested 23 turns from 1 file(s): 23 new, 0 already present; head #23")
+    );
+    let out = ok(dir.path(), &["ingest", sample]);
+    assert_eq!(
+        out.lines().next(),
+        Some("ingested 23 turns from 1 file(s): 0 new, 23 already present; head #23")
+    );
+    let stats: serde_json::Value =
+        serde_json::from_str(&ok(dir.path(), &["stats", "--json"])).unwrap();
+    assert_eq!(
+        (stats["turns"].as_u64(), stats["namespaces"].as_u64(), stats["sessions"].as_u64()),
+        (Some(23), Some(2), Some(4))
+    );
+}
+
+/// Each bad input: the file content, the expected exit code and the message (file, line, field).
+#[test]
+fn bad_input_is_refused_whole_naming_file_line_and_field() {
+    let cases: &[(&str, Vec<u8>, &[&str], i32, &str)] = &[
+        (
+            "malformed json",
+            format!("{GOOD}\n{{\"namespace\":").into_bytes(),
+            &[],
+            2,
+            "bad.jsonl:2: malformed JSON",
+        ),
+        (
+            "missing field",
+            format!("{GOOD}\n{}", GOOD.replace(r#""session":"s","#, "")).into_bytes(),
+            &[],
+            2,
+            "bad.jsonl:2: field `session`: is missing",
+        ),
+        (
+            "mistyped field",
+            GOOD.replace(r#""turn":0"#, r#""turn":"zero""#).into_bytes(),
+            &[],
+            2,
+            "bad.jsonl:1: field `turn`: must be an integer, found a string",
+        ),
+        (
+            "unknown role",
+            GOOD.replace("user", "moderator").into_bytes(),
+            &[],
+            2,
+            "bad.jsonl:1: field `role`: unknown role \"moderator\"",
+        ),
+        (
+            "time without offset",
+            GOOD.replace("+02:00", "").into_bytes(),
+            &[],
+            2,
+            "bad.jsonl:1: field `time`: \"2024-01-01T10:00:00\" is not an RFC 3339 time with an explicit offset",
+        ),
+        (
+            "invalid utf-8",
+            [GOOD.as_bytes(), b"\n", &GOOD.as_bytes()[..70], b"\xc3\x28", &GOOD.as_bytes()[70..]]
+                .concat(),
+            &[],
+            2,
+            "bad.jsonl:2: invalid UTF-8 at byte 70 of the line",
+        ),
+        (
+            "text over the limit",
+            GOOD.into(),
+            &["--max-text-bytes", "4"],
+            2,
+            "bad.jsonl:1: field `text`: is 5 bytes, over the limit of 4 bytes",
+        ),
+        (
+            "conflict with stored turn",
+            GOOD.replace("hello", "hello, rewritten").into_bytes(),
+            &[],
+            2,
+            "conflict: namespace a session \"s\" turn 0 is already stored as record #1 with a different text",
+        ),
+        (
+            "namespace option disagrees",
+            GOOD.into(),
+            &["--namespace", "b"],
+            2,
+            "good.jsonl:1: field `namespace`: is \"a\" but the namespace option says \"b\"",
+        ),
+    ];
+    for (what, content, extra, code, message) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let seed = dir.path().join("seed.jsonl");
+        fs_err::write(&seed, format!("{GOOD}\n")).unwrap();
+        ok(&store, &["ingest", seed.to_str().unwrap()]);
+        let before = ok(&store, &["export"]);
+        let stats_before = ok(&store, &["stats", "--json"]);
+
+        // A good file first: the bad one must take it down with it.
+        let good = dir.path().join("good.jsonl");
+        fs_err::write(&good, GOOD.replace(r#""turn":0"#, r#""turn":7"#).replace("hello", "hey"))
+            .unwrap();
+        let bad = dir.path().join("bad.jsonl");
+        fs_err::write(&bad, content).unwrap();
+        let mut args = vec!["ingest", "good.jsonl", "bad.jsonl"];
+        args.extend_from_slice(extra);
+        let r = run_in(dir.path(), &store, &args);
+        assert_eq!(r.code, *code, "{what}: exit code; stderr: {}", r.stderr);
+        assert!(r.stderr.contains(message), "{what}: expected {message:?} in {:?}", r.stderr);
+        assert_eq!(ok(&store, &["export"]), before, "{what}: the store changed");
+        assert_eq!(ok(&store, &["stats", "--json"]), stats_before, "{what}: stats changed");
+    }
+}
+
+#[test]
+fn io_failures_and_usage_errors_have_their_own_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(dir.path(), &["ingest", "does-not-exist.jsonl"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("does-not-exist.jsonl"), "{}", r.stderr);
+    let r = run(dir.path(), &["ingest"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = run(dir.path(), &["ingest", "--namespace", "has space", "x.jsonl"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--namespace: namespace contains ' '"), "{}", r.stderr);
+    let r = run(&dir.path().join("missing-store"), &["stats"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("no ledger at"), "{}", r.stderr);
+}
+
+#[test]
+fn store_defaults_to_evicortex_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    fs_err::write(&input, GOOD).unwrap();
+    let status = std::process::Command::new(crate::cli::BIN)
+        .env("EVICORTEX_HOME", dir.path().join("home"))
+        .args(["ingest", input.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(dir.path().join("home/ledger.sqlite").exists());
+}
+
+#[test]
+fn every_command_has_help_with_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    for cmd in ["ingest", "verify", "erase", "stats", "export"] {
+        let out = ok(dir.path(), &[cmd, "--help"]);
+        assert!(out.contains("Examples:"), "{cmd} --help lacks examples:\n{out}");
+    }
+}

@@ -1,0 +1,15 @@
+//! Integration tests of the `evicortex` binary: each runs the real binary on a temporary store.
+
+/// Shared helpers: running the binary, reading a store's files.
+mod cli;
+
+/// SIGKILL at random moments during ingestion: every acknowledged batch survives, none is partial.
+mod crash;
+/// Erase: texts gone from every file, verify still passing.
+mod erase;
+/// Export: byte-exact round trips through `ingest`.
+mod export;
+/// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
+mod ingest;
+/// Verify and the open-time check on tampered stores.
+mod verify;

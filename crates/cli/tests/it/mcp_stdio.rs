@@ -1,0 +1,96 @@
+//! `evicortex mcp` as a real child process, driven by the official Rust MCP client (rmcp) over
+//! its stdin/stdout: handshake, tool listing, remember, recall, forget, and refused arguments.
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use serde_json::{Value, json};
+
+fn args(value: Value) -> rmcp::model::JsonObject {
+    value.as_object().expect("object").clone()
+}
+
+#[tokio::test]
+async fn mcp_client_handshake_and_tools_over_stdio() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_evicortex")).configure(|cmd| {
+        cmd.arg("--store").arg(&store).args(["mcp", "--namespace", "agent-7"]);
+    });
+    let client =
+        ().serve(TokioChildProcess::new(command).expect("spawn")).await.expect("mcp handshake");
+
+    let info = client.peer_info().expect("server info after the handshake");
+    assert_eq!(info.server_info.name, "evicortex");
+    let mut tools: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("list tools")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    tools.sort();
+    assert_eq!(tools, ["forget", "recall", "remember"]);
+
+    let remembered = client
+        .call_tool(CallToolRequestParams::new("remember").with_arguments(args(json!({"turns": [
+            {"session": "s1", "turn": 0, "role": "user", "text": "My sister Ana lives in Porto.", "time": "2024-05-02T10:00:00+01:00"},
+            {"session": "s1", "turn": 1, "role": "assistant", "text": "Noted: Ana lives in Porto.", "time": "2024-05-02T10:00:05+01:00"},
+            {"session": "s2", "turn": 0, "role": "user", "text": "I bought a cello.", "time": "2024-06-01T09:00:00Z"}
+        ]}))))
+        .await
+        .expect("call remember");
+    assert_eq!(remembered.is_error, Some(false), "{remembered:?}");
+    let body = remembered.structured_content.expect("structured result");
+    assert_eq!(body["appended"], 3, "{body}");
+
+    let refused = client
+        .call_tool(CallToolRequestParams::new("remember").with_arguments(args(json!({"turns": [
+            {"session": "s3", "turn": 0, "role": "user", "text": "x", "time": "yesterday"}
+        ]}))))
+        .await
+        .expect("call remember");
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert_eq!(refused.structured_content.expect("error body")["field"], "turns[0].time");
+
+    let recalled = client
+        .call_tool(CallToolRequestParams::new("recall").with_arguments(args(json!({
+            "query": "Where does my sister live?", "budget": 200, "reader_tokenizer": "o200k_base"
+        }))))
+        .await
+        .expect("call recall");
+    assert_eq!(recalled.is_error, Some(false), "{recalled:?}");
+    let context = recalled.structured_content.expect("compiled context").to_string();
+    assert!(context.contains("Porto"), "{context}");
+
+    let forgot = client
+        .call_tool(
+            CallToolRequestParams::new("forget").with_arguments(args(json!({"session": "s1"}))),
+        )
+        .await
+        .expect("call forget");
+    assert_eq!(forgot.is_error, Some(false), "{forgot:?}");
+    assert_eq!(
+        forgot.structured_content.expect("result")["erased"].as_array().map(Vec::len),
+        Some(2)
+    );
+
+    let after = client
+        .call_tool(CallToolRequestParams::new("recall").with_arguments(args(json!({
+            "query": "Where does my sister live?", "budget": 200, "reader_tokenizer": "o200k_base"
+        }))))
+        .await
+        .expect("call recall");
+    let context = after.structured_content.expect("compiled context").to_string();
+    assert!(!context.contains("Porto"), "forgotten text came back: {context}");
+
+    client.cancel().await.expect("close the session");
+
+    let verify = std::process::Command::new(env!("CARGO_BIN_EXE_evicortex"))
+        .arg("--store")
+        .arg(&store)
+        .arg("verify")
+        .output()
+        .expect("run verify");
+    assert!(verify.status.success(), "verify: {}", String::from_utf8_lossy(&verify.stderr));
+}

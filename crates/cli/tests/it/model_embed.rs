@@ -1,0 +1,127 @@
+//! `evicortex model` and `evicortex embed` as a real process: verification exit codes, one-text
+//! embedding, the ingest hook and the resumable catch-up.
+
+use std::{path::Path, process::Output};
+
+fn evicortex(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_evicortex"));
+    cmd.args(args).env_remove("EVICORTEX_HOME");
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    cmd.output().expect("run evicortex")
+}
+
+#[track_caller]
+fn expect_code(out: &Output, code: i32) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    (stdout, stderr)
+}
+
+/// The installed model directory; fails with the fetch command when it is absent.
+fn installed_model() -> std::path::PathBuf {
+    let out = evicortex(&["model", "path"], &[]);
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "these tests need the pinned encoder: run `evicortex model fetch`\n{stderr}"
+    );
+    std::path::PathBuf::from(stdout.trim())
+}
+
+#[test]
+fn model_verify_path_and_digest() {
+    let dir = installed_model();
+    let (stdout, _) = expect_code(&evicortex(&["model", "verify"], &[]), 0);
+    assert!(stdout.starts_with("ok: 13 files"), "{stdout}");
+    let (digest, _) = expect_code(&evicortex(&["model", "digest", dir.to_str().unwrap()], &[]), 0);
+    assert_eq!(digest.trim(), "04b1622bdf2efd1182cf06be234900d203a263b6617ef5cc7919ce719d64fee1");
+
+    let copy = tempfile::tempdir().unwrap();
+    for entry in ["config.json", "tokenizer.json"] {
+        fs_err::copy(dir.join(entry), copy.path().join(entry)).unwrap();
+    }
+    let (_, stderr) = expect_code(
+        &evicortex(&["model", "verify", "--path", copy.path().to_str().unwrap()], &[]),
+        4,
+    );
+    assert!(
+        stderr.contains("missing") || stderr.contains("not in the pinned manifest"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_model_exits_5_naming_the_fetch_command() {
+    let empty = tempfile::tempdir().unwrap();
+    let env = [("EVICORTEX_MODELS_DIR", empty.path())];
+    let (_, stderr) = expect_code(&evicortex(&["model", "path"], &env), 5);
+    assert!(stderr.contains("evicortex model fetch"), "{stderr}");
+    let (_, stderr) = expect_code(&evicortex(&["embed", "--role", "query", "hello"], &env), 5);
+    assert!(stderr.contains("evicortex model fetch"), "{stderr}");
+}
+
+#[test]
+fn embed_one_text_as_json_and_refuse_overlength() {
+    installed_model();
+    let (stdout, _) = expect_code(
+        &evicortex(&["embed", "--role", "query", "--json", "where did I move in May?"], &[]),
+        0,
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["dimension"], 384);
+    assert_eq!(json["role"], "query");
+    assert_eq!(json["token_count"], 9);
+    assert_eq!(json["vectors"][0]["vector"].as_array().unwrap().len(), 384);
+    assert_eq!(json["identity_digest"].as_str().unwrap().len(), 64);
+
+    let long = "word ".repeat(300);
+    let (_, stderr) = expect_code(&evicortex(&["embed", "--role", "document", &long], &[]), 2);
+    assert!(stderr.contains("302 tokens exceed"), "{stderr}");
+    let (stdout, _) = expect_code(
+        &evicortex(
+            &["embed", "--role", "document", "--overlength", "window", "--json", &long],
+            &[],
+        ),
+        0,
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["vectors"].as_array().unwrap().len(), 2);
+    assert_eq!(json["overlength"], "window:64");
+
+    let (_, stderr) = expect_code(&evicortex(&["embed", "hello"], &[]), 2);
+    assert!(stderr.contains("--role"), "{stderr}");
+}
+
+#[test]
+fn ingest_embeds_new_turns_and_embed_catches_up_and_resumes() {
+    installed_model();
+    let store = tempfile::tempdir().unwrap();
+    let store_arg = store.path().to_str().unwrap();
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sample-conversation.jsonl");
+    let (stdout, _) =
+        expect_code(&evicortex(&["--store", store_arg, "ingest", "--no-embed", sample], &[]), 0);
+    assert!(stdout.contains("embedding skipped"), "{stdout}");
+
+    let (stdout, _) =
+        expect_code(&evicortex(&["--store", store_arg, "embed", "--overlength", "window"], &[]), 0);
+    assert!(stdout.starts_with("embedded "), "{stdout}");
+    assert!(!stdout.starts_with("embedded 0 texts"), "{stdout}");
+    let (stdout, _) =
+        expect_code(&evicortex(&["--store", store_arg, "embed", "--overlength", "window"], &[]), 0);
+    assert!(
+        stdout.starts_with("embedded 0 texts"),
+        "a second run resumes with nothing left: {stdout}"
+    );
+    assert!(store.path().join("embeddings.sqlite").is_file());
+
+    let other = tempfile::tempdir().unwrap();
+    let (stdout, _) = expect_code(
+        &evicortex(&["--store", other.path().to_str().unwrap(), "ingest", sample], &[]),
+        0,
+    );
+    assert!(stdout.contains("\nembedded "), "ingest embeds when the model is installed: {stdout}");
+}

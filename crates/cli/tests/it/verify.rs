@@ -1,0 +1,49 @@
+use crate::cli::{ok, run, sample};
+
+fn ingested() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    ok(dir.path(), &["ingest", sample().to_str().unwrap()]);
+    dir
+}
+
+fn sql(dir: &std::path::Path, statement: &str) {
+    let conn = rusqlite::Connection::open(dir.join("ledger.sqlite")).unwrap();
+    assert_eq!(conn.execute(statement, []).unwrap(), 1, "{statement}");
+}
+
+#[test]
+fn verify_names_the_first_altered_record_with_exit_code_4() {
+    let dir = ingested();
+    sql(dir.path(), "UPDATE records SET text = 'I never said that.' WHERE seq = 5");
+    sql(dir.path(), "UPDATE records SET role = 'system' WHERE seq = 9");
+    let r = run(dir.path(), &["verify"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("record #5 is corrupted: digest mismatch"), "{}", r.stderr);
+    // Reading commands still work on a store whose head is intact; appends are allowed too,
+    // since only the full verify reads every record.
+    assert_eq!(run(dir.path(), &["stats"]).code, 0);
+}
+
+#[test]
+fn a_store_failing_the_open_check_is_refused_but_inspectable() {
+    let dir = ingested();
+    sql(dir.path(), "DELETE FROM records WHERE seq = 23");
+    for args in [&["stats"][..], &["export"], &["ingest", sample().to_str().unwrap()]] {
+        let r = run(dir.path(), args);
+        assert_eq!(r.code, 4, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("failed its integrity check on open"), "{args:?}: {}", r.stderr);
+    }
+    let r = run(dir.path(), &["verify"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("warning: the open-time check failed"), "{}", r.stderr);
+    assert!(r.stderr.contains("ledger head is corrupted"), "{}", r.stderr);
+}
+
+#[test]
+fn verify_reports_json() {
+    let dir = ingested();
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(dir.path(), &["verify", "--json"])).unwrap();
+    assert_eq!(report["records"], 23);
+    assert_eq!(report["turns"], 23);
+}
