@@ -50,4 +50,10 @@ pub enum Command {
     Export(commands::export::ExportArgs),
     /// Run a benchmark and print a table with ratios against an anchor.
     Bench(commands::bench::BenchArgs),
+    /// Serve the HTTP API (per-namespace keys, OpenAPI at /openapi.json); SIGTERM drains.
+    Serve(commands::serve::ServeArgs),
+    /// Serve one namespace as MCP tools (remember, recall, forget) on stdin/stdout.
+    Mcp(commands::mcp::McpArgs),
+    /// Create, list or revoke API keys of the HTTP server.
+    Keys(commands::keys::KeysArgs),
 }

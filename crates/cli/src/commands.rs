@@ -4,6 +4,9 @@ pub mod bench;
 pub mod erase;
 pub mod export;
 pub mod ingest;
+pub mod keys;
+pub mod mcp;
+pub mod serve;
 pub mod stats;
 pub mod verify;
 

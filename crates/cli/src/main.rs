@@ -25,6 +25,9 @@ fn main() -> ExitCode {
         Command::Stats(args) => commands::stats::run(store, args),
         Command::Export(args) => commands::export::run(store, args),
         Command::Bench(args) => commands::bench::run(store, args),
+        Command::Serve(args) => commands::serve::run(store, args),
+        Command::Mcp(args) => commands::mcp::run(store, args),
+        Command::Keys(args) => commands::keys::run(store, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -66,3 +66,28 @@ fn by_class(class: ErrorClass, message: String) -> ApiError {
         ErrorClass::Io | ErrorClass::Internal => ApiError::Storage { message },
     }
 }
+
+/// A compile failure: configuration and query problems are the caller's (422 naming the field);
+/// an encoder identity mismatch is an integrity failure.
+pub fn compile(err: evicortex::CompileError) -> ApiError {
+    use evicortex::CompileError as M;
+    use evicortex::compiler::CompileError as C;
+    use evicortex_embed::EmbedError as E;
+    match &err {
+        M::Compile(C::InvalidConfig { field, reason }) => {
+            ApiError::invalid(format!("options.{field}"), reason)
+        }
+        M::Compile(C::MissingDenseInput | C::UnexpectedDenseInput | C::Bm25Mismatch { .. }) => {
+            ApiError::invalid("options", &err)
+        }
+        M::QueryTooLong { .. } | M::Embed(E::Overlength { .. } | E::Tokenizer { .. }) => {
+            ApiError::invalid("query", &err)
+        }
+        M::Embed(E::IdentityMismatch { .. }) => ApiError::Integrity { message: err.to_string() },
+        M::EmbeddingCache(cache) if cache.is_integrity_failure() => {
+            ApiError::Integrity { message: err.to_string() }
+        }
+        M::Read(read_err) => by_class(ErrorClass::of_read(read_err), err.to_string()),
+        _ => ApiError::Storage { message: err.to_string() },
+    }
+}

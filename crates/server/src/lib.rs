@@ -20,6 +20,7 @@ mod key_store;
 mod mcp;
 mod openapi;
 mod operations;
+mod retrieval;
 mod routes;
 mod state;
 
@@ -33,8 +34,9 @@ pub use crate::{
     http_server::{ServeError, serve_http, termination_signal},
     json_body::{JsonBody, parse_json},
     key_store::{KEY_STORE_FILE, KeyListing, KeyScope, KeyStore, KeyStoreError, NewKey},
-    mcp::{ForgetArgs, McpServer, RememberArgs, serve_mcp_stdio},
+    mcp::{ForgetArgs, McpServer, RecallArgs, RememberArgs, serve_mcp_stdio},
     openapi::openapi,
+    retrieval::{DEFAULT_TOP_N, PreparedEmbeddings, READER_TOKENIZERS, Retrieval},
     routes::router,
     state::{AppState, ServerConfig},
 };

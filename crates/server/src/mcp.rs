@@ -15,14 +15,31 @@ use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConf
 use rmcp::{ErrorData, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
 use serde::{Deserialize, Serialize};
 
-use crate::dto::{AppendRequest, EraseRequest, TurnInput};
-use crate::{ApiError, ServerConfig as Limits, json_body::parse_json, operations};
+use crate::dto::{AppendRequest, CompileRequest, EraseRequest, TurnInput};
+use crate::{ApiError, Retrieval, ServerConfig as Limits, json_body::parse_json, operations};
 
 /// Arguments of the `remember` tool.
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RememberArgs {
     /// The turns to store, as one atomic batch.
     pub turns: Vec<TurnInput>,
+}
+
+/// Arguments of the `recall` tool.
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RecallArgs {
+    /// The question to recall evidence for.
+    pub query: String,
+    /// Hard budget in the reader's tokens for the whole context block.
+    pub budget: u32,
+    /// The reader's tokenizer: `o200k_base` (GPT-4o class) or `cl100k_base`.
+    pub reader_tokenizer: String,
+    /// Only evidence said at or before this RFC 3339 time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
+    /// A full compile configuration replacing the server's default (see the HTTP API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Arguments of the `forget` tool: exactly one of the three.
@@ -43,6 +60,7 @@ pub struct ForgetArgs {
 #[derive(Debug, Clone)]
 pub struct McpServer {
     memory: Arc<Memory>,
+    retrieval: Arc<Retrieval>,
     namespace: Namespace,
     limits: Limits,
     tool_router: ToolRouter<McpServer>,
@@ -51,8 +69,13 @@ pub struct McpServer {
 #[tool_router]
 impl McpServer {
     /// A server exposing `namespace` of `memory`.
-    pub fn new(memory: Arc<Memory>, namespace: Namespace, limits: Limits) -> McpServer {
-        McpServer { memory, namespace, limits, tool_router: McpServer::tool_router() }
+    pub fn new(
+        memory: Arc<Memory>,
+        retrieval: Arc<Retrieval>,
+        namespace: Namespace,
+        limits: Limits,
+    ) -> McpServer {
+        McpServer { memory, retrieval, namespace, limits, tool_router: McpServer::tool_router() }
     }
 
     #[tool(
@@ -64,9 +87,26 @@ impl McpServer {
         Parameters(args): Parameters<RememberArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let max_turns = self.limits.max_turns_per_request;
-        self.run(move |memory, namespace| {
+        self.run(move |memory, retrieval, namespace| {
             let request: AppendRequest = reparse(&args)?;
-            operations::append(memory, namespace, request, max_turns)
+            operations::append(memory, retrieval, namespace, request, max_turns)
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Recall what was said: the original turns relevant to a question, cited and \
+                       packed within a budget of the reader's tokens (or an abstention when memory \
+                       does not support an answer). Returns the compiled context: `text` to put in \
+                       the prompt, plus the items, exclusions and configuration."
+    )]
+    async fn recall(
+        &self,
+        Parameters(args): Parameters<RecallArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.run(move |memory, retrieval, namespace| {
+            let request: CompileRequest = reparse(&args)?;
+            operations::compile(memory, retrieval, namespace, request)
         })
         .await
     }
@@ -79,9 +119,9 @@ impl McpServer {
         &self,
         Parameters(args): Parameters<ForgetArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.run(move |memory, namespace| {
+        self.run(move |memory, retrieval, namespace| {
             let request: EraseRequest = reparse(&args)?;
-            operations::erase(memory, namespace, request)
+            operations::erase(memory, retrieval, namespace, request)
         })
         .await
     }
@@ -92,11 +132,12 @@ impl McpServer {
     async fn run<T, F>(&self, call: F) -> Result<CallToolResult, ErrorData>
     where
         T: Serialize + Send + 'static,
-        F: FnOnce(&Memory, &Namespace) -> Result<T, ApiError> + Send + 'static,
+        F: FnOnce(&Memory, &Retrieval, &Namespace) -> Result<T, ApiError> + Send + 'static,
     {
         let memory = Arc::clone(&self.memory);
+        let retrieval = Arc::clone(&self.retrieval);
         let namespace = self.namespace.clone();
-        let outcome = tokio::task::spawn_blocking(move || call(&memory, &namespace))
+        let outcome = tokio::task::spawn_blocking(move || call(&memory, &retrieval, &namespace))
             .await
             .map_err(|e| ErrorData::internal_error(format!("store task failed: {e}"), None))?;
         Ok(tool_result(outcome))

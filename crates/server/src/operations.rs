@@ -6,14 +6,15 @@ use evicortex_core::{Namespace, Turn};
 use serde_json::{Map, Value};
 
 use crate::dto::{
-    AppendRequest, AppendResponse, AppendedTurn, EraseRequest, EraseResponse,
+    AppendRequest, AppendResponse, AppendedTurn, CompileRequest, EraseRequest, EraseResponse,
     NamespaceStatsResponse, VerifyResponse,
 };
-use crate::{ApiError, facade_errors};
+use crate::{ApiError, Retrieval, facade_errors};
 
 /// Appends `request.turns` to `namespace` as one atomic, durable batch of at most `max_turns`.
 pub fn append(
     memory: &Memory,
+    retrieval: &Retrieval,
     namespace: &Namespace,
     request: AppendRequest,
     max_turns: usize,
@@ -28,7 +29,14 @@ pub fn append(
         ));
     }
     let turns = validate_turns(namespace, &request.turns)?;
-    let receipt = memory.append(&turns).map_err(facade_errors::append)?;
+    retrieval.check_embeddable(&turns)?;
+    let embeddings = retrieval.embed(&turns)?;
+    let receipt = {
+        let _writes = retrieval.write_lock();
+        let receipt = memory.append(&turns).map_err(facade_errors::append)?;
+        retrieval.store(&embeddings)?;
+        receipt
+    };
     let turns = receipt
         .outcomes
         .iter()
@@ -76,6 +84,7 @@ fn validate_turns(
 /// Erases the one target `request` names inside `namespace`.
 pub fn erase(
     memory: &Memory,
+    retrieval: &Retrieval,
     namespace: &Namespace,
     request: EraseRequest,
 ) -> Result<EraseResponse, ApiError> {
@@ -89,12 +98,27 @@ pub fn erase(
         }
         _ => return Err(ApiError::invalid("body", "give exactly one of session, record or all")),
     };
-    let receipt = memory.erase(&target).map_err(facade_errors::erase)?;
+    let receipt = {
+        let _writes = retrieval.write_lock();
+        memory.erase(&target).map_err(facade_errors::erase)?
+    };
     Ok(EraseResponse {
         redaction: receipt.redaction,
         erased: receipt.erased.iter().map(|t| t.id).collect(),
         already_erased: receipt.already_erased,
     })
+}
+
+/// Compiles a cited context for `request` from `namespace`, as JSON.
+pub fn compile(
+    memory: &Memory,
+    retrieval: &Retrieval,
+    namespace: &Namespace,
+    request: CompileRequest,
+) -> Result<Value, ApiError> {
+    let context = retrieval.compile(memory, namespace, request)?;
+    serde_json::to_value(&context)
+        .map_err(|e| ApiError::Storage { message: format!("rendering the compiled context: {e}") })
 }
 
 /// Counts of `namespace` alone.

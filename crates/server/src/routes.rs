@@ -7,7 +7,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use crate::dto::{
-    AppendRequest, AppendResponse, EraseRequest, EraseResponse, HealthResponse,
+    AppendRequest, AppendResponse, CompileRequest, EraseRequest, EraseResponse, HealthResponse,
     NamespaceStatsResponse, VerifyResponse,
 };
 use crate::{ApiError, AppState, Caller, ErrorBody, JsonBody, operations};
@@ -20,6 +20,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi_json))
         .route("/v1/verify", get(verify))
         .route("/v1/namespaces/{ns}/turns", post(append_turns))
+        .route("/v1/namespaces/{ns}/compile", post(compile))
         .route("/v1/namespaces/{ns}/erase", post(erase))
         .route("/v1/namespaces/{ns}/stats", get(namespace_stats))
         .fallback(no_route)
@@ -80,7 +81,39 @@ pub(crate) async fn append_turns(
     let namespace = path_namespace(&caller, path)?;
     let max_turns = state.config().max_turns_per_request;
     state
-        .blocking(move |memory| operations::append(memory, &namespace, request, max_turns))
+        .blocking(move |memory, retrieval| {
+            operations::append(memory, retrieval, &namespace, request, max_turns)
+        })
+        .await
+        .map(Json)
+}
+
+/// Compiles a cited context for a question within a budget of reader tokens, or abstains. The
+/// response is the compiled context: prompt-ready `text`, `items` with per-retriever ranks and
+/// scores, `excluded` candidates with reasons, `tokens_used`, the abstention decision, the
+/// encoder identity and the full configuration.
+#[utoipa::path(
+    post, path = "/v1/namespaces/{ns}/compile",
+    params(("ns" = String, Path, description = "namespace")),
+    request_body = CompileRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "compiled context (format evicortex-compiled-context-1)", body = Object),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "invalid query, budget, tokenizer or options"),
+    )
+)]
+pub(crate) async fn compile(
+    State(state): State<AppState>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(request): JsonBody<CompileRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let namespace = path_namespace(&caller, path)?;
+    state
+        .blocking(move |memory, retrieval| {
+            operations::compile(memory, retrieval, &namespace, request)
+        })
         .await
         .map(Json)
 }
@@ -106,7 +139,12 @@ pub(crate) async fn erase(
     JsonBody(request): JsonBody<EraseRequest>,
 ) -> Result<Json<EraseResponse>, ApiError> {
     let namespace = path_namespace(&caller, path)?;
-    state.blocking(move |memory| operations::erase(memory, &namespace, request)).await.map(Json)
+    state
+        .blocking(move |memory, retrieval| {
+            operations::erase(memory, retrieval, &namespace, request)
+        })
+        .await
+        .map(Json)
 }
 
 /// Counts of one namespace. Nothing about other namespaces is revealed.
@@ -122,7 +160,7 @@ pub(crate) async fn namespace_stats(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<NamespaceStatsResponse>, ApiError> {
     let namespace = path_namespace(&caller, path)?;
-    state.blocking(move |memory| operations::namespace_stats(memory, &namespace)).await.map(Json)
+    state.blocking(move |memory, _| operations::namespace_stats(memory, &namespace)).await.map(Json)
 }
 
 /// Full integrity check of the ledger (admin keys only).
@@ -140,7 +178,7 @@ pub(crate) async fn verify(
     caller: Caller,
 ) -> Result<Json<VerifyResponse>, ApiError> {
     caller.require_admin()?;
-    state.blocking(operations::verify).await.map(Json)
+    state.blocking(|memory, _| operations::verify(memory)).await.map(Json)
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use evicortex::Memory;
 
-use crate::{ApiError, KeyStore};
+use crate::{ApiError, KeyStore, Retrieval};
 
 /// Limits of the HTTP server. None of them changes results; they only bound what one request may
 /// ask for.
@@ -31,19 +31,30 @@ pub struct AppState {
 #[derive(Debug)]
 struct Inner {
     memory: Arc<Memory>,
+    retrieval: Arc<Retrieval>,
     keys: KeyStore,
     config: ServerConfig,
 }
 
 impl AppState {
-    /// State over an opened memory and key store.
-    pub fn new(memory: Arc<Memory>, keys: KeyStore, config: ServerConfig) -> AppState {
-        AppState { inner: Arc::new(Inner { memory, keys, config }) }
+    /// State over an opened memory, its retrieval side and key store.
+    pub fn new(
+        memory: Arc<Memory>,
+        retrieval: Arc<Retrieval>,
+        keys: KeyStore,
+        config: ServerConfig,
+    ) -> AppState {
+        AppState { inner: Arc::new(Inner { memory, retrieval, keys, config }) }
     }
 
     /// The memory.
     pub fn memory(&self) -> &Arc<Memory> {
         &self.inner.memory
+    }
+
+    /// How compile requests are served.
+    pub fn retrieval(&self) -> &Arc<Retrieval> {
+        &self.inner.retrieval
     }
 
     /// The key store.
@@ -61,11 +72,12 @@ impl AppState {
     /// serialised writers).
     pub async fn blocking<T, F>(&self, call: F) -> Result<T, ApiError>
     where
-        F: FnOnce(&Memory) -> Result<T, ApiError> + Send + 'static,
+        F: FnOnce(&Memory, &Retrieval) -> Result<T, ApiError> + Send + 'static,
         T: Send + 'static,
     {
         let memory = Arc::clone(&self.inner.memory);
-        tokio::task::spawn_blocking(move || call(&memory))
+        let retrieval = Arc::clone(&self.inner.retrieval);
+        tokio::task::spawn_blocking(move || call(&memory, &retrieval))
             .await
             .map_err(|e| ApiError::Storage { message: format!("store task failed: {e}") })?
     }

@@ -13,3 +13,7 @@ mod export;
 mod ingest;
 /// Verify and the open-time check on tampered stores.
 mod verify;
+/// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
+mod serve_sigterm;
+/// `evicortex mcp`: a real MCP client handshake over the child's stdio; remember, recall, forget.
+mod mcp_stdio;

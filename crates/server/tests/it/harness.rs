@@ -1,11 +1,12 @@
 //! A real server on loopback over a temporary store.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use evicortex::Memory;
 use evicortex_core::Namespace;
-use evicortex_server::{AppState, KeyScope, KeyStore, ServerConfig, serve_http};
+use evicortex_embed::{BertEncoder, Encoder, EncoderConfig};
+use evicortex_server::{AppState, KeyScope, KeyStore, Retrieval, ServerConfig, serve_http};
 use serde_json::{Value, json};
 
 /// A running server and what a test needs to talk to it.
@@ -109,11 +110,28 @@ impl TestServer {
     }
 }
 
-/// Server state over a fresh store in `dir`.
+/// The pinned encoder, loaded once per test process. Fails (never skips) when it is not
+/// installed.
+pub fn encoder() -> Arc<dyn Encoder> {
+    static ENCODER: OnceLock<Arc<BertEncoder>> = OnceLock::new();
+    let encoder = ENCODER.get_or_init(|| {
+        let loaded = evicortex_embed::load_pinned_minilm(EncoderConfig::all_minilm_l6_v2());
+        Arc::new(loaded.unwrap_or_else(|e| {
+            panic!(
+                "the pinned encoder is needed: run `{}` first ({e})",
+                evicortex_embed::FETCH_COMMAND
+            )
+        }))
+    });
+    encoder.clone()
+}
+
+/// Server state over a fresh store in `dir`, with hybrid (BM25 + dense) retrieval.
 pub fn state_in(dir: &std::path::Path, config: ServerConfig) -> AppState {
     let memory = Memory::open(dir.join("store")).expect("open store");
+    let retrieval = Retrieval::hybrid(&memory, encoder()).expect("attach the embedding cache");
     let keys = KeyStore::open(&dir.join("store")).expect("open key store");
-    AppState::new(Arc::new(memory), keys, config)
+    AppState::new(Arc::new(memory), Arc::new(retrieval), keys, config)
 }
 
 /// A valid turn object (without namespace).

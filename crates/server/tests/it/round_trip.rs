@@ -84,3 +84,115 @@ async fn erasing_another_namespaces_record_looks_like_erasing_nothing() {
     assert_eq!(still.body["turns"], 1);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn compile_cites_within_budget_respects_as_of_and_forgets_erased_text() {
+    let server = TestServer::start().await;
+    let key = server.key_for("alice");
+    let turns = json!({"turns": [
+        {"session": "may", "turn": 0, "role": "user", "text": "I moved to Lisbon in May for a new job.", "time": "2024-05-02T10:00:00+01:00"},
+        {"session": "may", "turn": 1, "role": "assistant", "text": "Congratulations on the move to Lisbon!", "time": "2024-05-02T10:00:09+01:00"},
+        {"session": "june", "turn": 0, "role": "user", "text": "My cat Tom has a vet appointment on Friday.", "time": "2024-06-10T08:00:00Z"},
+        {"session": "july", "turn": 0, "role": "user", "text": "I started learning the cello.", "time": "2024-07-01T18:00:00Z"}
+    ]});
+    assert_eq!(server.post("/v1/namespaces/alice/turns", &key, &turns).await.status, 200);
+
+    let ask = |query: &str, budget: u32, extra: serde_json::Value| {
+        let mut body = json!({"query": query, "budget": budget, "reader_tokenizer": "o200k_base"});
+        for (k, v) in extra.as_object().expect("object") {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let context = server
+        .post("/v1/namespaces/alice/compile", &key, &ask("Where did I move?", 200, json!({})))
+        .await;
+    assert_eq!(context.status, 200, "{}", context.text);
+    assert_eq!(context.body["format"], "evicortex-compiled-context-1");
+    assert!(context.body["text"].as_str().expect("text").contains("Lisbon"), "{}", context.text);
+    assert!(context.body["tokens_used"].as_u64().expect("tokens") <= 200);
+    assert_eq!(context.body["config"]["dense"]["mode"], "on", "{}", context.text);
+    assert!(context.body["encoder"].is_object(), "{}", context.text);
+
+    let before_july = server
+        .post(
+            "/v1/namespaces/alice/compile",
+            &key,
+            &ask("What instrument am I learning?", 200, json!({"as_of": "2024-06-30T00:00:00Z"})),
+        )
+        .await;
+    assert_eq!(before_july.status, 200, "{}", before_july.text);
+    assert!(
+        !before_july.body["text"].as_str().expect("text").contains("cello"),
+        "{}",
+        before_july.text
+    );
+
+    let lexical =
+        evicortex::compiler::CompileConfig::hybrid(10, evicortex::compiler::DenseConfig::Off);
+    let options = serde_json::to_value(&lexical).expect("json");
+    let lexical_only = server
+        .post(
+            "/v1/namespaces/alice/compile",
+            &key,
+            &ask("cat vet", 200, json!({"options": options})),
+        )
+        .await;
+    assert_eq!(lexical_only.status, 200, "{}", lexical_only.text);
+    assert_eq!(lexical_only.body["config"]["dense"]["mode"], "off");
+    assert!(
+        lexical_only.body["text"].as_str().expect("text").contains("Tom"),
+        "{}",
+        lexical_only.text
+    );
+
+    let mut bad = serde_json::to_value(&lexical).expect("json");
+    bad["rrf_k"] = json!(-1.0);
+    let refused = server
+        .post("/v1/namespaces/alice/compile", &key, &ask("cat", 200, json!({"options": bad})))
+        .await;
+    assert_eq!(
+        (refused.status, refused.body["field"].as_str()),
+        (422, Some("options.rrf_k")),
+        "{}",
+        refused.text
+    );
+    let unknown = server
+        .post(
+            "/v1/namespaces/alice/compile",
+            &key,
+            &ask("cat", 200, json!({"reader_tokenizer": "/etc/passwd.json"})),
+        )
+        .await;
+    assert_eq!(
+        (unknown.status, unknown.body["field"].as_str()),
+        (422, Some("reader_tokenizer")),
+        "{}",
+        unknown.text
+    );
+    let empty = server.post("/v1/namespaces/alice/compile", &key, &ask(" ", 200, json!({}))).await;
+    assert_eq!(
+        (empty.status, empty.body["field"].as_str()),
+        (422, Some("query")),
+        "{}",
+        empty.text
+    );
+
+    let erased = server.post("/v1/namespaces/alice/erase", &key, &json!({"session": "may"})).await;
+    assert_eq!(erased.status, 200, "{}", erased.text);
+    let after = server
+        .post(
+            "/v1/namespaces/alice/compile",
+            &key,
+            &ask("Where did I move? Lisbon", 400, json!({})),
+        )
+        .await;
+    assert_eq!(after.status, 200, "{}", after.text);
+    assert!(!after.text.contains("Lisbon job"), "{}", after.text);
+    assert!(
+        !after.body["text"].as_str().expect("text").contains("Lisbon"),
+        "erased text compiled: {}",
+        after.text
+    );
+    server.stop().await;
+}
