@@ -48,6 +48,8 @@ pub enum Command {
     Stats(commands::stats::StatsArgs),
     /// Write turns as JSONL that `ingest` takes back, texts byte for byte.
     Export(commands::export::ExportArgs),
+    /// Compile a cited context for a question within a reader-token budget, or abstain.
+    Compile(commands::compile::CompileArgs),
     /// Run a benchmark and print a table with ratios against an anchor.
     Bench(commands::bench::BenchArgs),
     /// Serve the HTTP API (per-namespace keys, OpenAPI at /openapi.json); SIGTERM drains.

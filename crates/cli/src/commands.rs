@@ -1,6 +1,7 @@
 //! One module per subcommand, each with its `clap::Args` struct and a `run` function.
 
 pub mod bench;
+pub mod compile;
 pub mod erase;
 pub mod export;
 pub mod ingest;

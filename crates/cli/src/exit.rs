@@ -23,6 +23,8 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
             Some(e.class())
         } else if let Some(e) = cause.downcast_ref::<evicortex::ExportError>() {
             Some(e.class())
+        } else if let Some(e) = cause.downcast_ref::<evicortex::CompileError>() {
+            e.class()
         } else if let Some(e) = cause.downcast_ref::<evicortex::ReadError>() {
             Some(ErrorClass::of_read(e))
         } else if let Some(e) = cause.downcast_ref::<evicortex::VerifyError>() {

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Command::Erase(args) => commands::erase::run(store, args),
         Command::Stats(args) => commands::stats::run(store, args),
         Command::Export(args) => commands::export::run(store, args),
+        Command::Compile(args) => commands::compile::run(store, args),
         Command::Bench(args) => commands::bench::run(store, args),
         Command::Serve(args) => commands::serve::run(store, args),
         Command::Mcp(args) => commands::mcp::run(store, args),

@@ -116,10 +116,10 @@ pub enum CompileError {
         source: VectorError,
     },
     /// Reading vectors from the embedding cache failed.
-    #[error(transparent)]
+    #[error("reading turn vectors from the embedding cache")]
     EmbeddingCache(#[from] EmbeddingCacheError),
     /// Embedding the question failed, or its identity does not match the stored vectors'.
-    #[error(transparent)]
+    #[error("embedding the question")]
     Embed(#[from] EmbedError),
     /// The question embedded into several windows (longer than the encoder's maximum).
     #[error("the question is longer than the encoder's maximum ({windows} windows); shorten it")]
@@ -127,6 +127,30 @@ pub enum CompileError {
         /// Windows produced.
         windows: usize,
     },
+}
+
+impl CompileError {
+    /// What kind of failure this is, for exit codes and HTTP statuses; `None` for embedding and
+    /// cache failures, whose source (e.g. a missing model) says it better.
+    pub fn class(&self) -> Option<crate::ErrorClass> {
+        use crate::ErrorClass;
+        use evicortex_compiler::CompileError as Inner;
+        Some(match self {
+            CompileError::Compile(inner) => match inner {
+                Inner::ReaderTokenizer(evicortex_compiler::ReaderTokenizerError::Encode {
+                    ..
+                })
+                | Inner::Rerank { .. } => ErrorClass::Internal,
+                Inner::Vector(_) => ErrorClass::Integrity,
+                _ => ErrorClass::BadInput,
+            },
+            CompileError::Read(e) => ErrorClass::of_read(e),
+            CompileError::Corpus { .. } | CompileError::Vector { .. } => ErrorClass::Integrity,
+            CompileError::QueryTooLong { .. } => ErrorClass::BadInput,
+            CompileError::EmbeddingCache(_) | CompileError::Embed(_) => return None,
+            CompileError::Lexical { .. } => ErrorClass::Internal,
+        })
+    }
 }
 
 impl Memory {
