@@ -130,6 +130,11 @@ impl EvalQuestion {
                     .iter()
                     .map(|&(s, _)| session_keys[s].clone())
                     .collect::<std::collections::HashSet<_>>();
+                let (widened_relevant_user_turns, widened_relevant_all_turns) =
+                    crate::protocol::widened_counts(
+                        &gold_turns,
+                        turn_keys.iter().flatten().map(|k| (true, k.as_str())),
+                    );
                 let abstention = q.category == Category::Adversarial;
                 let exclusion = if abstention {
                     Some(Exclusion::Abstention)
@@ -151,6 +156,8 @@ impl EvalQuestion {
                         turn_keys: turn_keys.clone(),
                         relevant_user_turns: gold_turns.len(),
                         relevant_sessions: gold_sessions.len(),
+                        widened_relevant_user_turns,
+                        widened_relevant_all_turns,
                         gold_sessions,
                         gold_turns,
                         exclusion,

@@ -22,11 +22,14 @@
 #![warn(missing_docs)]
 
 mod artefact;
+pub mod comparator;
+pub mod compiled_systems;
 pub mod controls;
 mod data_dir;
 pub mod datasets;
 mod error;
 pub mod eval_question;
+pub mod eval_store;
 pub mod metrics;
 pub mod packing;
 pub mod protocol;

@@ -44,6 +44,11 @@ pub struct EvidenceKeys {
     pub relevant_user_turns: usize,
     /// Number of sessions whose key is gold (the ideal's relevant count at session level).
     pub relevant_sessions: usize,
+    /// Number of user turns whose key widens to a gold session (the ideal's relevant count of the
+    /// session widening over user turns).
+    pub widened_relevant_user_turns: usize,
+    /// Number of turns of any role whose key widens to a gold session (the same over all turns).
+    pub widened_relevant_all_turns: usize,
     /// Why the question is excluded from retrieval metrics, if it is.
     pub exclusion: Option<Exclusion>,
 }
@@ -70,6 +75,12 @@ impl EvidenceKeys {
         let gold_sessions: HashSet<String> =
             session_keys.iter().filter(|k| k.contains("answer")).cloned().collect();
         let relevant_sessions = session_keys.iter().filter(|k| gold_sessions.contains(*k)).count();
+        let (widened_relevant_user_turns, widened_relevant_all_turns) = widened_counts(
+            &gold_turns,
+            question.sessions.iter().map(|s| &s.turns).zip(&turn_keys).flat_map(|(turns, keys)| {
+                turns.iter().zip(keys).map(|(t, k)| (t.role == Role::User, k.as_str()))
+            }),
+        );
         let exclusion = if question.abstention {
             Some(Exclusion::Abstention)
         } else if gold_turns.is_empty() {
@@ -84,9 +95,27 @@ impl EvidenceKeys {
             gold_turns,
             relevant_user_turns,
             relevant_sessions,
+            widened_relevant_user_turns,
+            widened_relevant_all_turns,
             exclusion,
         }
     }
+}
+
+/// Counts the turns (user turns, all turns) whose key widens to a session of a gold turn.
+pub fn widened_counts<'k>(
+    gold_turns: &HashSet<String>,
+    turns: impl Iterator<Item = (bool, &'k str)>,
+) -> (usize, usize) {
+    let gold: HashSet<&str> = gold_turns.iter().map(|t| strip_turn_id(t)).collect();
+    let (mut user, mut all) = (0, 0);
+    for (is_user, key) in turns {
+        if gold.contains(strip_turn_id(key)) {
+            all += 1;
+            user += usize::from(is_user);
+        }
+    }
+    (user, all)
 }
 
 /// The session key: the id, with `answer` relabelled `noans` when no user turn has evidence.

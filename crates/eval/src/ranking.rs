@@ -18,4 +18,18 @@ pub struct Ranking {
     /// Sessions best first, for systems that retrieve whole sessions (the released session-level
     /// BM25); when absent, session metrics widen the turn ranking to sessions.
     pub sessions: Option<Vec<usize>>,
+    /// Which turns the system could rank: the released retriever sees user turns only; every
+    /// other system sees all turns. The ideal DCG of the session widening counts the relevant
+    /// turns of that corpus.
+    pub corpus: RankingCorpus,
+}
+
+/// The turns a system ranks from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum RankingCorpus {
+    /// Every turn, any role.
+    #[default]
+    AllTurns,
+    /// User turns only (the released BM25).
+    UserTurns,
 }

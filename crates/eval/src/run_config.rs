@@ -36,6 +36,9 @@ pub struct RunConfigFile {
     pub cutoffs: Vec<usize>,
     /// Candidate limit per retriever.
     pub candidate_limit: usize,
+    /// Only the first N questions of each type (a stratified subset).
+    #[serde(default)]
+    pub max_per_type: Option<usize>,
     /// Free text: why these settings (kept in the report).
     #[serde(default)]
     pub rationale: String,
@@ -90,6 +93,7 @@ impl RunConfigFile {
             cutoffs: self.cutoffs.clone(),
             candidate_limit: self.candidate_limit,
             max_questions: None,
+            max_per_type: self.max_per_type,
             config_file: Some((
                 PathBuf::from(config_path),
                 crate::runner::config_digest(config_path)?,

@@ -60,6 +60,9 @@ pub struct RunSpec {
     pub candidate_limit: usize,
     /// Run only the first N selected questions (CI subsets); `None` runs all.
     pub max_questions: Option<usize>,
+    /// Run only the first N selected questions of each question type (LongMemEval) or category
+    /// (LoCoMo), in file order: a stratified subset; `None` runs all.
+    pub max_per_type: Option<usize>,
     /// The committed configuration file this run came from, and its SHA-256 (preregistration).
     pub config_file: Option<(PathBuf, String)>,
 }
@@ -148,9 +151,7 @@ pub fn run(spec: &RunSpec, factory: SystemFactory<'_>) -> anyhow::Result<Report>
     let reader = ReaderTokenizer::by_name(&spec.reader_tokenizer)?;
     let settings = SharedSettings { reader, candidate_limit: spec.candidate_limit };
     let (artefact, adapter, mut questions, mut counts, as_of_policy) = load_questions(spec)?;
-    if let Some(n) = spec.max_questions {
-        questions.truncate(n);
-    }
+    subset(&mut questions, spec);
     counts.selected = questions.len();
     for q in &questions {
         match q.keys.exclusion {
@@ -286,4 +287,152 @@ pub fn config_digest(path: &Path) -> anyhow::Result<String> {
     let bytes = fs_err::read(path)?;
     use sha2::Digest;
     Ok(crate::artefact::hex(&sha2::Sha256::digest(&bytes)))
+}
+
+/// The encoder every encoder-backed system uses: the pinned all-MiniLM-L6-v2 with its 256-token
+/// limit; longer turns are embedded as windows of 256 tokens overlapping by 64 (each window its
+/// own vector; a turn scores as its best window).
+pub fn eval_encoder_config() -> evicortex_embed::EncoderConfig {
+    evicortex_embed::EncoderConfig::all_minilm_l6_v2()
+        .with_overlength(evicortex_embed::Overlength::Window { overlap_tokens: 64 })
+}
+
+/// Ingests the selected questions into the store in `dir` and embeds every pending text.
+pub fn prepare_store(
+    spec: &RunSpec,
+    dir: &Path,
+    encoder: &dyn evicortex_embed::Encoder,
+) -> anyhow::Result<(crate::eval_store::IngestSummary, evicortex::EmbedReport)> {
+    let (_, _, mut questions, _, _) = load_questions(spec)?;
+    subset(&mut questions, spec);
+    let store = crate::eval_store::EvalStore::open(dir)?;
+    let ingest = store.ingest(&questions)?;
+    eprintln!(
+        "ingest: {} namespaces appended ({} turns), {} already present, {:.1} s",
+        ingest.namespaces_appended,
+        ingest.turns_appended,
+        ingest.namespaces_present,
+        ingest.seconds
+    );
+    let bar = progress_bar(0, "embed");
+    let mut last_print = Instant::now();
+    let report = store.embed(encoder, &mut |p| {
+        bar.set_length(p.total_tokens);
+        bar.set_position(p.done_tokens);
+        if last_print.elapsed().as_secs() >= 60 {
+            last_print = Instant::now();
+            eprintln!(
+                "embed: {}/{} texts, {}/{} tokens",
+                p.done_texts, p.total_texts, p.done_tokens, p.total_tokens
+            );
+        }
+    })?;
+    bar.finish_and_clear();
+    eprintln!(
+        "embed: {} texts embedded ({} tokens, {} vectors), {} already cached, {} refused, {:.1} s",
+        report.embedded_texts,
+        report.embedded_tokens,
+        report.vectors_written,
+        report.already_cached,
+        report.refused.len(),
+        report.seconds
+    );
+    Ok((ingest, report))
+}
+
+/// Whether `system` runs through the compiler (and so needs the evaluation store).
+pub fn needs_store(system: &str) -> bool {
+    crate::compiled_systems::compiled_system_config(system, 1).is_some() || system == "comparator"
+}
+
+/// Whether `system` needs the encoder.
+pub fn needs_encoder(system: &str) -> bool {
+    system == "comparator"
+        || crate::compiled_systems::compiled_system_config(system, 1)
+            .is_some_and(|c| matches!(c.dense, evicortex_compiler::DenseConfig::On { .. }))
+}
+
+/// Runs `spec` with every system: controls in memory, compiled systems and the comparator on the
+/// store in `store_dir` (ingested and embedded first, resumably).
+pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
+    use std::sync::Arc;
+    let encoder: Option<Arc<dyn evicortex_embed::Encoder>> =
+        if spec.systems.iter().any(|s| needs_encoder(s)) {
+            Some(Arc::new(evicortex_embed::load_pinned_minilm(eval_encoder_config())?))
+        } else {
+            None
+        };
+    let mut prepare_s = None;
+    let store = if spec.systems.iter().any(|s| needs_store(s)) {
+        let start = Instant::now();
+        match &encoder {
+            Some(e) => {
+                prepare_store(spec, store_dir, e.as_ref())?;
+            }
+            None => {
+                let (_, _, mut questions, _, _) = load_questions(spec)?;
+                subset(&mut questions, spec);
+                crate::eval_store::EvalStore::open(store_dir)?.ingest(&questions)?;
+            }
+        }
+        prepare_s = Some(start.elapsed().as_secs_f64());
+        Some(Arc::new(crate::eval_store::EvalStore::open(store_dir)?))
+    } else {
+        None
+    };
+    let mut factory = |name: &str,
+                       settings: &SharedSettings|
+     -> anyhow::Result<Option<Box<dyn EvalSystem>>> {
+        let Some(store) = &store else { return Ok(None) };
+        if name == "comparator" {
+            let encoder = encoder.clone().expect("the comparator needs the encoder, loaded above");
+            return Ok(Some(Box::new(crate::comparator::hybrid_chunk_rag::HybridChunkRag::new(
+                crate::comparator::hybrid_chunk_rag::ChunkRagConfig::preregistered(
+                    settings.candidate_limit,
+                ),
+                store.clone(),
+                encoder,
+                settings.clone(),
+            )?)));
+        }
+        let Some(config) =
+            crate::compiled_systems::compiled_system_config(name, settings.candidate_limit)
+        else {
+            return Ok(None);
+        };
+        let enc = if needs_encoder(name) { encoder.clone() } else { None };
+        Ok(Some(Box::new(crate::compiled_systems::CompiledSystem::new(
+            name,
+            config,
+            store.clone(),
+            enc,
+            &spec.reader_tokenizer,
+        )?)))
+    };
+    let mut report = run(spec, &mut factory)?;
+    if let Some(s) = prepare_s {
+        report.wall_time_s.insert("ingest and embed".to_owned(), s);
+    }
+    if let Some(e) = &encoder {
+        report.encoder = Some(serde_json::json!({
+            "identity": serde_json::from_str::<serde_json::Value>(&e.identity().canonical_json())?,
+            "identity_digest": e.identity_digest().to_hex(),
+        }));
+    }
+    Ok(report)
+}
+
+/// Applies `max_per_type`, then `max_questions`.
+pub fn subset(questions: &mut Vec<EvalQuestion>, spec: &RunSpec) {
+    if let Some(n) = spec.max_per_type {
+        let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+        questions.retain(|q| {
+            let c = taken.entry(q.kind.clone()).or_insert(0);
+            *c += 1;
+            *c <= n
+        });
+    }
+    if let Some(n) = spec.max_questions {
+        questions.truncate(n);
+    }
 }

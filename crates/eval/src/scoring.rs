@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::{
     metrics::{RetrievalScores, evaluate_at, evaluate_turns_at_session_level},
     protocol::EvidenceKeys,
-    ranking::Ranking,
+    ranking::{Ranking, RankingCorpus},
 };
 
 /// Metric name -> value, e.g. `recall_all@5` -> 0.74.
@@ -39,12 +39,13 @@ pub fn score_ranking(keys: &EvidenceKeys, ranking: &Ranking, cutoffs: &[usize]) 
                     sessions.iter().map(|&s| keys.session_keys[s].as_str()).collect();
                 evaluate_at(&session_keys, &gold_sessions, keys.relevant_sessions, k)
             }
-            None => evaluate_turns_at_session_level(
-                &turn_keys,
-                &gold_turns,
-                keys.relevant_user_turns,
-                k,
-            ),
+            None => {
+                let relevant = match ranking.corpus {
+                    RankingCorpus::UserTurns => keys.widened_relevant_user_turns,
+                    RankingCorpus::AllTurns => keys.widened_relevant_all_turns,
+                };
+                evaluate_turns_at_session_level(&turn_keys, &gold_turns, relevant, k)
+            }
         };
         insert(&mut out.session, k, session);
     }

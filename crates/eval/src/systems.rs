@@ -13,7 +13,7 @@ use crate::{
     controls::bm25_okapi::{Bm25Okapi, Bm25OkapiParams},
     eval_question::{EvalQuestion, EvalTurn},
     packing::{PackItem, PackPolicy, ReaderTokenizer, pack},
-    ranking::{Ranking, TurnRef},
+    ranking::{Ranking, RankingCorpus, TurnRef},
 };
 
 /// What a system produced for one question at one budget.
@@ -75,6 +75,7 @@ pub fn pack_turns(
     budgets: &[Option<usize>],
     settings: &SharedSettings,
     policy: PackPolicy,
+    corpus: RankingCorpus,
     retrieve_time: Duration,
 ) -> anyhow::Result<Vec<SystemOutput>> {
     let items: Vec<PackItem> = ranked
@@ -92,6 +93,7 @@ pub fn pack_turns(
                 ranking: Ranking {
                     turns: packed.included.iter().map(|&i| ranked[i]).collect(),
                     sessions: None,
+                    corpus,
                 },
                 tokens_used: packed.tokens_used,
                 abstained: None,
@@ -141,6 +143,7 @@ impl EvalSystem for Bm25OfficialSystem {
                         &[budget],
                         &self.settings,
                         PackPolicy::SkipWhatDoesNotFit,
+                        RankingCorpus::UserTurns,
                         retrieve,
                     )?;
                     Ok(out.remove(0))
@@ -183,7 +186,7 @@ fn rank_official(q: &EvalQuestion, admitted: &[&EvalTurn]) -> Ranking {
         .into_iter()
         .map(|i| user_turns[i].at)
         .collect();
-    Ranking { turns, sessions: Some(session_ranking) }
+    Ranking { turns, sessions: Some(session_ranking), corpus: RankingCorpus::UserTurns }
 }
 
 /// No memory: an empty context. Its scores are the floor.
@@ -230,6 +233,7 @@ impl EvalSystem for FullHistorySystem {
             budgets,
             &self.settings,
             PackPolicy::StopAtFirstMiss,
+            RankingCorpus::AllTurns,
             start.elapsed(),
         )
     }
@@ -263,6 +267,7 @@ impl EvalSystem for OracleSystem {
             budgets,
             &self.settings,
             PackPolicy::SkipWhatDoesNotFit,
+            RankingCorpus::AllTurns,
             start.elapsed(),
         )
     }

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use evicortex_eval::{
     data_dir,
     run_config::{RunConfigFile, parse_budget},
-    runner::{Benchmark, RunSpec, run},
+    runner::{Benchmark, RunSpec},
     split::SplitName,
 };
 
@@ -65,19 +65,31 @@ pub struct EvalRunArgs {
     /// Run only the first N selected questions (small CI subsets).
     #[arg(long)]
     pub max_questions: Option<usize>,
+    /// Run only the first N selected questions of each question type (stratified subset).
+    #[arg(long)]
+    pub max_per_type: Option<usize>,
+    /// Only ingest the selected questions into the store and embed them (resumable), then stop.
+    #[arg(long)]
+    pub embed_only: bool,
     /// Output directory for report.json and report.md.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 }
 
 /// Runs `evicortex eval`.
-pub fn run_eval(_store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
+pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
     let (benchmark, run_args) = match &args.benchmark {
         EvalBenchmark::Longmemeval(a) => (Benchmark::LongMemEval, a),
         EvalBenchmark::Locomo(a) => (Benchmark::Locomo, a),
     };
     let spec = spec_from_args(benchmark, run_args)?;
-    let report = run(&spec, &mut |_, _| Ok(None))?;
+    if run_args.embed_only {
+        let encoder =
+            evicortex_embed::load_pinned_minilm(evicortex_eval::runner::eval_encoder_config())?;
+        evicortex_eval::runner::prepare_store(&spec, store, &encoder)?;
+        return Ok(());
+    }
+    let report = evicortex_eval::runner::run_all(&spec, store)?;
     report
         .write(&run_args.out, &spec.cutoffs)
         .with_context(|| format!("writing the report into {}", run_args.out.display()))?;
@@ -127,6 +139,7 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
                 cutoffs: vec![1, 3, 5, 10],
                 candidate_limit: 50,
                 max_questions: None,
+                max_per_type: None,
                 config_file: None,
             }
         }
@@ -160,6 +173,9 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
         spec.candidate_limit = n;
     }
     spec.max_questions = a.max_questions;
+    if a.max_per_type.is_some() {
+        spec.max_per_type = a.max_per_type;
+    }
     if spec.budgets.is_empty() || spec.cutoffs.is_empty() || spec.systems.is_empty() {
         bail!(UsageError("budgets, cutoffs and systems must not be empty".into()));
     }

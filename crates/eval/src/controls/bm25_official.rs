@@ -5,7 +5,7 @@
 use crate::{
     controls::bm25_okapi::{Bm25Okapi, Bm25OkapiParams},
     datasets::longmemeval::Question,
-    ranking::{Ranking, TurnRef},
+    ranking::{Ranking, RankingCorpus, TurnRef},
 };
 use evicortex_core::Role;
 
@@ -44,5 +44,5 @@ pub fn rank_bm25_official(question: &Question, params: Bm25OkapiParams) -> Ranki
         params,
     );
     let turns = turn_index.ranking(&question.question).into_iter().map(|i| user_turns[i]).collect();
-    Ranking { turns, sessions: Some(sessions) }
+    Ranking { turns, sessions: Some(sessions), corpus: RankingCorpus::UserTurns }
 }

@@ -25,6 +25,7 @@ fn spec(
         cutoffs: vec![1, 5, 10],
         candidate_limit: 50,
         max_questions: None,
+        max_per_type: None,
         config_file: None,
     }
 }
@@ -89,6 +90,11 @@ fn budgets_bound_tokens_and_credit_on_dev_subsets() {
             for (budget, r) in &sys.budgets {
                 let b: usize = budget.parse().unwrap();
                 assert!(r.tokens_used.max <= b, "{name} at {budget}: {}", r.tokens_used.max);
+            }
+            for r in sys.budgets.values() {
+                for (m, v) in r.overall.session.iter().chain(&r.overall.turn) {
+                    assert!((0.0..=1.0 + 1e-9).contains(v), "{name}: {m} = {v}");
+                }
             }
             let small = metric(report, name, "512", "turn", "recall_any@10");
             let large = metric(report, name, "4096", "turn", "recall_any@10");

@@ -1,0 +1,363 @@
+//! Metadata-aware hybrid chunk RAG, the comparator.
+//!
+//! Each admitted session is split into token windows of at most `window_tokens` ENCODER tokens
+//! (special tokens and the metadata header included, so every chunk fits the encoder's 256-token
+//! limit whole) overlapping by about `overlap_tokens`. A chunk's text starts with its metadata,
+//! `Session <id> (<date>)`, followed by `<role>: <words>` lines. Windows are cut at word
+//! boundaries; the encoder's WordPiece count is additive over whitespace-separated words, and the
+//! final text of every chunk is counted again exactly.
+//!
+//! Retrieval: BM25 (the product's analyzer and index) and dense cosine (the same pinned encoder
+//! as EviCortex, vectors in the same content-addressed cache) over the chunks, `top_n` each, fused
+//! by RRF with the same `k` as EviCortex. Chunks are packed in fused order into the same budget in
+//! the same reader tokenizer, under session headers. Each chunk maps back to every turn it holds
+//! a word of, so both systems are scored on the same evidence: a packed chunk credits its turns.
+
+use std::{collections::HashMap, sync::Arc, time::Instant};
+
+use anyhow::{Context, bail};
+use evicortex_core::TextDigest;
+use evicortex_embed::{EmbeddingRole, Encoder};
+use evicortex_lexical::{Bm25Index, Bm25Params, analyze};
+use evicortex_vector::{ExactIndex, VectorIndex, VectorIndexRead};
+use serde::Serialize;
+
+use crate::{
+    eval_question::{EvalQuestion, EvalTurn},
+    eval_store::EvalStore,
+    packing::{PackItem, PackPolicy, pack},
+    ranking::{Ranking, RankingCorpus, TurnRef},
+    systems::{EvalSystem, SharedSettings, SystemOutput},
+};
+
+/// Every setting of the comparator; recorded in reports.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize)]
+pub struct ChunkRagConfig {
+    /// Most encoder tokens per chunk, special tokens and header included (at most the encoder's
+    /// maximum length).
+    pub window_tokens: usize,
+    /// Encoder tokens shared by consecutive chunks of a session (approximately: cut at words).
+    pub overlap_tokens: usize,
+    /// Chunks taken from BM25.
+    pub lexical_top_n: usize,
+    /// Chunks taken from dense retrieval.
+    pub dense_top_n: usize,
+    /// BM25 k1 and b (the same as EviCortex's).
+    pub bm25_k1: f32,
+    /// BM25 b.
+    pub bm25_b: f32,
+    /// RRF k (the same as EviCortex's).
+    pub rrf_k: f64,
+}
+
+impl ChunkRagConfig {
+    /// The preregistered configuration: 256-token windows overlapping by 64 (the encoder's own
+    /// window policy for long turns), `candidate_limit` chunks per retriever, BM25 1.2/0.75 and
+    /// RRF k 60 as in EviCortex.
+    pub fn preregistered(candidate_limit: usize) -> ChunkRagConfig {
+        ChunkRagConfig {
+            window_tokens: 256,
+            overlap_tokens: 64,
+            lexical_top_n: candidate_limit,
+            dense_top_n: candidate_limit,
+            bm25_k1: 1.2,
+            bm25_b: 0.75,
+            rrf_k: 60.0,
+        }
+    }
+}
+
+/// One chunk of a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// The session's unique id.
+    pub session: String,
+    /// The session's date.
+    pub time: chrono::NaiveDateTime,
+    /// Position of the chunk in its session.
+    pub index_in_session: usize,
+    /// The embedded and indexed text (metadata header + turn lines).
+    pub text: String,
+    /// The body (turn lines only), as the reader sees it under the session header.
+    pub body: String,
+    /// Every turn the chunk holds a word of, in session order.
+    pub turns: Vec<TurnRef>,
+    /// Exact encoder tokens of `text`, special tokens included.
+    pub encoder_tokens: usize,
+}
+
+/// Splits the question's admitted sessions into chunks.
+pub fn chunk_sessions(
+    q: &EvalQuestion,
+    config: &ChunkRagConfig,
+    encoder: &dyn Encoder,
+    word_tokens: &mut HashMap<String, usize>,
+) -> anyhow::Result<Vec<Chunk>> {
+    let specials = encoder.count_tokens(EmbeddingRole::Document, "")?;
+    let mut chunks = Vec::new();
+    let admitted: Vec<&EvalTurn> = q.admitted().collect();
+    let mut start = 0;
+    while start < admitted.len() {
+        let session = admitted[start].at.session;
+        let end = admitted[start..]
+            .iter()
+            .position(|t| t.at.session != session)
+            .map_or(admitted.len(), |p| start + p);
+        let turns = &admitted[start..end];
+        start = end;
+        let first = turns[0];
+        let header = format!("Session {} ({})\n", first.session, first.time.format("%Y-%m-%d"));
+        let header_tokens = encoder.count_tokens(EmbeddingRole::Document, &header)? - specials;
+        // Words of the session with their turn, and the role prefix at each turn's first word.
+        let mut words: Vec<(usize, &str, usize)> = Vec::new(); // (turn idx in `turns`, word, tokens)
+        for (i, t) in turns.iter().enumerate() {
+            let prefix = format!("{}:", t.role);
+            let n = count_word(encoder, word_tokens, &prefix, specials)?;
+            words.push((i, "", n));
+            for w in t.text.split_whitespace() {
+                let n = count_word(encoder, word_tokens, w, specials)?;
+                words.push((i, w, n));
+            }
+        }
+        let room = config
+            .window_tokens
+            .checked_sub(specials + header_tokens + 8)
+            .context("window_tokens leaves no room after the header")?;
+        let mut w = 0;
+        let mut index_in_session = 0;
+        while w < words.len() {
+            let mut used = 0;
+            let mut end = w;
+            while end < words.len() && (used + words[end].2 <= room || end == w) {
+                used += words[end].2;
+                end += 1;
+            }
+            let mut chunk = render_chunk(turns, &words[w..end], &header);
+            let mut cut = end;
+            // Exact check: the assembled text must fit the encoder window; shrink until it does.
+            loop {
+                let n = encoder.count_tokens(EmbeddingRole::Document, &chunk.0)?;
+                if n <= config.window_tokens || cut <= w + 1 {
+                    if n > config.window_tokens {
+                        bail!(
+                            "a single word of session {} exceeds the chunk window",
+                            first.session
+                        );
+                    }
+                    chunks.push(Chunk {
+                        session: first.session.clone(),
+                        time: first.time,
+                        index_in_session,
+                        text: chunk.0,
+                        body: chunk.1,
+                        turns: chunk.2,
+                        encoder_tokens: n,
+                    });
+                    break;
+                }
+                cut -= 1;
+                chunk = render_chunk(turns, &words[w..cut], &header);
+            }
+            index_in_session += 1;
+            if cut >= words.len() {
+                break;
+            }
+            // Step back about `overlap_tokens` for the next window, always moving forward.
+            let mut back = 0;
+            let mut next = cut;
+            while next > w + 1 && back + words[next - 1].2 <= config.overlap_tokens {
+                back += words[next - 1].2;
+                next -= 1;
+            }
+            w = next;
+        }
+    }
+    Ok(chunks)
+}
+
+fn count_word(
+    encoder: &dyn Encoder,
+    cache: &mut HashMap<String, usize>,
+    word: &str,
+    specials: usize,
+) -> anyhow::Result<usize> {
+    if let Some(&n) = cache.get(word) {
+        return Ok(n);
+    }
+    let n = encoder.count_tokens(EmbeddingRole::Document, word)? - specials;
+    cache.insert(word.to_owned(), n);
+    Ok(n)
+}
+
+/// (full text, body, turns) of the words `slice`.
+fn render_chunk(
+    turns: &[&EvalTurn],
+    slice: &[(usize, &str, usize)],
+    header: &str,
+) -> (String, String, Vec<TurnRef>) {
+    let mut body = String::new();
+    let mut refs: Vec<TurnRef> = Vec::new();
+    let mut current: Option<usize> = None;
+    for &(i, word, _) in slice {
+        if current != Some(i) {
+            if current.is_some() {
+                body.push('\n');
+            }
+            current = Some(i);
+            refs.push(turns[i].at);
+            body.push_str(turns[i].role.as_str());
+            body.push(':');
+        }
+        if !word.is_empty() {
+            body.push(' ');
+            body.push_str(word);
+        }
+    }
+    (format!("{header}{body}"), body, refs)
+}
+
+/// The comparator system.
+pub struct HybridChunkRag {
+    config: ChunkRagConfig,
+    store: Arc<EvalStore>,
+    encoder: Arc<dyn Encoder>,
+    settings: SharedSettings,
+    word_tokens: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for HybridChunkRag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HybridChunkRag").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl HybridChunkRag {
+    /// The comparator over the store's embedding cache.
+    pub fn new(
+        config: ChunkRagConfig,
+        store: Arc<EvalStore>,
+        encoder: Arc<dyn Encoder>,
+        settings: SharedSettings,
+    ) -> anyhow::Result<HybridChunkRag> {
+        if config.window_tokens > encoder.identity().max_tokens {
+            bail!(
+                "chunk window {} exceeds the encoder's maximum length {}",
+                config.window_tokens,
+                encoder.identity().max_tokens
+            );
+        }
+        Ok(HybridChunkRag { config, store, encoder, settings, word_tokens: HashMap::new() })
+    }
+
+    /// Vectors of `chunks`, from the cache or embedded now (and cached: resumable).
+    fn vectors(&self, chunks: &[Chunk]) -> anyhow::Result<Vec<Vec<f32>>> {
+        let identity = self.encoder.identity_digest();
+        let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(chunks.len());
+        let mut missing: Vec<usize> = Vec::new();
+        for (i, c) in chunks.iter().enumerate() {
+            let mut v = self.store.cache.get(&identity, &TextDigest::of(&c.text))?;
+            if v.len() == 1 {
+                out.push(v.pop());
+            } else {
+                out.push(None);
+                missing.push(i);
+            }
+        }
+        if !missing.is_empty() {
+            let texts: Vec<&str> = missing.iter().map(|&i| chunks[i].text.as_str()).collect();
+            let embedded = self.encoder.embed_documents(&texts)?;
+            let digests: Vec<TextDigest> = texts.iter().map(|t| TextDigest::of(t)).collect();
+            let rows: Vec<(TextDigest, &evicortex_embed::TextEmbedding)> =
+                digests.iter().copied().zip(embedded.iter()).collect();
+            self.store.cache.put(self.encoder.identity(), &rows)?;
+            for (&i, e) in missing.iter().zip(&embedded) {
+                let v = e.single().context("a chunk produced several windows")?;
+                out[i] = Some(v.to_vec());
+            }
+        }
+        Ok(out.into_iter().map(|v| v.expect("filled above")).collect())
+    }
+}
+
+impl EvalSystem for HybridChunkRag {
+    fn name(&self) -> &str {
+        "comparator"
+    }
+
+    fn run(
+        &mut self,
+        q: &EvalQuestion,
+        budgets: &[Option<usize>],
+    ) -> anyhow::Result<Vec<SystemOutput>> {
+        let start = Instant::now();
+        let chunks = chunk_sessions(q, &self.config, self.encoder.as_ref(), &mut self.word_tokens)?;
+        let chunking = start.elapsed();
+        let start = Instant::now();
+        let vectors = self.vectors(&chunks)?;
+        let embed = start.elapsed();
+        let start = Instant::now();
+        let mut lexical: Bm25Index<u32> =
+            Bm25Index::new(Bm25Params { k1: self.config.bm25_k1, b: self.config.bm25_b });
+        let mut dense: ExactIndex<u32> = ExactIndex::new(self.encoder.dimension());
+        for (i, (c, v)) in chunks.iter().zip(&vectors).enumerate() {
+            lexical.add(i as u32, &c.text)?;
+            dense.insert(i as u32, v)?;
+        }
+        let index = start.elapsed();
+        let start = Instant::now();
+        let lexical_hits = lexical.search(&analyze(&q.query), self.config.lexical_top_n, |_| true);
+        let query = self.encoder.embed_query(&q.query)?;
+        let dense_hits =
+            dense.search(&query.windows[0].vector, self.config.dense_top_n, &mut |_| true)?;
+        let mut fused: HashMap<u32, f64> = HashMap::new();
+        for (rank, key) in lexical_hits.iter().map(|h| h.key).enumerate() {
+            *fused.entry(key).or_insert(0.0) += 1.0 / (self.config.rrf_k + rank as f64 + 1.0);
+        }
+        for (rank, key) in dense_hits.iter().map(|h| h.key).enumerate() {
+            *fused.entry(key).or_insert(0.0) += 1.0 / (self.config.rrf_k + rank as f64 + 1.0);
+        }
+        let mut order: Vec<(u32, f64)> = fused.into_iter().collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let retrieve = start.elapsed();
+        let items: Vec<PackItem> = order
+            .iter()
+            .map(|&(i, _)| {
+                let c = &chunks[i as usize];
+                PackItem {
+                    session: c.session.clone(),
+                    time: c.time,
+                    order: c.index_in_session,
+                    line: format!("[c{}.{}] {}", c.session, c.index_in_session, c.body),
+                }
+            })
+            .collect();
+        budgets
+            .iter()
+            .map(|&budget| {
+                let start = Instant::now();
+                let packed =
+                    pack(&items, budget, &self.settings.reader, PackPolicy::SkipWhatDoesNotFit)?;
+                let mut turns: Vec<TurnRef> = Vec::new();
+                for &p in &packed.included {
+                    for t in &chunks[order[p].0 as usize].turns {
+                        if !turns.contains(t) {
+                            turns.push(*t);
+                        }
+                    }
+                }
+                Ok(SystemOutput {
+                    ranking: Ranking { turns, sessions: None, corpus: RankingCorpus::AllTurns },
+                    tokens_used: packed.tokens_used,
+                    abstained: None,
+                    stages: vec![
+                        ("chunk", chunking),
+                        ("chunk_embed", embed),
+                        ("index", index),
+                        ("retrieve", retrieve),
+                        ("pack", start.elapsed()),
+                    ],
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,279 @@
+//! The systems that run through the context compiler on the evaluation store: `evicortex`
+//! (hybrid BM25 + dense, RRF), `evicortex-rerank` (the same plus the reranker seam), `bm25`
+//! (lexical only) and `dense` (dense only). Each compiles every question at every budget with the
+//! compiler's own exact packing; the packed items, in fused-rank order, are what gets scored.
+
+use std::{collections::HashMap, sync::Arc, time::Instant};
+
+use anyhow::{Context, bail};
+use evicortex_compiler::{
+    CompileConfig, CompileInputs, CompileQuery, Corpus, DenseConfig, DenseInput, EncoderRef,
+    ReaderTokenizer, RerankConfig, Reranker, TermOverlapReranker, compile_timed,
+};
+use evicortex_core::{Namespace, TokenBudget, TurnId};
+use evicortex_embed::Encoder;
+use evicortex_lexical::{Bm25Index, Bm25Params};
+use evicortex_vector::{ExactIndex, VectorError, VectorHit, VectorIndex, VectorIndexRead};
+
+use crate::{
+    eval_question::EvalQuestion,
+    eval_store::{EvalStore, event_time},
+    ranking::{Ranking, RankingCorpus, TurnRef},
+    systems::{EvalSystem, SystemOutput},
+};
+
+/// A turn's vectors, one per window: a turn scores as its best window.
+#[derive(Debug)]
+pub struct WindowedTurnIndex {
+    inner: ExactIndex<(TurnId, u32)>,
+    covers: Option<TurnId>,
+}
+
+impl WindowedTurnIndex {
+    /// Builds the index from the cache's rows (several rows per turn for windowed texts).
+    pub fn build(vectors: &evicortex::NamespaceVectors) -> Result<WindowedTurnIndex, VectorError> {
+        let mut inner = ExactIndex::new(vectors.dimension);
+        let mut windows: HashMap<TurnId, u32> = HashMap::new();
+        for (row, &turn) in vectors.turns.iter().enumerate() {
+            let w = windows.entry(turn).or_insert(0);
+            inner.insert((turn, *w), vectors.row(row))?;
+            *w += 1;
+        }
+        Ok(WindowedTurnIndex { inner, covers: vectors.turns.iter().copied().max() })
+    }
+}
+
+impl VectorIndexRead<TurnId> for WindowedTurnIndex {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn covers(&self) -> Option<TurnId> {
+        self.covers
+    }
+    fn search(
+        &self,
+        query: &[f32],
+        n: usize,
+        admit: &mut dyn FnMut(TurnId) -> bool,
+    ) -> Result<Vec<VectorHit<TurnId>>, VectorError> {
+        // Every admitted window, best first, then the best window per turn: exact top-n turns.
+        let all = self.inner.search(query, self.inner.len(), &mut |(t, _)| admit(t))?;
+        let mut seen = std::collections::HashSet::new();
+        Ok(all
+            .into_iter()
+            .filter(|h| seen.insert(h.key.0))
+            .take(n)
+            .map(|h| VectorHit { key: h.key.0, score: h.score })
+            .collect())
+    }
+}
+
+/// What a compiled system needs per namespace, built once and reused by its questions.
+#[derive(Debug)]
+struct NamespaceInputs {
+    namespace: Namespace,
+    corpus: Corpus,
+    lexical: Bm25Index,
+    dense: Option<WindowedTurnIndex>,
+    records: HashMap<TurnId, TurnRef>,
+}
+
+/// A system that compiles with the context compiler.
+pub struct CompiledSystem {
+    name: String,
+    store: Arc<EvalStore>,
+    encoder: Option<Arc<dyn Encoder>>,
+    config: CompileConfig,
+    reranker: Option<TermOverlapReranker>,
+    reader: Box<dyn ReaderTokenizer>,
+    current: Option<NamespaceInputs>,
+}
+
+impl std::fmt::Debug for CompiledSystem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledSystem")
+            .field("name", &self.name)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The compile configuration of each compiled system, for `candidate_limit` candidates per
+/// retriever. Everything else is the compiler's stated hybrid starting point (BM25 k1 1.2,
+/// b 0.75, RRF k 60, identical-text dedup, no expansion, no abstention threshold).
+pub fn compiled_system_config(name: &str, candidate_limit: usize) -> Option<CompileConfig> {
+    let dense = DenseConfig::On { top_n: candidate_limit };
+    Some(match name {
+        "evicortex" => CompileConfig::hybrid(candidate_limit, dense),
+        "evicortex-rerank" => {
+            let mut c = CompileConfig::hybrid(candidate_limit, dense);
+            c.rerank = RerankConfig::On { depth: 16, weight: 1.0 };
+            c
+        }
+        "bm25" => CompileConfig::hybrid(candidate_limit, DenseConfig::Off),
+        "dense" => {
+            let mut c = CompileConfig::hybrid(candidate_limit, dense);
+            c.lexical.top_n = 0;
+            c
+        }
+        _ => return None,
+    })
+}
+
+impl CompiledSystem {
+    /// A compiled system named `name` (see [`compiled_system_config`]); `encoder` is required
+    /// when its configuration uses dense retrieval.
+    pub fn new(
+        name: &str,
+        config: CompileConfig,
+        store: Arc<EvalStore>,
+        encoder: Option<Arc<dyn Encoder>>,
+        reader_tokenizer: &str,
+    ) -> anyhow::Result<CompiledSystem> {
+        config.validate()?;
+        if matches!(config.dense, DenseConfig::On { .. }) && encoder.is_none() {
+            bail!("system {name} uses dense retrieval and needs the encoder");
+        }
+        let reranker =
+            matches!(config.rerank, RerankConfig::On { .. }).then_some(TermOverlapReranker);
+        Ok(CompiledSystem {
+            name: name.to_owned(),
+            store,
+            encoder,
+            config,
+            reranker,
+            reader: evicortex_compiler::reader_tokenizer(reader_tokenizer)?,
+            current: None,
+        })
+    }
+
+    fn inputs(&mut self, q: &EvalQuestion) -> anyhow::Result<&NamespaceInputs> {
+        if self.current.as_ref().is_some_and(|c| c.namespace == q.namespace) {
+            return Ok(self.current.as_ref().expect("checked above"));
+        }
+        let (evidence, records) = self.store.evidence(q)?;
+        let mut lexical =
+            Bm25Index::new(Bm25Params { k1: self.config.lexical.k1, b: self.config.lexical.b });
+        for e in &evidence {
+            lexical.add(e.id, &e.turn.text)?;
+        }
+        if let Some(last) = evidence.iter().map(|e| e.id).max() {
+            lexical.mark_covered(last)?;
+        }
+        let dense = match (&self.encoder, self.config.dense) {
+            (Some(encoder), DenseConfig::On { .. }) => {
+                let vectors =
+                    self.store.cache.namespace_vectors(&evidence, &encoder.identity_digest())?;
+                if !vectors.missing.is_empty() {
+                    bail!(
+                        "{} turns of {} have no vector under the encoder: run `evicortex eval ... --embed-only` first",
+                        vectors.missing.len(),
+                        q.namespace
+                    );
+                }
+                Some(WindowedTurnIndex::build(&vectors)?)
+            }
+            _ => None,
+        };
+        let corpus = Corpus::new(q.namespace.clone(), evidence, [])?;
+        self.current = Some(NamespaceInputs {
+            namespace: q.namespace.clone(),
+            corpus,
+            lexical,
+            dense,
+            records,
+        });
+        Ok(self.current.as_ref().expect("just set"))
+    }
+}
+
+impl EvalSystem for CompiledSystem {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn run(
+        &mut self,
+        q: &EvalQuestion,
+        budgets: &[Option<usize>],
+    ) -> anyhow::Result<Vec<SystemOutput>> {
+        let prepare_start = Instant::now();
+        self.inputs(q)?;
+        let prepare = prepare_start.elapsed();
+        let embed_start = Instant::now();
+        let query_vector = match (&self.encoder, self.config.dense) {
+            (Some(encoder), DenseConfig::On { .. }) => {
+                let e = encoder
+                    .embed_query(&q.query)
+                    .with_context(|| format!("embedding the query of {}", q.id))?;
+                // A query over the limit is windowed; its first window stands for it.
+                Some(e.windows[0].vector.clone())
+            }
+            _ => None,
+        };
+        let embed = embed_start.elapsed();
+        let encoder_ref = self.encoder.as_ref().map(|e| EncoderRef {
+            model: e.identity().model.clone(),
+            identity_digest: e.identity_digest().to_hex(),
+        });
+        let inputs = self.current.as_ref().expect("prepared above");
+        let reranker: Option<&dyn Reranker> = self.reranker.as_ref().map(|r| r as &dyn Reranker);
+        let dense = match (&inputs.dense, &query_vector, &encoder_ref) {
+            (Some(index), Some(v), Some(encoder)) => {
+                Some(DenseInput { index, query_vector: v, encoder })
+            }
+            _ => None,
+        };
+        let compile_inputs = CompileInputs {
+            corpus: &inputs.corpus,
+            lexical: &inputs.lexical,
+            dense,
+            reader: self.reader.as_ref(),
+            reranker,
+        };
+        let mut outputs = Vec::with_capacity(budgets.len());
+        for &budget in budgets {
+            // "No budget" compiles with a budget no haystack reaches, so every candidate is packed.
+            let budget = TokenBudget::new(budget.map_or(u32::MAX, |b| b as u32));
+            let query = CompileQuery {
+                namespace: q.namespace.clone(),
+                question: q.query.clone(),
+                as_of: q.as_of.map(event_time),
+                budget,
+            };
+            let (context, timings) = compile_timed(&compile_inputs, &query, &self.config)
+                .with_context(|| format!("compiling {}", q.id))?;
+            let mut items: Vec<(u32, u32, TurnRef)> = Vec::with_capacity(context.items.len());
+            for (i, item) in context.items.iter().enumerate() {
+                let at = *inputs
+                    .records
+                    .get(&item.record)
+                    .with_context(|| format!("record {} unknown", item.record))?;
+                // Fused candidates in fused-rank order, then expansions in the order packed.
+                items.push((item.fused_rank.unwrap_or(u32::MAX), i as u32, at));
+            }
+            items.sort();
+            outputs.push(SystemOutput {
+                ranking: Ranking {
+                    turns: items.into_iter().map(|(_, _, at)| at).collect(),
+                    sessions: None,
+                    corpus: RankingCorpus::AllTurns,
+                },
+                tokens_used: context.tokens_used as usize,
+                abstained: Some(context.abstain),
+                stages: vec![
+                    ("prepare", prepare),
+                    ("query_embed", embed),
+                    ("lexical", timings.lexical),
+                    ("dense", timings.dense),
+                    ("fuse", timings.fuse),
+                    ("pack", timings.pack),
+                ],
+            });
+        }
+        Ok(outputs)
+    }
+}
