@@ -58,4 +58,6 @@ pub enum Command {
     Mcp(commands::mcp::McpArgs),
     /// Create, list or revoke API keys of the HTTP server.
     Keys(commands::keys::KeysArgs),
+    /// Evaluate on LongMemEval or LoCoMo: released metrics after packing, comparator and controls.
+    Eval(commands::eval::EvalArgs),
 }

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod compile;
 pub mod erase;
+pub mod eval;
 pub mod export;
 pub mod ingest;
 pub mod keys;

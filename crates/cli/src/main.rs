@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => commands::serve::run(store, args),
         Command::Mcp(args) => commands::mcp::run(store, args),
         Command::Keys(args) => commands::keys::run(store, args),
+        Command::Eval(args) => commands::eval::run_eval(store, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
