@@ -277,3 +277,28 @@ impl EvalSystem for CompiledSystem {
         Ok(outputs)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windowed_index_scores_a_turn_by_its_best_window_and_returns_each_turn_once() {
+        let t = TurnId::from_raw;
+        let vectors = evicortex::NamespaceVectors {
+            identity: evicortex_embed::EncoderIdentityDigest::from_bytes([0; 32]),
+            dimension: 2,
+            turns: vec![t(1), t(1), t(2), t(3)],
+            data: vec![0.0, 1.0, 1.0, 0.0, 0.6, 0.8, -1.0, 0.0],
+            missing: vec![],
+        };
+        let index = WindowedTurnIndex::build(&vectors).unwrap();
+        assert_eq!(index.covers(), Some(t(3)));
+        let hits = index.search(&[1.0, 0.0], 10, &mut |_| true).unwrap();
+        let keys: Vec<TurnId> = hits.iter().map(|h| h.key).collect();
+        assert_eq!(keys, vec![t(1), t(2), t(3)]);
+        assert!((hits[0].score - 1.0).abs() < 1e-6, "turn 1 scores as its second window");
+        let filtered = index.search(&[1.0, 0.0], 1, &mut |k| k != t(1)).unwrap();
+        assert_eq!(filtered[0].key, t(2));
+    }
+}

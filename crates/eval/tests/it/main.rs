@@ -1,5 +1,7 @@
 //! Integration tests of the evaluation harness on the real benchmark files.
 
+/// The comparator's chunking against the real encoder's token counts.
+mod comparator;
 /// The released LongMemEval BM25 numbers reproduced on the 499-record S file.
 mod conformance;
 /// The adapters accept the real files and recognise their digests.

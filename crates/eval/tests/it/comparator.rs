@@ -1,0 +1,91 @@
+use evicortex_core::{Namespace, Role};
+use evicortex_embed::{EmbeddingRole, Encoder, FETCH_COMMAND, load_pinned_minilm};
+use evicortex_eval::{
+    comparator::hybrid_chunk_rag::{ChunkRagConfig, chunk_sessions},
+    eval_question::{EvalQuestion, EvalTurn},
+    protocol::EvidenceKeys,
+    ranking::TurnRef,
+    runner::eval_encoder_config,
+};
+
+/// A synthetic question (not benchmark data): two sessions, one with a turn far longer than a
+/// chunk window.
+fn synthetic_question() -> EvalQuestion {
+    let day =
+        |d: u32| chrono::NaiveDate::from_ymd_opt(2023, 5, d).unwrap().and_hms_opt(9, 0, 0).unwrap();
+    let long = "The quarterly report covers revenue, churn and the Lisbon office move. ".repeat(60);
+    let texts = [
+        (0, 0, Role::User, "I moved to Lisbon in May.".to_owned()),
+        (0, 1, Role::Assistant, long),
+        (0, 2, Role::User, "Thanks, that helps.".to_owned()),
+        (1, 0, Role::User, "My sister visits in June.".to_owned()),
+    ];
+    let turns = texts
+        .into_iter()
+        .map(|(s, t, role, text)| EvalTurn {
+            at: TurnRef { session: s, turn: t },
+            session: format!("s{s}"),
+            role,
+            speaker: None,
+            text,
+            time: day(2 + s as u32),
+        })
+        .collect();
+    EvalQuestion {
+        id: "synthetic".into(),
+        namespace: Namespace::new("synthetic").unwrap(),
+        query: "where did I move?".into(),
+        as_of: None,
+        kind: "single-session-user".into(),
+        abstention: false,
+        turns,
+        keys: EvidenceKeys {
+            session_keys: vec![],
+            turn_keys: vec![],
+            gold_sessions: Default::default(),
+            gold_turns: Default::default(),
+            relevant_user_turns: 0,
+            relevant_sessions: 0,
+            widened_relevant_user_turns: 0,
+            widened_relevant_all_turns: 0,
+            exclusion: None,
+        },
+    }
+}
+
+/// Every chunk fits the encoder's window whole, carries its session metadata, maps back to the
+/// turns it holds, and together the chunks cover every turn; consecutive chunks overlap.
+#[test]
+fn chunks_fit_the_encoder_and_map_back_to_turns() {
+    let encoder = load_pinned_minilm(eval_encoder_config())
+        .unwrap_or_else(|e| panic!("the pinned encoder is required: run `{FETCH_COMMAND}` ({e})"));
+    let q = synthetic_question();
+    let config = ChunkRagConfig::preregistered(50);
+    let chunks = chunk_sessions(&q, &config, &encoder, &mut Default::default()).unwrap();
+    assert!(chunks.len() >= 4, "the long turn spans several windows: {}", chunks.len());
+    for c in &chunks {
+        let n = encoder.count_tokens(EmbeddingRole::Document, &c.text).unwrap();
+        assert_eq!(n, c.encoder_tokens);
+        assert!(n <= config.window_tokens, "chunk of {n} tokens");
+        assert!(c.text.starts_with(&format!("Session {} (", c.session)), "{}", c.text);
+    }
+    let mut covered: Vec<TurnRef> = chunks.iter().flat_map(|c| c.turns.clone()).collect();
+    covered.sort();
+    covered.dedup();
+    assert_eq!(covered.len(), 4);
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c.turns.iter().all(|t| t.session == if c.session == "s0" { 0 } else { 1 }))
+    );
+    // Windows of the long turn overlap: the last words of one chunk start the next.
+    let long: Vec<&str> =
+        chunks.iter().filter(|c| c.session == "s0").map(|c| c.body.as_str()).collect();
+    let tail: Vec<&str> = long[0].split_whitespace().rev().take(3).collect();
+    assert!(
+        tail.iter().all(|w| long[1].contains(w)),
+        "no overlap between {:?} and {:?}",
+        long[0],
+        long[1]
+    );
+}
