@@ -56,8 +56,9 @@ impl Namespace {
         if raw.len() > NAMESPACE_MAX {
             return Err(IdError::TooLong { kind, len: raw.len(), max: NAMESPACE_MAX });
         }
-        if let Some(ch) =
-            raw.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '@')))
+        if let Some(ch) = raw
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '@')))
         {
             return Err(IdError::BadChar { kind, ch, allowed: NAMESPACE_ALLOWED });
         }
@@ -101,7 +102,11 @@ impl SessionId {
             return Err(IdError::TooLong { kind, len: raw.len(), max: SESSION_MAX });
         }
         if let Some(ch) = raw.chars().find(|c| c.is_control()) {
-            return Err(IdError::BadChar { kind, ch, allowed: "any character but control characters" });
+            return Err(IdError::BadChar {
+                kind,
+                ch,
+                allowed: "any character but control characters",
+            });
         }
         Ok(SessionId(raw.to_owned()))
     }

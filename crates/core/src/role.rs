@@ -42,7 +42,10 @@ impl Role {
 impl std::str::FromStr for Role {
     type Err = RoleError;
     fn from_str(s: &str) -> Result<Role, RoleError> {
-        Role::ALL.into_iter().find(|r| r.as_str() == s).ok_or_else(|| RoleError { given: s.to_owned() })
+        Role::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| RoleError { given: s.to_owned() })
     }
 }
 

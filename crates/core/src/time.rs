@@ -13,7 +13,9 @@ pub struct EventTime(DateTime<FixedOffset>);
 #[non_exhaustive]
 pub enum TimeError {
     /// Not RFC 3339, or RFC 3339 without an explicit offset.
-    #[error("{given:?} is not an RFC 3339 time with an explicit offset (e.g. 2024-05-02T10:00:00+01:00): {reason}")]
+    #[error(
+        "{given:?} is not an RFC 3339 time with an explicit offset (e.g. 2024-05-02T10:00:00+01:00): {reason}"
+    )]
     NotRfc3339 {
         /// The text that was given.
         given: String,
@@ -39,12 +41,11 @@ impl EventTime {
 
     /// Builds a time from a UTC instant in microseconds and an offset in seconds east of UTC.
     pub fn from_parts(utc_micros: i64, offset_seconds: i32) -> Result<EventTime, TimeError> {
-        let offset = FixedOffset::east_opt(offset_seconds).ok_or_else(|| TimeError::OutOfRange {
-            detail: format!("offset {offset_seconds} s"),
+        let offset = FixedOffset::east_opt(offset_seconds).ok_or_else(|| {
+            TimeError::OutOfRange { detail: format!("offset {offset_seconds} s") }
         })?;
-        let utc = DateTime::<Utc>::from_timestamp_micros(utc_micros).ok_or_else(|| {
-            TimeError::OutOfRange { detail: format!("instant {utc_micros} µs") }
-        })?;
+        let utc = DateTime::<Utc>::from_timestamp_micros(utc_micros)
+            .ok_or_else(|| TimeError::OutOfRange { detail: format!("instant {utc_micros} µs") })?;
         Ok(EventTime(utc.with_timezone(&offset)))
     }
 
@@ -91,7 +92,8 @@ impl PartialOrd for EventTime {
 
 impl Ord for EventTime {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.utc_micros(), self.offset_seconds()).cmp(&(other.utc_micros(), other.offset_seconds()))
+        (self.utc_micros(), self.offset_seconds())
+            .cmp(&(other.utc_micros(), other.offset_seconds()))
     }
 }
 

@@ -3,6 +3,8 @@
 /// Shared helpers: running the binary, reading a store's files.
 mod cli;
 
+/// `evicortex compile`: cited context within budget, reproducible JSON, as-of, refusals.
+mod compile;
 /// SIGKILL at random moments during ingestion: every acknowledged batch survives, none is partial.
 mod crash;
 /// Erase: texts gone from every file, verify still passing.
@@ -11,9 +13,9 @@ mod erase;
 mod export;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;
-/// Verify and the open-time check on tampered stores.
-mod verify;
-/// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
-mod serve_sigterm;
 /// `evicortex mcp`: a real MCP client handshake over the child's stdio; remember, recall, forget.
 mod mcp_stdio;
+/// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
+mod serve_sigterm;
+/// Verify and the open-time check on tampered stores.
+mod verify;
