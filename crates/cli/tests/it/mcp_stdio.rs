@@ -21,7 +21,8 @@ async fn mcp_client_handshake_and_tools_over_stdio() {
         ().serve(TokioChildProcess::new(command).expect("spawn")).await.expect("mcp handshake");
 
     let info = client.peer_info().expect("server info after the handshake");
-    assert_eq!(info.server_info.name, "evicortex");
+    let server_info = info.server_info.clone().expect("server info in the handshake");
+    assert_eq!(server_info.name, "evicortex");
     let mut tools: Vec<String> = client
         .list_all_tools()
         .await

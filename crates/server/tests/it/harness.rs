@@ -33,10 +33,15 @@ impl TestServer {
         TestServer::start_with(ServerConfig::default()).await
     }
 
-    /// Starts a server with `config`.
+    /// Starts a server with `config` and hybrid retrieval.
     pub async fn start_with(config: ServerConfig) -> TestServer {
+        TestServer::start_in_mode(config, Mode::Hybrid).await
+    }
+
+    /// Starts a server with `config` and the given retrieval.
+    pub async fn start_in_mode(config: ServerConfig, mode: Mode) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
-        let state = state_in(dir.path(), config);
+        let state = state_in_mode(dir.path(), config, mode);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let base = format!("http://{}", listener.local_addr().expect("local addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -126,10 +131,27 @@ pub fn encoder() -> Arc<dyn Encoder> {
     encoder.clone()
 }
 
+/// How a test server retrieves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// BM25 plus dense under the pinned encoder (what `evicortex serve` runs by default).
+    Hybrid,
+    /// BM25 only (`evicortex serve --lexical-only`).
+    LexicalOnly,
+}
+
 /// Server state over a fresh store in `dir`, with hybrid (BM25 + dense) retrieval.
 pub fn state_in(dir: &std::path::Path, config: ServerConfig) -> AppState {
+    state_in_mode(dir, config, Mode::Hybrid)
+}
+
+/// Server state over a fresh store in `dir`.
+pub fn state_in_mode(dir: &std::path::Path, config: ServerConfig, mode: Mode) -> AppState {
     let memory = Memory::open(dir.join("store")).expect("open store");
-    let retrieval = Retrieval::hybrid(&memory, encoder()).expect("attach the embedding cache");
+    let retrieval = match mode {
+        Mode::Hybrid => Retrieval::hybrid(&memory, encoder()).expect("attach the embedding cache"),
+        Mode::LexicalOnly => Retrieval::lexical_only(),
+    };
     let keys = KeyStore::open(&dir.join("store")).expect("open key store");
     AppState::new(Arc::new(memory), Arc::new(retrieval), keys, config)
 }

@@ -4,14 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use evicortex_server::ServerConfig;
 use proptest::prelude::*;
 use serde_json::json;
 
-use crate::harness::{TestServer, turn};
+use crate::harness::{Mode, TestServer, turn};
 
 const NAMESPACES: usize = 20;
-const CASES: u32 = 4;
-const OPS_PER_CASE: usize = 2_500;
 const WORDS: &[&str] =
     &["lisbon", "cello", "kyoto", "sourdough", "marathon", "vet", "apartment", "alps"];
 
@@ -81,19 +80,38 @@ fn assert_no_foreign_marker(own: usize, op: &Op, text: &str) -> Result<(), TestC
     Ok(())
 }
 
+/// 10,000 operations (4 cases of 2,500) with BM25 retrieval: the namespace filters of the ledger
+/// reads, the corpus and the lexical index.
 #[test]
-fn no_response_carries_another_namespaces_text() {
+fn ten_thousand_operations_never_leak_across_namespaces_lexical() {
+    check_isolation(Mode::LexicalOnly, 4, 2_500);
+}
+
+/// The same with dense retrieval too (every append embedded, every compile embeds its question):
+/// 600 operations by default, the full 10,000 when `EVICORTEX_SLOW_TESTS=1`.
+#[test]
+fn operations_never_leak_across_namespaces_hybrid() {
+    if std::env::var_os("EVICORTEX_SLOW_TESTS").is_some_and(|v| v == "1") {
+        eprintln!("isolation (hybrid): EVICORTEX_SLOW_TESTS=1, running 10,000 operations");
+        check_isolation(Mode::Hybrid, 4, 2_500);
+    } else {
+        eprintln!("isolation (hybrid): 600 operations; set EVICORTEX_SLOW_TESTS=1 for 10,000");
+        check_isolation(Mode::Hybrid, 1, 600);
+    }
+}
+
+fn check_isolation(mode: Mode, cases: u32, ops_per_case: usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
-    let config = ProptestConfig { cases: CASES, max_shrink_iters: 16, ..ProptestConfig::default() };
+    let config = ProptestConfig { cases, max_shrink_iters: 16, ..ProptestConfig::default() };
     let total_ops = std::cell::Cell::new(0usize);
-    proptest!(config, |(ops in prop::collection::vec(arb_op(), OPS_PER_CASE))| {
+    proptest!(config, |(ops in prop::collection::vec(arb_op(), ops_per_case))| {
         total_ops.set(total_ops.get() + ops.len());
         runtime.block_on(async {
-            let server = TestServer::start().await;
+            let server = TestServer::start_in_mode(ServerConfig::default(), mode).await;
             let keys: Vec<String> = (0..NAMESPACES).map(|ns| server.key_for(&name(ns))).collect();
             // Next free turn index per (namespace, session); erased sessions get fresh names.
             let mut next_turn: BTreeMap<(usize, u8), u32> = BTreeMap::new();
@@ -179,7 +197,7 @@ fn no_response_carries_another_namespaces_text() {
         })?;
     });
     eprintln!(
-        "isolation: {} operations over {NAMESPACES} namespaces, no foreign text in any response",
+        "isolation ({mode:?}): {} operations over {NAMESPACES} namespaces, no foreign text in any response",
         total_ops.get()
     );
 }
