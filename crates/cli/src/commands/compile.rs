@@ -176,7 +176,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     } else {
         if context.abstain {
             let reason =
-                context.abstain_reason.as_ref().map(|r| serde_json::to_string(r)).transpose()?;
+                context.abstain_reason.as_ref().map(serde_json::to_string).transpose()?;
             writeln!(out, "abstain: {}", reason.unwrap_or_default())?;
         } else {
             write!(out, "{}", context.text)?;
