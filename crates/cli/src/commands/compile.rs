@@ -175,8 +175,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         writeln!(out, "{}", context.to_json())?;
     } else {
         if context.abstain {
-            let reason =
-                context.abstain_reason.as_ref().map(serde_json::to_string).transpose()?;
+            let reason = context.abstain_reason.as_ref().map(serde_json::to_string).transpose()?;
             writeln!(out, "abstain: {}", reason.unwrap_or_default())?;
         } else {
             write!(out, "{}", context.text)?;
