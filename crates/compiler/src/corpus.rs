@@ -22,8 +22,9 @@ pub struct Corpus {
     evidence: Vec<Evidence>,
     positions: PositionTable,
     erased: HashSet<TurnId>,
-    /// Per position: in the corpus's namespace and not erased.
-    eligible: Vec<bool>,
+    /// Per position: the event time if in the corpus's namespace and not erased, else
+    /// [`INELIGIBLE`].
+    eligible_times: Vec<i64>,
     /// Per position: event time, UTC microseconds.
     times: Vec<i64>,
     /// Per position: index into `groups` (texts equal up to whitespace).
@@ -55,7 +56,7 @@ impl Corpus {
             evidence: Vec::with_capacity(evidence.len()),
             positions: PositionTable::Dense { first: 0, slots: Vec::new() },
             erased: erased.into_iter().collect(),
-            eligible: Vec::new(),
+            eligible_times: Vec::new(),
             times: Vec::new(),
             group_of: Vec::new(),
             groups: Vec::new(),
@@ -89,8 +90,10 @@ impl Corpus {
 
     fn index_record(&mut self, e: Evidence) {
         let pos = self.evidence.len() as u32;
-        self.eligible.push(e.turn.namespace == self.namespace && !self.erased.contains(&e.id));
-        self.times.push(e.turn.time.utc_micros());
+        let eligible = e.turn.namespace == self.namespace && !self.erased.contains(&e.id);
+        let time = e.turn.time.utc_micros();
+        self.eligible_times.push(if eligible { time } else { INELIGIBLE });
+        self.times.push(time);
         let key = dedup_key(&e.turn.text);
         let next = self.groups.len() as u32;
         let group = *self.group_ids.entry(key).or_insert(next);
@@ -152,13 +155,18 @@ impl Corpus {
         self.erased.contains(&id)
     }
 
+    /// The position of `id` (the position table is exact: no id shares a slot).
+    #[inline]
     pub(crate) fn position(&self, id: TurnId) -> Option<usize> {
-        let pos = self.positions.get(id)? as usize;
-        (self.evidence.get(pos)?.id == id).then_some(pos)
+        self.positions.get(id).map(|p| p as usize)
     }
 
-    pub(crate) fn eligible_at(&self, pos: usize) -> bool {
-        self.eligible[pos]
+    /// The event time at `pos` (UTC microseconds) if the record there is eligible (in the
+    /// namespace, not erased). One array, so the per-candidate filter touches one cache line.
+    #[inline]
+    pub(crate) fn eligible_time_at(&self, pos: usize) -> Option<i64> {
+        let t = self.eligible_times[pos];
+        (t != INELIGIBLE).then_some(t)
     }
 
     pub(crate) fn time_at(&self, pos: usize) -> i64 {
@@ -203,6 +211,9 @@ enum PositionTable {
 }
 
 const NO_POSITION: u32 = u32::MAX;
+
+/// Marks an ineligible record in `eligible_times` (no event time is `i64::MAX` microseconds).
+const INELIGIBLE: i64 = i64::MAX;
 
 impl PositionTable {
     fn for_ids(ids: impl Iterator<Item = TurnId> + Clone) -> PositionTable {

@@ -43,8 +43,8 @@ impl<'c> Admission<'c> {
     #[inline]
     pub(crate) fn position(&self, id: TurnId) -> Option<usize> {
         let pos = self.corpus.position(id)?;
-        let in_time = self.as_of_micros.is_none_or(|t| self.corpus.time_at(pos) <= t);
-        (self.corpus.eligible_at(pos) && in_time).then_some(pos)
+        let time = self.corpus.eligible_time_at(pos)?;
+        self.as_of_micros.is_none_or(|t| time <= t).then_some(pos)
     }
 
     /// Why `id` is not admitted, or `None` if it is.

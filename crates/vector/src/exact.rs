@@ -74,12 +74,14 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         admit: &mut dyn FnMut(K) -> bool,
     ) -> Result<Vec<VectorHit<K>>, VectorError> {
         let query = self.check_query(query)?;
-        let mut hits: Vec<VectorHit<K>> = (0..self.rows.len())
-            .filter_map(|row| {
-                let key = self.rows.keys()[row];
-                admit(key).then(|| VectorHit { key, score: dot(&query, self.vector(row)) })
-            })
-            .collect();
+        let mut hits: Vec<VectorHit<K>> = Vec::new();
+        pulp::Arch::new().dispatch(|| {
+            for (key, vector) in self.rows.keys().iter().zip(self.vectors.chunks_exact(self.dim)) {
+                if admit(*key) {
+                    hits.push(VectorHit { key: *key, score: dot(&query, vector) });
+                }
+            }
+        });
         top_n(&mut hits, n);
         Ok(hits)
     }
@@ -127,18 +129,22 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndexRead<K> for ExactIndex<K> {
         let mut query_q = Vec::with_capacity(self.dim);
         let query_quant = quantize(&query, &mut query_q);
         let keys = self.rows.keys();
-        // First pass: approximate score and its upper bound for every admitted row.
+        // First pass: approximate score and its upper bound for every admitted row. The loop runs
+        // under the best instruction set the CPU offers (runtime dispatch; integer sums, so the
+        // result does not depend on it).
         let mut approx: Vec<(f32, f32, u32)> = Vec::with_capacity(keys.len());
-        for (row, (key, chunk)) in
-            keys.iter().zip(self.quantized.chunks_exact(self.dim)).enumerate()
-        {
-            if !admit(*key) {
-                continue;
+        pulp::Arch::new().dispatch(|| {
+            for (row, (key, chunk)) in
+                keys.iter().zip(self.quantized.chunks_exact(self.dim)).enumerate()
+            {
+                if !admit(*key) {
+                    continue;
+                }
+                let score = query_quant.scale * self.scales[row] * dot_i8(&query_q, chunk) as f32;
+                let bound = self.errors[row] + query_quant.error * self.norms[row] + BOUND_SLACK;
+                approx.push((score, score + bound, row as u32));
             }
-            let score = query_quant.scale * self.scales[row] * dot_i8(&query_q, chunk) as f32;
-            let bound = self.errors[row] + query_quant.error * self.norms[row] + BOUND_SLACK;
-            approx.push((score, score + bound, row as u32));
-        }
+        });
         let first = (2 * n).min(approx.len());
         if first < approx.len() {
             approx.select_nth_unstable_by(first, |a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));

@@ -1,0 +1,262 @@
+//! Compile latency at 1k, 10k and 100k turns in one namespace: p50 and p99 of the compiler over
+//! in-memory indexes (query embedding excluded: it is the encoder's, benchmarked there), with
+//! the exact `f32` vector scan and BM25 alone as anchors measured in the same run, and memory.
+//!
+//! Texts and questions are real (LongMemEval S, `../shared/data/longmemeval/`, or
+//! `$EVICORTEX_DATA_DIR/longmemeval/`). Turn and query vectors are synthetic (seeded, clustered,
+//! 384-dimensional): embedding 100k turns on a shared CPU would take far longer than the
+//! benchmark, and scan latency depends on the dimension and the score distribution, not on
+//! meaning. Run: `cargo bench -p evicortex-compiler --bench compile_latency`.
+
+use std::{
+    io::BufReader,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use evicortex_compiler::{
+    CompileConfig, CompileInputs, CompileQuery, Corpus, DenseConfig, DenseInput, EncoderRef,
+    TiktokenReader, compile_timed,
+};
+use evicortex_core::{
+    EventTime, Evidence, EvidenceDigest, Namespace, Role, SessionId, TokenBudget, Turn, TurnId,
+    TurnIndex,
+};
+use evicortex_lexical::{Bm25Index, Bm25Params, analyze};
+use evicortex_vector::{ExactIndex, VectorIndex};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use serde::Deserialize;
+
+const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+const DIM: usize = 384;
+const QUERIES: usize = 200;
+const TOP_N: usize = 50;
+const BUDGET: u32 = 2_000;
+
+#[derive(Deserialize)]
+struct Message {
+    role: String,
+    content: String,
+}
+
+#[derive(Deserialize)]
+struct Question {
+    question: String,
+    haystack_dates: Vec<String>,
+    haystack_session_ids: Vec<String>,
+    haystack_sessions: Vec<Vec<Message>>,
+}
+
+fn main() {
+    let data_dir = std::env::var_os("EVICORTEX_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
+    let path = data_dir.join("longmemeval/longmemeval_s_cleaned.499of500.json.gz");
+    let started = Instant::now();
+    let (evidence, questions) = load(&path, SIZES[SIZES.len() - 1]);
+    assert_eq!(evidence.len(), SIZES[SIZES.len() - 1], "the benchmark needs 100k turns");
+    eprintln!(
+        "loaded {} turns and {} questions in {:.1?}",
+        evidence.len(),
+        questions.len(),
+        started.elapsed()
+    );
+
+    let reader = TiktokenReader::o200k_base();
+    let mut config = CompileConfig::hybrid(TOP_N, DenseConfig::On { top_n: TOP_N });
+    config.abstention.threshold = None;
+    let encoder_ref = EncoderRef { model: "synthetic-384".into(), identity_digest: "0".repeat(64) };
+    let namespace = Namespace::new("bench").expect("valid");
+    let mut rng = StdRng::seed_from_u64(42);
+    let centers: Vec<Vec<f32>> =
+        (0..64).map(|_| (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect()).collect();
+    let synthetic = |rng: &mut StdRng| -> Vec<f32> {
+        let c = &centers[rng.random_range(0..centers.len())];
+        c.iter().map(|x| x + rng.random_range(-0.6..0.6)).collect()
+    };
+    let query_vectors: Vec<Vec<f32>> = (0..QUERIES).map(|_| synthetic(&mut rng)).collect();
+
+    println!(
+        "| turns | compile p50 | compile p99 | lexical p50 | dense p50 | fuse p50 | pack p50 | anchor: f32 scan p50 | anchor: BM25 p50 | compile / f32 scan | index heap | RSS after build |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &n in &SIZES {
+        let rss_before = rss_kib("VmRSS");
+        let records: Vec<Evidence> = evidence[..n].to_vec();
+        let mut lexical = Bm25Index::new(Bm25Params { k1: 1.2, b: 0.75 });
+        let mut dense = ExactIndex::new(DIM);
+        for e in &records {
+            lexical.add(e.id, &e.turn.text).expect("unique ids");
+            dense.insert(e.id, &synthetic(&mut rng)).expect("valid vector");
+        }
+        let corpus = Corpus::new(namespace.clone(), records, []).expect("valid corpus");
+        let rss_after = rss_kib("VmRSS");
+
+        let mut total = Vec::new();
+        let mut stages = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+        let mut items = 0usize;
+        // One warm-up pass fills the text-token cache as a long-running process would have it.
+        for pass in 0..2 {
+            for (i, question) in questions.iter().take(QUERIES).enumerate() {
+                let inputs = CompileInputs {
+                    corpus: &corpus,
+                    lexical: &lexical,
+                    dense: Some(DenseInput {
+                        index: &dense,
+                        query_vector: &query_vectors[i],
+                        encoder: &encoder_ref,
+                    }),
+                    reader: &reader,
+                    reranker: None,
+                };
+                let query = CompileQuery {
+                    namespace: namespace.clone(),
+                    question: question.clone(),
+                    as_of: None,
+                    budget: TokenBudget::new(BUDGET),
+                };
+                let t = Instant::now();
+                let (context, timings) = compile_timed(&inputs, &query, &config).expect("compiles");
+                let elapsed = t.elapsed();
+                assert!(context.tokens_used <= BUDGET);
+                if pass == 1 {
+                    items += context.items.len();
+                    total.push(elapsed);
+                    stages[0].push(timings.lexical);
+                    stages[1].push(timings.dense);
+                    stages[2].push(timings.fuse);
+                    stages[3].push(timings.pack);
+                }
+            }
+        }
+        assert!(items > 0, "the benchmark packed nothing");
+        let mut anchor_scan = Vec::new();
+        let mut anchor_bm25 = Vec::new();
+        for (i, question) in questions.iter().take(QUERIES).enumerate() {
+            let t = Instant::now();
+            let hits =
+                dense.search_f32_scan(&query_vectors[i], TOP_N, &mut |_| true).expect("scan");
+            anchor_scan.push(t.elapsed());
+            assert_eq!(hits.len(), TOP_N.min(n));
+            let t = Instant::now();
+            let hits = lexical.search(&analyze(question), TOP_N, |_| true);
+            anchor_bm25.push(t.elapsed());
+            std::hint::black_box(hits);
+        }
+        let p50 = percentile(&mut total, 0.50);
+        let scan = percentile(&mut anchor_scan, 0.50);
+        println!(
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.1} MiB | {:.1} MiB (+{:.1}) |",
+            ms(p50),
+            ms(percentile(&mut total, 0.99)),
+            ms(percentile(&mut stages[0], 0.5)),
+            ms(percentile(&mut stages[1], 0.5)),
+            ms(percentile(&mut stages[2], 0.5)),
+            ms(percentile(&mut stages[3], 0.5)),
+            ms(scan),
+            ms(percentile(&mut anchor_bm25, 0.5)),
+            p50.as_secs_f64() / scan.as_secs_f64(),
+            dense.heap_bytes() as f64 / 1048576.0,
+            rss_after as f64 / 1024.0,
+            (rss_after - rss_before) as f64 / 1024.0,
+        );
+    }
+    println!("\npeak RSS (VmHWM) of the whole run: {:.1} MiB", rss_kib("VmHWM") as f64 / 1024.0);
+    println!(
+        "config: top_n {TOP_N} per retriever, RRF k 60, reranker off, budget {BUDGET} o200k_base tokens, {QUERIES} LongMemEval questions, dim {DIM}"
+    );
+}
+
+/// The first `want` turns of the file (in record order) and every question seen, read with a
+/// visitor that skips the rest of the array without keeping it.
+fn load(path: &std::path::Path, want: usize) -> (Vec<Evidence>, Vec<String>) {
+    let file = fs_err::File::open(path).unwrap_or_else(|e| panic!("{e} (set EVICORTEX_DATA_DIR)"));
+    let reader = BufReader::new(flate2::read::GzDecoder::new(file));
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let (evidence, questions) = serde::Deserializer::deserialize_seq(&mut de, Collect { want })
+        .expect("valid LongMemEval JSON");
+    (evidence, questions)
+}
+
+struct Collect {
+    want: usize,
+}
+
+impl<'de> serde::de::Visitor<'de> for Collect {
+    type Value = (Vec<Evidence>, Vec<String>);
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of LongMemEval questions")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let namespace = Namespace::new("bench").expect("valid");
+        let mut evidence = Vec::with_capacity(self.want);
+        let mut questions = Vec::new();
+        while evidence.len() < self.want {
+            let Some(q) = seq.next_element::<Question>()? else { break };
+            questions.push(q.question);
+            for ((session, date), id) in
+                q.haystack_sessions.into_iter().zip(&q.haystack_dates).zip(&q.haystack_session_ids)
+            {
+                let time = longmemeval_time(date);
+                for (i, m) in session.into_iter().enumerate() {
+                    if evidence.len() == self.want {
+                        break;
+                    }
+                    let seq_id = evidence.len() as u64 + 1;
+                    evidence.push(Evidence {
+                        id: TurnId::from_raw(seq_id),
+                        digest: EvidenceDigest::from_bytes(record_digest(seq_id)),
+                        turn: Turn {
+                            namespace: namespace.clone(),
+                            session: SessionId::new(&format!("{}-{id}", questions.len()))
+                                .expect("valid session id"),
+                            turn: TurnIndex::new(i as u32),
+                            role: if m.role == "user" { Role::User } else { Role::Assistant },
+                            speaker: None,
+                            text: m.content,
+                            time,
+                            meta: Default::default(),
+                        },
+                    });
+                }
+            }
+        }
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok((evidence, questions))
+    }
+}
+
+/// A stand-in record digest (the benchmark has no ledger); distinct per record.
+fn record_digest(seq: u64) -> [u8; 32] {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seq.to_le_bytes());
+    bytes
+}
+
+/// `2023/05/30 (Tue) 21:56` as UTC (the dataset gives no zone).
+fn longmemeval_time(raw: &str) -> EventTime {
+    let (date, rest) = raw.split_once(' ').expect("date then weekday");
+    let clock = rest.rsplit(' ').next().expect("time of day");
+    EventTime::parse_rfc3339(&format!("{}T{clock}:00Z", date.replace('/', "-")))
+        .expect("LongMemEval timestamp")
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort_unstable();
+    samples[((samples.len() - 1) as f64 * p).round() as usize]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn rss_kib(field: &str) -> u64 {
+    let status = fs_err::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(field)
+                .and_then(|v| v.trim_start_matches(':').split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
