@@ -8,6 +8,29 @@
 //!
 //! Every store call runs on tokio's blocking pool; the facade serialises writers and lets readers
 //! run concurrently. A 200 on an append means the turns are on disk.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use axum::{body::Body, http::Request};
+//! use evicortex_core::Namespace;
+//! use evicortex_server::{AppState, KeyScope, KeyStore, Retrieval, ServerConfig, router};
+//! use tower::ServiceExt;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let memory = evicortex::Memory::open(dir.path()).unwrap();
+//! let keys = KeyStore::open(dir.path()).unwrap();
+//! let key = keys.create(&KeyScope::Namespace(Namespace::new("alice").unwrap())).unwrap();
+//! let state = AppState::new(Arc::new(memory), Arc::new(Retrieval::lexical_only()), keys, ServerConfig::default());
+//! let body = r#"{"turns": [{"session": "s1", "turn": 0, "role": "user",
+//!     "text": "I moved to Lisbon in May.", "time": "2024-05-02T10:00:00+01:00"}]}"#;
+//! let request = Request::post("/v1/namespaces/alice/turns")
+//!     .header("authorization", format!("Bearer {}", key.secret))
+//!     .body(Body::from(body))
+//!     .unwrap();
+//! let runtime = tokio::runtime::Runtime::new().unwrap();
+//! let response = runtime.block_on(router(state).oneshot(request)).unwrap();
+//! assert_eq!(response.status(), 200);
+//! ```
 #![warn(missing_docs)]
 
 mod api_error;
