@@ -26,10 +26,13 @@ fn ingests_the_sample_and_reingest_is_a_no_op() {
     );
 }
 
+/// One bad-input case: name, file content, extra CLI arguments, expected exit code, expected message.
+type BadInputCase<'a> = (&'a str, Vec<u8>, &'a [&'a str], i32, &'a str);
+
 /// Each bad input: the file content, the expected exit code and the message (file, line, field).
 #[test]
 fn bad_input_is_refused_whole_naming_file_line_and_field() {
-    let cases: &[(&str, Vec<u8>, &[&str], i32, &str)] = &[
+    let cases: &[BadInputCase] = &[
         (
             "malformed json",
             format!("{GOOD}\n{{\"namespace\":").into_bytes(),
