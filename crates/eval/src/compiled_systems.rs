@@ -264,6 +264,7 @@ impl EvalSystem for CompiledSystem {
                 },
                 tokens_used: context.tokens_used as usize,
                 abstained: Some(context.abstain),
+                support: context.support,
                 stages: vec![
                     ("prepare", prepare),
                     ("query_embed", embed),

@@ -92,7 +92,8 @@ impl EvalQuestion {
     }
 
     /// The questions of a LoCoMo conversation (no as-of limit: questions follow the whole
-    /// conversation). Turn keys are `D<s>_<t>` so that the session widening strips them to `D<s>`;
+    /// conversation). Turn keys are `D<s>_<t>` so that the session widening strips them to `D<s>`
+    /// (non-evidence turns of a question's evidence sessions are keyed `noev-D<s>_<t>`);
     /// user-side and assistant-side are the two speakers, both `user` role (there is no assistant).
     pub fn from_locomo(conv: &Conversation) -> Vec<EvalQuestion> {
         let turns: Vec<EvalTurn> = conv
@@ -130,6 +131,27 @@ impl EvalQuestion {
                     .iter()
                     .map(|&(s, _)| session_keys[s].clone())
                     .collect::<std::collections::HashSet<_>>();
+                // As the released LongMemEval protocol relabels non-evidence turns of evidence
+                // sessions (`noans`), non-evidence turns of this question's evidence sessions get
+                // a `noev-` key, so only evidence turns widen to a gold session.
+                let evidence_sessions: std::collections::HashSet<usize> =
+                    q.evidence.iter().map(|&(s, _)| s).collect();
+                let turn_keys: Vec<Vec<String>> = turn_keys
+                    .iter()
+                    .enumerate()
+                    .map(|(s, keys)| {
+                        keys.iter()
+                            .enumerate()
+                            .map(|(t, k)| {
+                                if evidence_sessions.contains(&s) && !q.evidence.contains(&(s, t)) {
+                                    format!("noev-{k}")
+                                } else {
+                                    k.clone()
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect();
                 let (widened_relevant_user_turns, widened_relevant_all_turns) =
                     crate::protocol::widened_counts(
                         &gold_turns,

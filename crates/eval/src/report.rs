@@ -103,6 +103,55 @@ pub struct AbstentionReport {
     pub abstained_on_answerable: Option<usize>,
     /// Mean reader tokens it still spent on abstention questions.
     pub mean_tokens_used: f64,
+    /// The support threshold that best separates abstention cases from answerable questions on
+    /// THIS split (balanced accuracy), for systems that report support. Calibrate on dev only;
+    /// a test report shows it for information, never to choose the threshold.
+    pub calibration: Option<Calibration>,
+}
+
+/// A support threshold fitted on a split: abstain when support < threshold.
+#[derive(Clone, Debug, Serialize)]
+pub struct Calibration {
+    /// The threshold.
+    pub threshold: f32,
+    /// Balanced accuracy at it: mean of (abstention cases below it, answerable questions at or
+    /// above it).
+    pub balanced_accuracy: f64,
+    /// Abstention cases with a support score.
+    pub n_abstention: usize,
+    /// Answerable questions with a support score.
+    pub n_answerable: usize,
+}
+
+/// The threshold maximising balanced accuracy over `(support, is_abstention)` pairs (the
+/// midpoint between neighbouring scores; ties keep the lowest threshold).
+pub fn calibrate(points: &[(f32, bool)]) -> Option<Calibration> {
+    let n_abs = points.iter().filter(|p| p.1).count();
+    let n_ans = points.len() - n_abs;
+    if n_abs == 0 || n_ans == 0 {
+        return None;
+    }
+    let mut scores: Vec<f32> = points.iter().map(|p| p.0).collect();
+    scores.sort_by(f32::total_cmp);
+    scores.dedup();
+    let mut candidates = vec![scores[0]];
+    candidates.extend(scores.windows(2).map(|w| (w[0] + w[1]) / 2.0));
+    candidates.push(scores[scores.len() - 1] + 1e-6);
+    let mut best: Option<Calibration> = None;
+    for t in candidates {
+        let abs_ok = points.iter().filter(|p| p.1 && p.0 < t).count() as f64 / n_abs as f64;
+        let ans_ok = points.iter().filter(|p| !p.1 && p.0 >= t).count() as f64 / n_ans as f64;
+        let acc = (abs_ok + ans_ok) / 2.0;
+        if best.as_ref().is_none_or(|b| acc > b.balanced_accuracy) {
+            best = Some(Calibration {
+                threshold: t,
+                balanced_accuracy: acc,
+                n_abstention: n_abs,
+                n_answerable: n_ans,
+            });
+        }
+    }
+    best
 }
 
 /// Token use.
@@ -136,6 +185,7 @@ pub struct BudgetAccumulator {
     abstention_tokens: usize,
     tokens: Vec<usize>,
     stages: BTreeMap<String, Vec<Duration>>,
+    support: Vec<(f32, bool)>,
 }
 
 impl BudgetAccumulator {
@@ -157,6 +207,10 @@ impl BudgetAccumulator {
             *self.abstention.abstained.get_or_insert(0) += usize::from(a);
         }
     }
+    /// Records a support score (of an abstention case or of an answerable question).
+    pub fn add_support(&mut self, support: f32, abstention: bool) {
+        self.support.push((support, abstention));
+    }
     /// Records tokens and stage times of any question.
     pub fn add_cost(&mut self, tokens: usize, stages: &[(&'static str, Duration)]) {
         self.tokens.push(tokens);
@@ -170,6 +224,7 @@ impl BudgetAccumulator {
             self.abstention.abstained.get_or_insert(0);
             self.abstention.abstained_on_answerable = Some(self.abstained_on_answerable);
         }
+        self.abstention.calibration = calibrate(&self.support);
         self.abstention.mean_tokens_used =
             self.abstention_tokens as f64 / self.abstention.n.max(1) as f64;
         let tokens_used = TokenStats {
@@ -324,9 +379,9 @@ impl Report {
         let _ = writeln!(md, "\n## Abstention cases and latency\n");
         let _ = writeln!(
             md,
-            "| system | budget | abstention n | abstained | abstained on answerable | mean tokens on abstention | stages (mean ms) |"
+            "| system | budget | abstention n | abstained | abstained on answerable | mean tokens on abstention | support threshold fitted on this split (balanced acc.) | stages (mean ms) |"
         );
-        let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- |");
+        let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |");
         for (name, sys) in &self.systems {
             for b in &budgets {
                 let Some(r) = sys.budgets.get(b) else { continue };
@@ -337,11 +392,15 @@ impl Report {
                 };
                 let _ = writeln!(
                     md,
-                    "| {name} | {b} | {} | {} | {} | {:.0} | {} |",
+                    "| {name} | {b} | {} | {} | {} | {:.0} | {} | {} |",
                     r.abstention.n,
                     opt(r.abstention.abstained),
                     opt(r.abstention.abstained_on_answerable),
                     r.abstention.mean_tokens_used,
+                    r.abstention.calibration.as_ref().map_or_else(
+                        || "-".to_owned(),
+                        |c| format!("{:.4} ({:.3})", c.threshold, c.balanced_accuracy)
+                    ),
                     stages.join(", ")
                 );
             }
@@ -429,5 +488,19 @@ impl Report {
         }
         svg.push_str("</svg>");
         svg
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_separates_low_support_abstention_cases() {
+        let points = [(0.1, true), (0.2, true), (0.5, false), (0.7, false), (0.15, false)];
+        let c = calibrate(&points).unwrap();
+        assert!((c.threshold - 0.35).abs() < 1e-6, "{c:?}");
+        assert!((c.balanced_accuracy - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-9);
+        assert!(calibrate(&[(0.1, true)]).is_none(), "needs both kinds");
     }
 }

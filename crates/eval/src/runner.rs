@@ -179,6 +179,9 @@ pub fn run(spec: &RunSpec, factory: SystemFactory<'_>) -> anyhow::Result<Report>
                 .with_context(|| format!("system {name} on question {}", q.id))?;
             for (acc, out) in accs.iter_mut().zip(&outputs) {
                 acc.add_cost(out.tokens_used, &out.stages);
+                if let Some(support) = out.support {
+                    acc.add_support(support, q.abstention);
+                }
                 match q.keys.exclusion {
                     None => acc.add_scored(
                         &q.kind,

@@ -25,6 +25,8 @@ pub struct SystemOutput {
     pub tokens_used: usize,
     /// Whether the system abstained (`None`: it never abstains).
     pub abstained: Option<bool>,
+    /// The support score behind the abstention decision, where the system has one.
+    pub support: Option<f32>,
     /// Time per stage.
     pub stages: Vec<(&'static str, Duration)>,
 }
@@ -97,6 +99,7 @@ pub fn pack_turns(
                 },
                 tokens_used: packed.tokens_used,
                 abstained: None,
+                support: None,
                 stages: vec![("retrieve", retrieve_time), ("pack", start.elapsed())],
             })
         })
@@ -132,6 +135,7 @@ impl EvalSystem for Bm25OfficialSystem {
                     ranking: full.clone(),
                     tokens_used: 0,
                     abstained: None,
+                    support: None,
                     stages: vec![("retrieve", retrieve)],
                 }),
                 Some(_) => {

@@ -349,6 +349,7 @@ impl EvalSystem for HybridChunkRag {
                     ranking: Ranking { turns, sessions: None, corpus: RankingCorpus::AllTurns },
                     tokens_used: packed.tokens_used,
                     abstained: None,
+                    support: None,
                     stages: vec![
                         ("chunk", chunking),
                         ("chunk_embed", embed),
