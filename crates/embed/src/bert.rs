@@ -163,11 +163,6 @@ impl BertModel {
         })
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &BertConfig {
-        &self.config
-    }
-
     /// Hidden states `[batch, seq, hidden]` for right-padded `token_ids` `[batch, seq]` (u32) and
     /// `attention_mask` `[batch, seq]` (f32, 1 for real tokens, 0 for padding).
     pub fn forward(

@@ -1,6 +1,11 @@
 //! `BertEncoder`: verified artefacts + tokenizer + candle BERT + pooling + normalisation, behind
 //! the [`Encoder`] trait.
 
+use std::sync::{
+    Mutex, PoisonError,
+    atomic::{AtomicUsize, Ordering},
+};
+
 use candle_core::{DType, Device, Tensor};
 
 use crate::{
@@ -10,26 +15,69 @@ use crate::{
     encoder_config::EncoderConfig,
     error::EmbedError,
     identity::{EncoderIdentity, EncoderIdentityDigest},
+    packed_bert::PackedBert,
     tokenize::{EncoderTokenizer, ModelInput},
 };
 
-/// A BERT sentence encoder (all-MiniLM-L6-v2 and its relatives) on candle, f32 on the CPU.
+/// A BERT sentence encoder (all-MiniLM-L6-v2 and its relatives), f32 on the CPU.
 #[derive(Debug)]
 pub struct BertEncoder {
-    model: BertModel,
+    model: Model,
     tokenizer: EncoderTokenizer,
     config: EncoderConfig,
     identity: EncoderIdentity,
     identity_digest: EncoderIdentityDigest,
     limits: BatchLimits,
+    /// One single-threaded pool per core, for running packed batches side by side.
+    workers: Vec<rayon::ThreadPool>,
+}
+
+/// Which implementation of the BERT computation runs the model. Both pass the same parity test;
+/// the backend is part of the [`EncoderIdentity`]'s implementation field.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ModelBackend {
+    /// Padded batches through candle tensors (`bert.rs`), mirroring the reference layer by layer.
+    Candle,
+    /// Sequences packed into one token matrix, no padding, fused multi-threaded kernels
+    /// (`packed_bert.rs`). The default: several times faster.
+    Packed,
+}
+
+impl ModelBackend {
+    /// Name used in the identity and in benchmark tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelBackend::Candle => "candle-padded",
+            ModelBackend::Packed => "packed",
+        }
+    }
+}
+
+/// The vectors of one batch, one per sequence.
+type BatchVectors = Result<Vec<Vec<f32>>, EmbedError>;
+
+#[derive(Debug)]
+enum Model {
+    Candle(BertModel),
+    Packed(PackedBert),
 }
 
 impl BertEncoder {
-    /// Builds the encoder from verified artefacts. Reads `config.json`, `tokenizer.json` and
-    /// `model.safetensors` from the verified bytes only.
+    /// Builds the encoder from verified artefacts with the default ([`ModelBackend::Packed`])
+    /// backend. Reads `config.json`, `tokenizer.json` and `model.safetensors` from the verified
+    /// bytes only.
     pub fn load(
+        artifacts: VerifiedArtifacts,
+        config: EncoderConfig,
+    ) -> Result<BertEncoder, EmbedError> {
+        BertEncoder::load_with_backend(artifacts, config, ModelBackend::Packed)
+    }
+
+    /// [`BertEncoder::load`] with a chosen backend.
+    pub fn load_with_backend(
         mut artifacts: VerifiedArtifacts,
         config: EncoderConfig,
+        backend: ModelBackend,
     ) -> Result<BertEncoder, EmbedError> {
         let _span =
             tracing::info_span!("load_bert_encoder", model = artifacts.model_name()).entered();
@@ -43,9 +91,13 @@ impl BertEncoder {
             artifacts.file_digests().map(|(rel, digest)| (rel.to_owned(), digest)).collect(),
             &config,
             bert_config.hidden_size,
+            backend.name(),
         );
         let weights = artifacts.take_bytes("model.safetensors")?;
-        let model = BertModel::load(bert_config, weights)?;
+        let model = match backend {
+            ModelBackend::Candle => Model::Candle(BertModel::load(bert_config, weights)?),
+            ModelBackend::Packed => Model::Packed(PackedBert::load(bert_config, &weights)?),
+        };
         let identity_digest = identity.digest();
         Ok(BertEncoder {
             model,
@@ -54,6 +106,7 @@ impl BertEncoder {
             identity,
             identity_digest,
             limits: BatchLimits::default(),
+            workers: worker_pools()?,
         })
     }
 
@@ -76,9 +129,73 @@ impl BertEncoder {
         format!("{prefix}{text}")
     }
 
+    /// Runs `batches` (indices into `inputs`). The packed backend runs several batches at once,
+    /// each on its own thread with its own single-threaded pool, so that no operation waits on
+    /// another core: this keeps every core busy even when the machine is oversubscribed. A lone
+    /// batch (a query) runs on the calling thread with intra-operation parallelism instead.
+    fn run_batches(&self, batches: &[Vec<usize>], inputs: &[ModelInput]) -> Vec<BatchVectors> {
+        let run = |batch: &Vec<usize>| {
+            let batch_inputs: Vec<&ModelInput> = batch.iter().map(|&i| &inputs[i]).collect();
+            self.run_batch(&batch_inputs)
+        };
+        if batches.len() < 2 || self.workers.len() < 2 || matches!(self.model, Model::Candle(_)) {
+            return batches.iter().map(run).collect();
+        }
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<BatchVectors>>> =
+            Mutex::new((0..batches.len()).map(|_| None).collect());
+        std::thread::scope(|scope| {
+            for pool in &self.workers {
+                scope.spawn(|| {
+                    pool.install(|| {
+                        loop {
+                            let b = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(batch) = batches.get(b) else { break };
+                            let out = run(batch);
+                            results.lock().unwrap_or_else(PoisonError::into_inner)[b] = Some(out);
+                        }
+                    })
+                });
+            }
+        });
+        results
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .into_iter()
+            .map(|r| r.expect("every batch is taken by exactly one worker"))
+            .collect()
+    }
+
+    /// The backend running the model.
+    pub fn backend(&self) -> ModelBackend {
+        match self.model {
+            Model::Candle(_) => ModelBackend::Candle,
+            Model::Packed(_) => ModelBackend::Packed,
+        }
+    }
+
     /// Runs one batch of model inputs; returns one vector per input.
     fn run_batch(&self, inputs: &[&ModelInput]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let _span = tracing::debug_span!("embed_batch", n_sequences = inputs.len()).entered();
+        let model = match &self.model {
+            Model::Candle(model) => model,
+            Model::Packed(model) => {
+                let sequences: Vec<&[u32]> =
+                    inputs.iter().map(|i| i.token_ids.as_slice()).collect();
+                let hidden = model.forward(&sequences)?;
+                let width = model.config().hidden_size;
+                return Ok(hidden
+                    .offsets
+                    .windows(2)
+                    .map(|range| {
+                        let rows = &hidden.states[range[0] * width..range[1] * width];
+                        let mut vector = self.config.pooling.pool_rows(rows, width);
+                        self.config.normalization.apply_in_place(&mut vector);
+                        vector
+                    })
+                    .collect());
+            }
+        };
         let model_err = |stage| move |source| EmbedError::Model { stage, source };
         let seq = inputs.iter().map(|i| i.token_ids.len()).max().unwrap_or(0);
         let mut ids = vec![0u32; inputs.len() * seq];
@@ -91,7 +208,7 @@ impl BertEncoder {
             Tensor::from_vec(ids, (inputs.len(), seq), &Device::Cpu).map_err(model_err("input"))?;
         let mask = Tensor::from_vec(mask, (inputs.len(), seq), &Device::Cpu)
             .map_err(model_err("input"))?;
-        let hidden = self.model.forward(&ids, &mask).map_err(model_err("forward"))?;
+        let hidden = model.forward(&ids, &mask).map_err(model_err("forward"))?;
         let pooled = self.config.pooling.pool(&hidden, &mask).map_err(model_err("pooling"))?;
         let normalized =
             self.config.normalization.apply(&pooled).map_err(model_err("normalisation"))?;
@@ -109,7 +226,7 @@ impl Encoder for BertEncoder {
     }
 
     fn dimension(&self) -> usize {
-        self.model.config().hidden_size
+        self.identity.dimension
     }
 
     fn count_tokens(&self, role: EmbeddingRole, text: &str) -> Result<usize, EmbedError> {
@@ -142,10 +259,10 @@ impl Encoder for BertEncoder {
             )?);
         }
         let lengths: Vec<usize> = inputs.iter().map(|i| i.token_ids.len()).collect();
+        let batches = plan_batches(&lengths, self.limits);
         let mut vectors: Vec<Option<Vec<f32>>> = vec![None; inputs.len()];
-        for batch in plan_batches(&lengths, self.limits) {
-            let batch_inputs: Vec<&ModelInput> = batch.iter().map(|&i| &inputs[i]).collect();
-            for (&i, vector) in batch.iter().zip(self.run_batch(&batch_inputs)?) {
+        for (batch, batch_vectors) in batches.iter().zip(self.run_batches(&batches, &inputs)) {
+            for (&i, vector) in batch.iter().zip(batch_vectors?) {
                 if !vector.iter().all(|x| x.is_finite()) {
                     return Err(EmbedError::NonFinite { text_index: inputs[i].text_index });
                 }
@@ -164,4 +281,30 @@ impl Encoder for BertEncoder {
         }
         Ok(out)
     }
+}
+
+/// One single-threaded rayon pool per available core (`EVICORTEX_EMBED_THREADS` overrides the
+/// count; it changes speed only).
+fn worker_pools() -> Result<Vec<rayon::ThreadPool>, EmbedError> {
+    let threads = match std::env::var("EVICORTEX_EMBED_THREADS") {
+        Ok(value) => value.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+            EmbedError::InvalidConfig {
+                field: "EVICORTEX_EMBED_THREADS",
+                reason: format!("{value:?} is not a positive integer"),
+            }
+        })?,
+        Err(_) => std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    (0..threads)
+        .map(|i| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(move |_| format!("evicortex-embed-{i}"))
+                .build()
+                .map_err(|err| EmbedError::InvalidConfig {
+                    field: "worker threads",
+                    reason: err.to_string(),
+                })
+        })
+        .collect()
 }

@@ -45,7 +45,7 @@ pub struct EncoderIdentity {
     pub dtype: String,
     /// Vector dimension.
     pub dimension: usize,
-    /// [`IMPLEMENTATION_VERSION`] of the code that produced the vectors.
+    /// [`IMPLEMENTATION_VERSION`] of the code that produced the vectors, `+` the model backend.
     pub implementation: String,
 }
 
@@ -62,6 +62,7 @@ impl EncoderIdentity {
         artifacts: BTreeMap<String, Sha256Digest>,
         config: &EncoderConfig,
         dimension: usize,
+        backend: &str,
     ) -> EncoderIdentity {
         EncoderIdentity {
             schema: 1,
@@ -77,7 +78,7 @@ impl EncoderIdentity {
             normalization: config.normalization,
             dtype: "f32".to_owned(),
             dimension,
-            implementation: IMPLEMENTATION_VERSION.to_owned(),
+            implementation: format!("{IMPLEMENTATION_VERSION}+{backend}"),
         }
     }
 
@@ -178,6 +179,7 @@ mod tests {
             artifacts,
             config,
             384,
+            "packed",
         )
     }
 

@@ -24,15 +24,17 @@ mod encoder;
 mod encoder_config;
 mod error;
 mod identity;
+mod kernels;
 mod manifest;
 mod model_cache;
+mod packed_bert;
 mod pooling;
 mod tokenize;
 
 pub use crate::{
     artifact::{VerifiedArtifacts, directory_digest},
     bert::BertConfig,
-    bert_encoder::BertEncoder,
+    bert_encoder::{BertEncoder, ModelBackend},
     encoder::{BatchLimits, EmbeddedWindow, EmbeddingRole, Encoder, TextEmbedding},
     encoder_config::{DEFAULT_WINDOW_OVERLAP, EncoderConfig, Normalization, Overlength, Pooling},
     error::{ArtifactError, EmbedError, FetchError},

@@ -20,7 +20,36 @@ impl Pooling {
     }
 }
 
+impl Pooling {
+    /// One vector from the packed rows `[len, hidden]` of one sequence.
+    pub(crate) fn pool_rows(self, rows: &[f32], hidden: usize) -> Vec<f32> {
+        match self {
+            Pooling::Cls => rows[..hidden].to_vec(),
+            Pooling::Mean => {
+                let n = rows.len() / hidden;
+                let mut sum = vec![0f32; hidden];
+                for row in rows.chunks_exact(hidden) {
+                    for (s, v) in sum.iter_mut().zip(row) {
+                        *s += v;
+                    }
+                }
+                let count = (n as f32).max(1e-9);
+                sum.iter_mut().for_each(|s| *s /= count);
+                sum
+            }
+        }
+    }
+}
+
 impl Normalization {
+    /// Applies the normalisation to one vector in place.
+    pub(crate) fn apply_in_place(self, vector: &mut [f32]) {
+        if self == Normalization::L2 {
+            let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+            vector.iter_mut().for_each(|v| *v /= norm);
+        }
+    }
+
     /// Applies the normalisation to `[batch, hidden]` vectors.
     pub(crate) fn apply(self, pooled: &Tensor) -> candle_core::Result<Tensor> {
         match self {

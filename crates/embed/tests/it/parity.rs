@@ -1,4 +1,4 @@
-use evicortex_embed::{Encoder, EncoderConfig, Overlength, Pooling, cosine};
+use evicortex_embed::{Encoder, EncoderConfig, ModelBackend, Overlength, Pooling, cosine};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -35,15 +35,25 @@ fn golden_vectors_cover_the_required_variety() {
 }
 
 #[test]
-fn candle_matches_pytorch_sentence_transformers() {
+fn packed_backend_matches_pytorch_sentence_transformers() {
+    check_backend(ModelBackend::Packed);
+}
+
+#[test]
+fn candle_backend_matches_pytorch_sentence_transformers() {
+    check_backend(ModelBackend::Candle);
+}
+
+fn check_backend(backend: ModelBackend) {
     let golden = golden();
-    let mean = crate::support::encoder_with(
+    let mean = crate::support::encoder_on(
+        backend,
         EncoderConfig::all_minilm_l6_v2().with_overlength(Overlength::Truncate),
     )
     .unwrap();
     let mut cls_config = EncoderConfig::all_minilm_l6_v2();
     cls_config.pooling = Pooling::Cls;
-    let cls = crate::support::encoder_with(cls_config).unwrap();
+    let cls = crate::support::encoder_on(backend, cls_config).unwrap();
     let mut report = Vec::new();
     let mut failures = Vec::new();
     for case in &golden.cases {
@@ -62,6 +72,6 @@ fn candle_matches_pytorch_sentence_transformers() {
             failures.push(case.name.clone());
         }
     }
-    eprintln!("{}", report.join("\n"));
+    eprintln!("{}:\n{}", backend.name(), report.join("\n"));
     assert!(failures.is_empty(), "cosine below 0.9999 for {failures:?}\n{}", report.join("\n"));
 }

@@ -3,7 +3,7 @@
 use std::sync::OnceLock;
 
 use evicortex_embed::{
-    ArtifactError, BertEncoder, EmbedError, EncoderConfig, ModelCache, ModelManifest,
+    ArtifactError, BertEncoder, EmbedError, EncoderConfig, ModelBackend, ModelCache, ModelManifest,
     VerifiedArtifacts,
 };
 
@@ -22,9 +22,14 @@ pub fn pinned_artifacts() -> VerifiedArtifacts {
     }
 }
 
-/// A freshly loaded encoder with `config`.
+/// A freshly loaded encoder with `config` (default backend).
 pub fn encoder_with(config: EncoderConfig) -> Result<BertEncoder, EmbedError> {
     BertEncoder::load(pinned_artifacts(), config)
+}
+
+/// A freshly loaded encoder with `config` on `backend`.
+pub fn encoder_on(backend: ModelBackend, config: EncoderConfig) -> Result<BertEncoder, EmbedError> {
+    BertEncoder::load_with_backend(pinned_artifacts(), config, backend)
 }
 
 /// The shared default encoder (mean pooling, L2, 256 tokens, overlength refused).
