@@ -48,6 +48,10 @@ pub enum Command {
     Stats(commands::stats::StatsArgs),
     /// Write turns as JSONL that `ingest` takes back, texts byte for byte.
     Export(commands::export::ExportArgs),
+    /// Fetch, locate, verify or digest the pinned encoder's artefacts.
+    Model(commands::model::ModelArgs),
+    /// Embed a text with the pinned encoder, or embed the store's pending turns.
+    Embed(commands::embed::EmbedArgs),
     /// Compile a cited context for a question within a reader-token budget, or abstain.
     Compile(commands::compile::CompileArgs),
     /// Run a benchmark and print a table with ratios against an anchor.

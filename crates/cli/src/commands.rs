@@ -2,12 +2,14 @@
 
 pub mod bench;
 pub mod compile;
+pub mod embed;
 pub mod erase;
 pub mod eval;
 pub mod export;
 pub mod ingest;
 pub mod keys;
 pub mod mcp;
+pub mod model;
 pub mod serve;
 pub mod stats;
 pub mod verify;

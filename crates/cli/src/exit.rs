@@ -11,6 +11,9 @@ pub struct UsageError(pub String);
 /// The exit code for `err`: the first cause in its chain that says what it is.
 pub fn code_for(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
+        if let Some(code) = crate::commands::embed::exit_code(cause) {
+            return code;
+        }
         let class = if cause.downcast_ref::<UsageError>().is_some() {
             Some(ErrorClass::BadInput)
         } else if let Some(e) = cause.downcast_ref::<evicortex::IngestError>() {

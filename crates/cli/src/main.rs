@@ -24,6 +24,8 @@ fn main() -> ExitCode {
         Command::Erase(args) => commands::erase::run(store, args),
         Command::Stats(args) => commands::stats::run(store, args),
         Command::Export(args) => commands::export::run(store, args),
+        Command::Model(args) => commands::model::run(args),
+        Command::Embed(args) => commands::embed::run(store, args),
         Command::Compile(args) => commands::compile::run(store, args),
         Command::Bench(args) => commands::bench::run(store, args),
         Command::Serve(args) => commands::serve::run(store, args),

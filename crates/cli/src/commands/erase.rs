@@ -43,6 +43,10 @@ pub fn run(store: &Path, args: &EraseArgs) -> anyhow::Result<()> {
     };
     let memory =
         Memory::open(store).with_context(|| format!("opening the store {}", store.display()))?;
+    if store.join(evicortex::EMBEDDINGS_FILE).exists() {
+        // Erasure purges the vectors of texts no live turn holds any more.
+        evicortex::EmbeddingCache::attach_to(&memory)?;
+    }
     let receipt = memory.erase(&target).with_context(|| format!("erasing {target}"))?;
     match receipt.redaction {
         Some(redaction) => println!(

@@ -35,6 +35,14 @@ pub struct IngestArgs {
     /// each durable batch. The input is still fully checked before the first commit.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub commit_every: Option<u64>,
+    /// Do not embed the new turns (by default they are embedded when the encoder is installed;
+    /// `evicortex embed` catches up later).
+    #[arg(long)]
+    pub no_embed: bool,
+    /// Embedding of turns longer than 256 tokens: refuse (reported, not embedded), truncate,
+    /// window or window:N.
+    #[arg(long, default_value = "refuse", value_parser = crate::commands::embed::parse_overlength)]
+    pub overlength: evicortex_embed::Overlength,
 }
 
 /// Runs `evicortex ingest` on the store in `store`.
@@ -91,5 +99,5 @@ pub fn run(store: &Path, args: &IngestArgs) -> anyhow::Result<()> {
         args.files.len(),
         head.map_or("(empty)".to_owned(), |h| h.to_string())
     );
-    Ok(())
+    crate::commands::embed::after_ingest(&memory, args.no_embed, args.overlength)
 }

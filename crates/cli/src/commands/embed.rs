@@ -1,0 +1,281 @@
+//! `evicortex embed`: embed one text with the pinned encoder, or catch the store's embedding
+//! cache up with its ledger.
+
+use std::{io::IsTerminal, path::Path, time::Instant};
+
+use anyhow::Context;
+use evicortex::{
+    CatchUpLimits, EmbedReport, EmbeddingCache, EmbeddingCacheError, Memory, embed_pending,
+};
+use evicortex_embed::{
+    ArtifactError, BertEncoder, EmbedError, EmbeddingRole, Encoder, EncoderConfig, FetchError,
+    Overlength,
+};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::exit::UsageError;
+
+/// Arguments of `evicortex embed`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "With TEXT, prints its vector(s) and embeds nothing in the store. Without \
+    TEXT, embeds every live turn of the store that has no vector under the encoder's identity: \
+    identical texts once, shortest first, committed in chunks, so an interrupted run resumes. \
+    Under `--overlength refuse` (the default) longer turns are not embedded and are listed \
+    (exit code 2); `--overlength window` embeds them as overlapping windows.\n\n\
+    Examples:\n  \
+    evicortex embed --role query --json \"where did I move in May?\"\n  \
+    evicortex embed --role document --overlength truncate \"a long text ...\"\n  \
+    evicortex --store ./mem embed --overlength window")]
+pub struct EmbedArgs {
+    /// The text to embed. Without it, embeds the store's pending turns.
+    #[arg(value_name = "TEXT")]
+    pub text: Option<String>,
+    /// The role of TEXT (required with TEXT; the store's turns are documents).
+    #[arg(long, value_enum)]
+    pub role: Option<RoleArg>,
+    /// Longer than 256 tokens: refuse, truncate, window (64-token overlap) or window:N.
+    #[arg(long, default_value = "refuse", value_parser = parse_overlength)]
+    pub overlength: Overlength,
+    /// Print JSON (with TEXT): identity, token count and every vector.
+    #[arg(long)]
+    pub json: bool,
+    /// Texts embedded and committed together when catching up.
+    #[arg(long, default_value_t = CatchUpLimits::default().chunk_texts, value_name = "N")]
+    pub chunk_texts: usize,
+}
+
+/// `--role`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RoleArg {
+    /// A question asked of the memory.
+    Query,
+    /// Stored evidence.
+    Document,
+}
+
+/// Parses `--overlength`.
+pub fn parse_overlength(value: &str) -> Result<Overlength, String> {
+    value.parse()
+}
+
+/// Loads the pinned encoder with the given overlength policy.
+pub fn load_encoder(overlength: Overlength) -> anyhow::Result<BertEncoder> {
+    let config = EncoderConfig::all_minilm_l6_v2().with_overlength(overlength);
+    evicortex_embed::load_pinned_minilm(config).context("loading the pinned encoder")
+}
+
+/// Runs `evicortex embed`.
+pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
+    match &args.text {
+        Some(text) => {
+            let role = match args.role {
+                Some(RoleArg::Query) => EmbeddingRole::Query,
+                Some(RoleArg::Document) => EmbeddingRole::Document,
+                None => {
+                    return Err(UsageError(
+                        "--role query|document is required with TEXT".to_owned(),
+                    )
+                    .into());
+                }
+            };
+            embed_text(text, role, args)
+        }
+        None => {
+            if args.role == Some(RoleArg::Query) {
+                return Err(UsageError(
+                    "the store's turns are embedded as documents; --role query needs TEXT"
+                        .to_owned(),
+                )
+                .into());
+            }
+            if args.json {
+                return Err(UsageError("--json needs TEXT".to_owned()).into());
+            }
+            let memory = crate::commands::open_existing(store)?;
+            let report = catch_up(
+                &memory,
+                args.overlength,
+                CatchUpLimits { chunk_texts: args.chunk_texts.max(1) },
+            )?;
+            print_report(&report);
+            if !report.refused.is_empty() {
+                return Err(UsageError(format!(
+                    "{} turns are longer than the encoder's 256 tokens and were not embedded (first: record {}, {} tokens); \
+                     rerun with --overlength window or truncate to embed them",
+                    report.refused.len(),
+                    report.refused[0].turn.raw(),
+                    report.refused[0].tokens
+                ))
+                .into());
+            }
+            Ok(())
+        }
+    }
+}
+
+fn embed_text(text: &str, role: EmbeddingRole, args: &EmbedArgs) -> anyhow::Result<()> {
+    let encoder = load_encoder(args.overlength)?;
+    let embedded = encoder.embed(role, &[text])?.remove(0);
+    if args.json {
+        let identity = encoder.identity();
+        let windows: Vec<serde_json::Value> = embedded
+            .windows
+            .iter()
+            .map(|w| {
+                serde_json::json!({
+                    "content_tokens": [w.content_tokens.start, w.content_tokens.end],
+                    "vector": w.vector,
+                })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "identity_digest": encoder.identity_digest().to_hex(),
+            "model": identity.model,
+            "revision": identity.revision,
+            "role": match role { EmbeddingRole::Query => "query", EmbeddingRole::Document => "document" },
+            "max_tokens": identity.max_tokens,
+            "overlength": identity.overlength.to_string(),
+            "token_count": embedded.token_count,
+            "dimension": identity.dimension,
+            "vectors": windows,
+        });
+        println!("{out}");
+    } else {
+        for window in &embedded.windows {
+            let values: Vec<String> = window.vector.iter().map(|x| x.to_string()).collect();
+            println!("{}", values.join(" "));
+        }
+    }
+    Ok(())
+}
+
+/// Embeds the store's pending turns with a progress bar (turns/s, ETA) on a terminal.
+pub fn catch_up(
+    memory: &Memory,
+    overlength: Overlength,
+    limits: CatchUpLimits,
+) -> anyhow::Result<EmbedReport> {
+    let encoder = load_encoder(overlength)?;
+    let cache = EmbeddingCache::open_reconciled(memory)?;
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "embedding [{bar:40}] {percent:>3}% of tokens, {msg}, eta {eta}",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let started = Instant::now();
+    let report = embed_pending(memory, &cache, &encoder, limits, &mut |p| {
+        bar.set_length(p.total_tokens);
+        bar.set_position(p.done_tokens);
+        let secs = started.elapsed().as_secs_f64().max(1e-9);
+        bar.set_message(format!(
+            "{}/{} turns, {:.0} turns/s, {:.0} tokens/s",
+            p.done_texts,
+            p.total_texts,
+            p.done_texts as f64 / secs,
+            p.done_tokens as f64 / secs
+        ));
+    });
+    bar.finish_and_clear();
+    Ok(report?)
+}
+
+/// Prints what a catch-up did.
+pub fn print_report(report: &EmbedReport) {
+    println!(
+        "embedded {} texts ({} tokens, {} vectors) in {:.1}s ({:.0} tokens/s); {} live turns, {} distinct texts, {} already cached, {} refused as overlength; identity {}",
+        report.embedded_texts,
+        report.embedded_tokens,
+        report.vectors_written,
+        report.seconds,
+        report.embedded_tokens as f64 / report.seconds.max(1e-9),
+        report.live_turns,
+        report.distinct_texts,
+        report.already_cached,
+        report.refused.len(),
+        report.identity
+    );
+}
+
+/// The exit code for the encoder's and the embedding cache's errors: 5 when the model is not
+/// installed, 4 for integrity failures, 2 for bad input (overlength), 3 for I/O.
+pub fn exit_code(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+    if let Some(e) = cause.downcast_ref::<ArtifactError>() {
+        return Some(artifact_code(e));
+    }
+    if let Some(e) = cause.downcast_ref::<FetchError>() {
+        return Some(match e {
+            FetchError::Artifact(a) => artifact_code(a),
+            _ if e.is_integrity_failure() => 4,
+            _ => 3,
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<EmbedError>() {
+        return Some(embed_code(e));
+    }
+    if let Some(e) = cause.downcast_ref::<EmbeddingCacheError>() {
+        return match e {
+            EmbeddingCacheError::Embed(e) => Some(embed_code(e)),
+            EmbeddingCacheError::Corrupted { .. } => Some(4),
+            EmbeddingCacheError::Sqlite { .. } => Some(3),
+            _ => None,
+        };
+    }
+    None
+}
+
+fn artifact_code(e: &ArtifactError) -> u8 {
+    match e {
+        ArtifactError::ModelMissing { .. } => 5,
+        _ if e.is_integrity_failure() => 4,
+        ArtifactError::Io { .. } => 3,
+        _ => 2,
+    }
+}
+
+fn embed_code(e: &EmbedError) -> u8 {
+    match e {
+        EmbedError::Artifact(a) => artifact_code(a),
+        EmbedError::IdentityMismatch { .. } => 4,
+        EmbedError::Overlength { .. }
+        | EmbedError::Tokenizer { .. }
+        | EmbedError::InvalidConfig { .. } => 2,
+        _ => 1,
+    }
+}
+
+/// The ingest hook: embeds the new turns when the encoder is installed, says so when it is not.
+pub fn after_ingest(memory: &Memory, no_embed: bool, overlength: Overlength) -> anyhow::Result<()> {
+    if no_embed {
+        println!("embedding skipped (--no-embed); `evicortex embed` embeds pending turns later");
+        return Ok(());
+    }
+    let manifest = evicortex_embed::ModelManifest::all_minilm_l6_v2();
+    let installed = evicortex_embed::ModelCache::from_env()?.install_dir(&manifest);
+    if !installed.exists() {
+        eprintln!(
+            "note: the encoder is not installed, so the turns were stored without vectors; run \
+             `evicortex model fetch`, then `evicortex embed`"
+        );
+        return Ok(());
+    }
+    let report = catch_up(memory, overlength, CatchUpLimits::default())?;
+    print_report(&report);
+    if let Some(first) = report.refused.first() {
+        eprintln!(
+            "warning: {} turns are longer than the encoder's 256 tokens and were not embedded \
+             (first: record {}, {} tokens); `evicortex embed --overlength window` embeds them",
+            report.refused.len(),
+            first.turn.raw(),
+            first.tokens
+        );
+    }
+    Ok(())
+}
