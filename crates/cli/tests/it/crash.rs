@@ -59,7 +59,8 @@ fn every_acknowledged_batch_survives_sigkill_and_no_batch_is_partial() {
         fs_err::write(&file, run_file(run)).unwrap();
         let mut child = command(
             &store,
-            &["ingest", "--commit-every", &BATCH.to_string(), file.to_str().unwrap()],
+            // The ledger is under test: embedding is skipped so kills land in ledger work.
+            &["ingest", "--no-embed", "--commit-every", &BATCH.to_string(), file.to_str().unwrap()],
         )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -81,8 +82,13 @@ fn every_acknowledged_batch_survives_sigkill_and_no_batch_is_partial() {
             completed += 1;
             window_ms = (window_ms * 3 / 4).max(5);
         }
-        // The store opens and verifies after every kill.
-        ok(&store, &["verify"]);
+        // The store opens and verifies after every kill; a kill before the store was first
+        // created leaves nothing, which is only valid while nothing was acknowledged.
+        if store.join("ledger.sqlite").exists() {
+            ok(&store, &["verify"]);
+        } else {
+            assert!(acked.is_empty(), "batches acknowledged but no ledger file");
+        }
         run += 1;
     }
 
