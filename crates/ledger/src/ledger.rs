@@ -50,6 +50,9 @@ impl Ledger {
         if mode == OpenMode::Inspect && !exists {
             return Err(OpenError::NotFound { path: path.to_owned() });
         }
+        if mode == OpenMode::ReadWrite && !exists {
+            create_initialised(path)?;
+        }
         let first = open_connection(path, mode)?;
         if mode == OpenMode::ReadWrite {
             set_wal(&first, path)?;
@@ -177,6 +180,40 @@ fn open_connection(path: &Path, mode: OpenMode) -> Result<Connection, OpenError>
         conn.execute_batch("PRAGMA query_only = ON;").map_err(sql_err(path))?;
     }
     Ok(conn)
+}
+
+/// Creates a new ledger file with its schema under a temporary name, then links it into place,
+/// so that `path` never names a half-created ledger: a crash during creation leaves either no
+/// ledger or an initialised one. Linking (not renaming) fails if another process created the
+/// ledger meanwhile, and then that ledger is used.
+fn create_initialised(path: &Path) -> Result<(), OpenError> {
+    let io = |op: &'static str, at: &Path| {
+        let at = at.to_owned();
+        move |source: std::io::Error| OpenError::Storage(StorageError::Io { op, path: at, source })
+    };
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{file_name}.creating-{}", std::process::id()));
+    if tmp.exists() {
+        fs_err::remove_file(&tmp).map_err(io("removing a stale", &tmp))?;
+    }
+    {
+        let conn = open_connection(&tmp, OpenMode::ReadWrite)?;
+        set_wal(&conn, &tmp)?;
+        initialise(&conn, &tmp)?;
+        conn.close().map_err(|(_, e)| sql_err(&tmp)(e))?;
+    }
+    match fs_err::hard_link(&tmp, path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("linking the new ledger into place at", path)(e)),
+    }
+    fs_err::remove_file(&tmp).map_err(io("removing the temporary", &tmp))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs_err::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("syncing the directory of", path))?;
+    }
+    Ok(())
 }
 
 fn set_wal(conn: &Connection, path: &Path) -> Result<(), OpenError> {
