@@ -13,7 +13,7 @@ use evicortex_compiler::{
 use evicortex_core::{Namespace, TokenBudget, TurnId};
 use evicortex_embed::Encoder;
 use evicortex_lexical::{Bm25Index, Bm25Params};
-use evicortex_vector::{ExactIndex, VectorError, VectorHit, VectorIndex, VectorIndexRead};
+use evicortex_vector::{ExactIndex, VectorError, VectorIndex, WindowedIndex};
 
 use crate::{
     eval_question::EvalQuestion,
@@ -22,53 +22,20 @@ use crate::{
     systems::{EvalSystem, SystemOutput},
 };
 
-/// A turn's vectors, one per window: a turn scores as its best window.
-#[derive(Debug)]
-pub struct WindowedTurnIndex {
-    inner: ExactIndex<(TurnId, u32)>,
-    covers: Option<TurnId>,
-}
-
-impl WindowedTurnIndex {
-    /// Builds the index from the cache's rows (several rows per turn for windowed texts).
-    pub fn build(vectors: &evicortex::NamespaceVectors) -> Result<WindowedTurnIndex, VectorError> {
-        let mut inner = ExactIndex::new(vectors.dimension);
-        let mut windows: HashMap<TurnId, u32> = HashMap::new();
-        for (row, &turn) in vectors.turns.iter().enumerate() {
-            let w = windows.entry(turn).or_insert(0);
-            inner.insert((turn, *w), vectors.row(row))?;
-            *w += 1;
-        }
-        Ok(WindowedTurnIndex { inner, covers: vectors.turns.iter().copied().max() })
+/// Builds the windowed index of a namespace from the cache's rows (several rows per turn for
+/// windowed texts).
+pub fn windowed_index(vectors: &evicortex::NamespaceVectors) -> Result<WindowedIndex, VectorError> {
+    let mut inner = ExactIndex::new(vectors.dimension);
+    let mut windows: HashMap<TurnId, u32> = HashMap::new();
+    for (row, &turn) in vectors.turns.iter().enumerate() {
+        let w = windows.entry(turn).or_insert(0);
+        inner.insert((turn, *w), vectors.row(row))?;
+        *w += 1;
     }
-}
-
-impl VectorIndexRead<TurnId> for WindowedTurnIndex {
-    fn dim(&self) -> usize {
-        self.inner.dim()
+    if let Some(last) = vectors.turns.iter().copied().max() {
+        inner.mark_covered(last)?;
     }
-    fn len(&self) -> usize {
-        self.inner.len()
-    }
-    fn covers(&self) -> Option<TurnId> {
-        self.covers
-    }
-    fn search(
-        &self,
-        query: &[f32],
-        n: usize,
-        admit: &mut dyn FnMut(TurnId) -> bool,
-    ) -> Result<Vec<VectorHit<TurnId>>, VectorError> {
-        // Every admitted window, best first, then the best window per turn: exact top-n turns.
-        let all = self.inner.search(query, self.inner.len(), &mut |(t, _)| admit(t))?;
-        let mut seen = std::collections::HashSet::new();
-        Ok(all
-            .into_iter()
-            .filter(|h| seen.insert(h.key.0))
-            .take(n)
-            .map(|h| VectorHit { key: h.key.0, score: h.score })
-            .collect())
-    }
+    Ok(WindowedIndex::new(inner))
 }
 
 /// What a compiled system needs per namespace, built once and reused by its questions.
@@ -77,7 +44,7 @@ struct NamespaceInputs {
     namespace: Namespace,
     corpus: Corpus,
     lexical: Bm25Index,
-    dense: Option<WindowedTurnIndex>,
+    dense: Option<WindowedIndex>,
     records: HashMap<TurnId, TurnRef>,
 }
 
@@ -174,7 +141,7 @@ impl CompiledSystem {
                         q.namespace
                     );
                 }
-                Some(WindowedTurnIndex::build(&vectors)?)
+                Some(windowed_index(&vectors)?)
             }
             _ => None,
         };
@@ -281,6 +248,8 @@ impl EvalSystem for CompiledSystem {
 
 #[cfg(test)]
 mod tests {
+    use evicortex_vector::VectorIndexRead;
+
     use super::*;
 
     #[test]
@@ -293,7 +262,7 @@ mod tests {
             data: vec![0.0, 1.0, 1.0, 0.0, 0.6, 0.8, -1.0, 0.0],
             missing: vec![],
         };
-        let index = WindowedTurnIndex::build(&vectors).unwrap();
+        let index = windowed_index(&vectors).unwrap();
         assert_eq!(index.covers(), Some(t(3)));
         let hits = index.search(&[1.0, 0.0], 10, &mut |_| true).unwrap();
         let keys: Vec<TurnId> = hits.iter().map(|h| h.key).collect();

@@ -21,7 +21,7 @@ use evicortex_embed::{
     EmbedError, Encoder, EncoderIdentity, EncoderIdentityDigest, IdentifiedVector,
 };
 use evicortex_lexical::{Bm25Index, Bm25Params, LexicalError};
-use evicortex_vector::{ExactIndex, VectorError, VectorHit, VectorIndex, VectorIndexRead};
+use evicortex_vector::{ExactIndex, VectorError, VectorIndex, WindowedIndex};
 
 use crate::{EmbeddingCache, EmbeddingCacheError, Memory, ReadError};
 
@@ -345,52 +345,8 @@ impl NamespaceIndexes {
                 "turns without a vector under this encoder are not dense candidates (run `evicortex embed`)"
             );
         }
-        self.dense.insert(digest, WindowedIndex { index });
+        self.dense.insert(digest, WindowedIndex::new(index));
         Ok(digest)
-    }
-}
-
-/// Turns embedded as one or more windows: a turn's dense score is its best window's.
-#[derive(Debug)]
-struct WindowedIndex {
-    index: ExactIndex<(TurnId, u32)>,
-}
-
-impl VectorIndexRead for WindowedIndex {
-    fn dim(&self) -> usize {
-        self.index.dim()
-    }
-
-    fn len(&self) -> usize {
-        self.index.len()
-    }
-
-    fn covers(&self) -> Option<TurnId> {
-        self.index.covers()
-    }
-
-    fn search(
-        &self,
-        query: &[f32],
-        n: usize,
-        admit: &mut dyn FnMut(TurnId) -> bool,
-    ) -> Result<Vec<VectorHit<TurnId>>, VectorError> {
-        // Ask for more windows until n distinct turns are found or the index is exhausted.
-        let mut want = n;
-        loop {
-            let windows = self.index.search(query, want, &mut |(turn, _)| admit(turn))?;
-            let mut hits: Vec<VectorHit<TurnId>> = Vec::with_capacity(n);
-            for w in &windows {
-                if !hits.iter().any(|h| h.key == w.key.0) {
-                    hits.push(VectorHit { key: w.key.0, score: w.score });
-                }
-            }
-            if hits.len() >= n || windows.len() < want {
-                hits.truncate(n);
-                return Ok(hits);
-            }
-            want *= 2;
-        }
     }
 }
 

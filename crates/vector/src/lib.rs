@@ -23,10 +23,12 @@ mod distance;
 mod exact;
 mod index;
 mod row_map;
+mod windowed;
 
 pub use crate::{
     distance::{dot, normalize},
     exact::ExactIndex,
     index::{VectorError, VectorHit, VectorIndex, VectorIndexRead},
     row_map::{RowMap, VectorRow},
+    windowed::WindowedIndex,
 };

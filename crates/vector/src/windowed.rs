@@ -1,0 +1,57 @@
+//! Turns embedded as one or more windows, searched as turns: a turn scores as its best window.
+
+use evicortex_core::TurnId;
+
+use crate::{ExactIndex, VectorError, VectorHit, VectorIndexRead};
+
+/// An exact index over window vectors keyed by (turn, window number), read as an index of turns.
+#[derive(Debug)]
+pub struct WindowedIndex {
+    index: ExactIndex<(TurnId, u32)>,
+}
+
+impl WindowedIndex {
+    /// Wraps an index whose keys are (turn, window number).
+    pub fn new(index: ExactIndex<(TurnId, u32)>) -> WindowedIndex {
+        WindowedIndex { index }
+    }
+}
+
+impl VectorIndexRead for WindowedIndex {
+    fn dim(&self) -> usize {
+        self.index.dim()
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn covers(&self) -> Option<TurnId> {
+        self.index.covers()
+    }
+
+    fn search(
+        &self,
+        query: &[f32],
+        n: usize,
+        admit: &mut dyn FnMut(TurnId) -> bool,
+    ) -> Result<Vec<VectorHit<TurnId>>, VectorError> {
+        // Ask for more windows until n distinct turns are found or the index is exhausted, rather
+        // than scoring and sorting every window of the namespace for each query.
+        let mut want = n;
+        loop {
+            let windows = self.index.search(query, want, &mut |(turn, _)| admit(turn))?;
+            let mut hits: Vec<VectorHit<TurnId>> = Vec::with_capacity(n);
+            for w in &windows {
+                if !hits.iter().any(|h| h.key == w.key.0) {
+                    hits.push(VectorHit { key: w.key.0, score: w.score });
+                }
+            }
+            if hits.len() >= n || windows.len() < want {
+                hits.truncate(n);
+                return Ok(hits);
+            }
+            want *= 2;
+        }
+    }
+}
