@@ -1,27 +1,26 @@
 //! The pipeline: candidates (filtered inside) -> dedup -> RRF -> rerank -> support and abstention
-//! -> selection, expansion and exact packing -> manifest.
+//! -> selection, expansion, exact fit and fill (`pack_turns`) -> manifest.
 
 use std::{
     collections::{HashMap, HashSet},
     time::{Duration, Instant},
 };
 
-use evicortex_core::{TurnId, TurnIndex};
+use evicortex_core::TurnId;
 use evicortex_lexical::{ANALYZER_VERSION, Bm25Index};
 use evicortex_vector::VectorIndexRead;
 
 use crate::{
-    AbstainReason, Admission, BudgetPlanner, CompileConfig, CompileError, CompileQuery,
-    CompiledContext, ContextItem, Corpus, Coverage, DedupPolicy, DenseConfig, EncoderRef,
-    ExcludedCandidate, ExclusionReason, Expansion, FusedHit, RankScore, RankedList,
-    ReaderTokenizer, RerankConfig, Reranker, Retriever, Selection, SupportSignal,
+    AbstainReason, Admission, CompileConfig, CompileError, CompileQuery, CompiledContext,
+    ContextItem, Corpus, Coverage, DedupPolicy, DenseConfig, EncoderRef, ExcludedCandidate,
+    ExclusionReason, FusedHit, RankScore, RankedList, ReaderTokenizer, RerankConfig, Reranker,
+    Retriever, SupportSignal,
     abstain::lexical_coverage,
     candidates::{dense_candidates, lexical_candidates},
     compiled_context::COMPILED_CONTEXT_FORMAT,
     dedup::dedup_ranked_lists,
-    fit_exactly,
     fusion::{rrf_fuse, rrf_term, sort_fused},
-    render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_prefix},
+    pack_turns::pack,
     rerank::ranks_of,
 };
 
@@ -381,157 +380,6 @@ fn support_score(
             .map(|e| lexical_coverage(lexical, question, &e.turn.text))
             .reduce(f32::max),
     }
-}
-
-struct Chosen {
-    pos: usize,
-    also_cited: Vec<TurnId>,
-    selection: Selection,
-    tokens: u32,
-}
-
-struct Packed {
-    chosen: Vec<Chosen>,
-    over_budget: HashSet<TurnId>,
-    text: String,
-    tokens: u32,
-}
-
-fn pack(
-    inputs: &CompileInputs<'_>,
-    query: &CompileQuery,
-    config: &CompileConfig,
-    fused: &[FusedHit<TurnId>],
-    admission: &Admission<'_>,
-    representative: impl Fn(TurnId) -> TurnId,
-) -> Result<Packed, CompileError> {
-    let _span = tracing::debug_span!("pack", budget = query.budget.tokens()).entered();
-    let corpus = inputs.corpus;
-    let reader = inputs.reader;
-    let mut text_tokens =
-        corpus.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let text_tokens = text_tokens.entry(reader.name().to_owned()).or_default();
-    let mut planner = BudgetPlanner::new(query.budget, reader.count(PREAMBLE)?);
-    let mut chosen: Vec<Chosen> = Vec::new();
-    let mut taken: HashSet<TurnId> = HashSet::new();
-    let mut over_budget = HashSet::new();
-
-    let also_cited = |pos: usize| -> Vec<TurnId> {
-        if config.dedup == DedupPolicy::Off {
-            return Vec::new();
-        }
-        let id = corpus.at(pos).id;
-        corpus
-            .text_group(pos)
-            .iter()
-            .map(|&p| corpus.at(p as usize).id)
-            .filter(|&o| o != id && admission.admits(o))
-            .collect()
-    };
-    let mut try_take = |pos: usize,
-                        selection: Selection,
-                        chosen: &mut Vec<Chosen>|
-     -> Result<bool, CompileError> {
-        let e = corpus.at(pos);
-        let also = also_cited(pos);
-        let date = e.turn.time.local_date();
-        let prefix = turn_prefix(&RenderTurn { evidence: e, also_cited: &also }, &date);
-        let text_count = match text_tokens.get(&e.id) {
-            Some(&n) => n,
-            None => {
-                let n = u32::try_from(reader.count(&e.turn.text)?).unwrap_or(u32::MAX);
-                text_tokens.insert(e.id, n);
-                n
-            }
-        };
-        // Prefix, text and the closing newline, counted apart.
-        let tokens = reader.count(&prefix)? as u32 + text_count + 1;
-        let header = reader.count(&session_header(e.turn.session.as_str(), &date))?;
-        if planner.try_admit(e.turn.session.as_str(), header, tokens as usize) {
-            chosen.push(Chosen { pos, also_cited: also, selection, tokens });
-            Ok(true)
-        } else {
-            Ok(false)
-        }
-    };
-
-    for hit in fused {
-        let Some(pos) = admission.position(hit.key) else { continue };
-        if try_take(pos, Selection::Candidate, &mut chosen)? {
-            taken.insert(hit.key);
-        } else {
-            over_budget.insert(hit.key);
-        }
-    }
-    if let Expansion::AdjacentTurns { radius } = config.expansion {
-        let seeds: Vec<usize> = chosen.iter().map(|c| c.pos).collect();
-        for seed in seeds {
-            let seed_turn = corpus.at(seed).turn.turn.raw();
-            let seed_id = corpus.at(seed).id;
-            for distance in 1..=radius {
-                for neighbour in [seed_turn.checked_sub(distance), seed_turn.checked_add(distance)]
-                    .into_iter()
-                    .flatten()
-                {
-                    for pos in neighbours(corpus, seed, TurnIndex::new(neighbour)) {
-                        let id = corpus.at(pos).id;
-                        if taken.contains(&id) || !admission.admits(id) || representative(id) != id
-                        {
-                            continue;
-                        }
-                        if try_take(pos, Selection::Expansion { of: seed_id }, &mut chosen)? {
-                            taken.insert(id);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    let fit = fit_exactly(chosen, query.budget, reader, |chosen: &[Chosen]| {
-        let turns: Vec<RenderTurn<'_>> = chosen
-            .iter()
-            .map(|c| RenderTurn { evidence: corpus.at(c.pos), also_cited: &c.also_cited })
-            .collect();
-        render_chronological(&turns)
-    })?;
-    for dropped in &fit.dropped {
-        if dropped.selection == Selection::Candidate {
-            over_budget.insert(corpus.at(dropped.pos).id);
-        }
-    }
-    let mut chosen = fit.kept;
-    chosen.sort_by(|a, b| {
-        let (a, b) = (corpus.at(a.pos), corpus.at(b.pos));
-        // Same order as the rendered text: session of first appearance, then time.
-        crate::render::turn_order(a).cmp(&crate::render::turn_order(b))
-    });
-    let chosen = order_as_rendered(corpus, chosen);
-    Ok(Packed { chosen, over_budget, text: fit.text, tokens: fit.tokens as u32 })
-}
-
-/// Positions of the turns with index `turn` in the session of `seed`.
-fn neighbours(corpus: &Corpus, seed: usize, turn: TurnIndex) -> Vec<usize> {
-    let session = corpus.session_of(seed);
-    let start = session.partition_point(|&p| corpus.at(p as usize).turn.turn < turn);
-    session[start..]
-        .iter()
-        .take_while(|&&p| corpus.at(p as usize).turn.turn == turn)
-        .map(|&p| p as usize)
-        .collect()
-}
-
-/// Groups time-ordered items by session in order of each session's first turn, as rendered.
-fn order_as_rendered(corpus: &Corpus, chosen: Vec<Chosen>) -> Vec<Chosen> {
-    let mut sessions: Vec<(String, Vec<Chosen>)> = Vec::new();
-    for c in chosen {
-        let session = corpus.at(c.pos).turn.session.as_str();
-        match sessions.iter_mut().find(|(s, _)| s == session) {
-            Some((_, members)) => members.push(c),
-            None => sessions.push((session.to_owned(), vec![c])),
-        }
-    }
-    sessions.into_iter().flat_map(|(_, members)| members).collect()
 }
 
 /// Candidates of the unfiltered top-N that the filters removed, with the reason.

@@ -7,7 +7,7 @@
 //! fused candidates whose ordinal ranks add one more RRF term; a support score and threshold for
 //! abstention; greedy selection with optional adjacent-turn expansion; a chronological layout
 //! grouped by session; and an exact count of the rendered block in the reader's tokenizer, trimmed
-//! until it fits. The compiler takes plain inputs ([`Corpus`], a `Bm25Index`, a `VectorIndexRead`
+//! until it fits, then filled with further whole candidate turns while it still fits. The compiler takes plain inputs ([`Corpus`], a `Bm25Index`, a `VectorIndexRead`
 //! and a precomputed query vector): no ledger, no model.
 //!
 //! ```
@@ -63,6 +63,7 @@ mod error;
 mod filter;
 mod fusion;
 mod pack;
+mod pack_turns;
 mod query;
 mod reader_tokens;
 mod render;
@@ -85,7 +86,7 @@ pub use crate::{
     error::{CompileError, CorpusError},
     filter::{Admission, FilterReason},
     fusion::{FusedHit, rrf_fuse, rrf_term, sort_fused},
-    pack::{BudgetPlanner, ExactFit, fit_exactly},
+    pack::{BudgetPlanner, ExactFit, fill_exactly, fit_exactly},
     query::CompileQuery,
     reader_tokens::{
         HfTokenizerReader, ReaderTokenizer, ReaderTokenizerError, TiktokenReader, reader_tokenizer,

@@ -1,6 +1,7 @@
 //! Packing into the reader's budget: a greedy plan from per-piece counts, then the rendered block
-//! counted exactly and trimmed until it fits. Token counts of concatenations are not additive, so
-//! only the final exact count decides; the plan just keeps the trimming rare.
+//! counted exactly and trimmed until it fits, then filled with further items while it still fits.
+//! Token counts of concatenations are not additive, so only the exact count of the rendered block
+//! decides; the plan just keeps trimming and filling short.
 
 use std::collections::HashSet;
 
@@ -98,6 +99,36 @@ pub fn fit_exactly<T>(
     }
 }
 
+/// Offers `extra` items (in the order given) to a fit: each is added when the block rendered with
+/// it, counted exactly, stays within `budget`, and left out otherwise. `could_fit(item, slack)`
+/// spares the rendering of items that cannot fit in the `slack` tokens left; it only ever skips,
+/// never admits. Returns the fit with the added items appended to `kept` (in the order offered).
+pub fn fill_exactly<T>(
+    mut fit: ExactFit<T>,
+    extra: impl IntoIterator<Item = T>,
+    budget: TokenBudget,
+    tokenizer: &dyn ReaderTokenizer,
+    render: impl Fn(&[T]) -> String,
+    could_fit: impl Fn(&T, usize) -> bool,
+) -> Result<ExactFit<T>, ReaderTokenizerError> {
+    let budget = budget.tokens() as usize;
+    for item in extra {
+        if !could_fit(&item, budget.saturating_sub(fit.tokens)) {
+            continue;
+        }
+        fit.kept.push(item);
+        let text = render(&fit.kept);
+        let tokens = tokenizer.count(&text)?;
+        if tokens <= budget {
+            fit.text = text;
+            fit.tokens = tokens;
+        } else {
+            fit.kept.pop();
+        }
+    }
+    Ok(fit)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +155,25 @@ mod tests {
         assert_eq!(fit.kept.len() + fit.dropped.len(), 4);
         let none = fit_exactly(words, TokenBudget::new(0), &t, render).unwrap();
         assert_eq!((none.text.as_str(), none.tokens, none.kept.len()), ("", 0, 0));
+    }
+
+    #[test]
+    fn fill_adds_items_while_the_exact_count_fits() {
+        let t = TiktokenReader::o200k_base();
+        let render = |w: &[&str]| w.join(" ");
+        let fit = fit_exactly(vec!["alpha"], TokenBudget::new(3), &t, render).unwrap();
+        assert_eq!(fit.tokens, 1);
+        // "alpha beta" fits; "alpha beta gamma delta" would be 4 tokens; "alpha beta gamma" fits.
+        let extra = ["beta", "gamma delta", "gamma"];
+        let filled =
+            fill_exactly(fit, extra, TokenBudget::new(3), &t, render, |_, _| true).unwrap();
+        assert_eq!(filled.kept, ["alpha", "beta", "gamma"]);
+        assert_eq!(filled.text, "alpha beta gamma");
+        assert_eq!(filled.tokens, t.count(&filled.text).unwrap());
+        assert!(filled.tokens <= 3);
+        // The pre-check only skips: refusing everything leaves the fit as it was.
+        let fit = fit_exactly(vec!["alpha"], TokenBudget::new(3), &t, render).unwrap();
+        let none = fill_exactly(fit, extra, TokenBudget::new(3), &t, render, |_, _| false).unwrap();
+        assert_eq!((none.kept.len(), none.text.as_str()), (1, "alpha"));
     }
 }

@@ -2,6 +2,8 @@
 
 /// Refusals: inconsistent inputs and configurations.
 mod errors;
+/// The fill of budget slack after the exact fit.
+mod fill;
 /// Builders for synthetic corpora and precomputed vectors.
 mod fixture;
 /// Properties: budget, isolation, as-of, erasure, determinism.

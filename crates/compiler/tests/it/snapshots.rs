@@ -34,17 +34,18 @@ fn lexical_only_cites_turns_grouped_by_session() {
             Session s1 (2024-05-02):
             [#1] 10:00 user: I just moved to Lisbon for a new job at a bakery.
             [#2 #7] 10:00 assistant: Congratulations on the move!
+            [#3] 10:01 user: The bakery opens at 6am, so I wake up at 5.
 
             Session s2 (2024-06-10):
             [#6] 18:00 assistant: How nice! Did you show her the bakery?
             ---
-            namespace alice | budget 120 o200k_base | used 92 | support 0.4394 (LexicalCoverage) | abstain no
+            namespace alice | budget 120 o200k_base | used 117 | support 0.4394 (LexicalCoverage) | abstain no
             record      fused      lexical        dense       rerank tokens  selected
             #1              1      1:4.658            -            -     24  candidate
             #2              3      3:2.545            -            -     18  candidate
+            #3              4      4:1.977            -            -     27  candidate
             #6              2      2:3.400            -            -     21  candidate
             excluded #7       fused    - lexical            - dense            -  {"kind":"duplicate","of":2}
-            excluded #3       fused    4 lexical      4:1.977 dense            -  {"kind":"budget"}
         "#]],
     );
 }

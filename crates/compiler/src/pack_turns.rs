@@ -1,0 +1,194 @@
+//! Packing turns: greedy selection in fused order from per-piece estimates, optional adjacent-turn
+//! expansion, the exact fit of the rendered block, then a fill of the slack the estimates left.
+
+use std::collections::HashSet;
+
+use evicortex_core::{TurnId, TurnIndex};
+
+use crate::{
+    Admission, BudgetPlanner, CompileConfig, CompileError, CompileInputs, CompileQuery, Corpus,
+    DedupPolicy, Expansion, FusedHit, Selection, fill_exactly, fit_exactly,
+    render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_order, turn_prefix},
+};
+
+pub(crate) struct Chosen {
+    pub(crate) pos: usize,
+    pub(crate) also_cited: Vec<TurnId>,
+    pub(crate) selection: Selection,
+    /// Estimated tokens of the turn's line (prefix, text and newline counted apart).
+    pub(crate) tokens: u32,
+    /// Exact tokens of the text alone.
+    text_tokens: u32,
+}
+
+pub(crate) struct Packed {
+    /// In rendered order.
+    pub(crate) chosen: Vec<Chosen>,
+    /// Candidates left out for the budget.
+    pub(crate) over_budget: HashSet<TurnId>,
+    pub(crate) text: String,
+    pub(crate) tokens: u32,
+}
+
+pub(crate) fn pack(
+    inputs: &CompileInputs<'_>,
+    query: &CompileQuery,
+    config: &CompileConfig,
+    fused: &[FusedHit<TurnId>],
+    admission: &Admission<'_>,
+    representative: impl Fn(TurnId) -> TurnId,
+) -> Result<Packed, CompileError> {
+    let _span = tracing::debug_span!("pack", budget = query.budget.tokens()).entered();
+    let corpus = inputs.corpus;
+    let reader = inputs.reader;
+    let mut text_tokens =
+        corpus.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let text_tokens = text_tokens.entry(reader.name().to_owned()).or_default();
+    let mut planner = BudgetPlanner::new(query.budget, reader.count(PREAMBLE)?);
+    let mut chosen: Vec<Chosen> = Vec::new();
+    let mut taken: HashSet<TurnId> = HashSet::new();
+    let mut over_budget = HashSet::new();
+
+    let also_cited = |pos: usize| -> Vec<TurnId> {
+        if config.dedup == DedupPolicy::Off {
+            return Vec::new();
+        }
+        let id = corpus.at(pos).id;
+        corpus
+            .text_group(pos)
+            .iter()
+            .map(|&p| corpus.at(p as usize).id)
+            .filter(|&o| o != id && admission.admits(o))
+            .collect()
+    };
+    // The turn as a `Chosen`, and the tokens of its session header.
+    let mut measure = |pos: usize, selection: Selection| -> Result<(Chosen, usize), CompileError> {
+        let e = corpus.at(pos);
+        let also = also_cited(pos);
+        let date = e.turn.time.local_date();
+        let prefix = turn_prefix(&RenderTurn { evidence: e, also_cited: &also }, &date);
+        let text_count = match text_tokens.get(&e.id) {
+            Some(&n) => n,
+            None => {
+                let n = u32::try_from(reader.count(&e.turn.text)?).unwrap_or(u32::MAX);
+                text_tokens.insert(e.id, n);
+                n
+            }
+        };
+        // Prefix, text and the closing newline, counted apart.
+        let tokens = (reader.count(&prefix)? as u32).saturating_add(text_count).saturating_add(1);
+        let header = reader.count(&session_header(e.turn.session.as_str(), &date))?;
+        let chosen = Chosen { pos, also_cited: also, selection, tokens, text_tokens: text_count };
+        Ok((chosen, header))
+    };
+    let mut try_take = |pos: usize,
+                        selection: Selection,
+                        chosen: &mut Vec<Chosen>|
+     -> Result<bool, CompileError> {
+        let (candidate, header) = measure(pos, selection)?;
+        let session = corpus.at(pos).turn.session.as_str();
+        if planner.try_admit(session, header, candidate.tokens as usize) {
+            chosen.push(candidate);
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    };
+
+    for hit in fused {
+        let Some(pos) = admission.position(hit.key) else { continue };
+        if try_take(pos, Selection::Candidate, &mut chosen)? {
+            taken.insert(hit.key);
+        } else {
+            over_budget.insert(hit.key);
+        }
+    }
+    if let Expansion::AdjacentTurns { radius } = config.expansion {
+        let seeds: Vec<usize> = chosen.iter().map(|c| c.pos).collect();
+        for seed in seeds {
+            let seed_turn = corpus.at(seed).turn.turn.raw();
+            let seed_id = corpus.at(seed).id;
+            for distance in 1..=radius {
+                for neighbour in [seed_turn.checked_sub(distance), seed_turn.checked_add(distance)]
+                    .into_iter()
+                    .flatten()
+                {
+                    for pos in neighbours(corpus, seed, TurnIndex::new(neighbour)) {
+                        let id = corpus.at(pos).id;
+                        if taken.contains(&id) || !admission.admits(id) || representative(id) != id
+                        {
+                            continue;
+                        }
+                        if try_take(pos, Selection::Expansion { of: seed_id }, &mut chosen)? {
+                            taken.insert(id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    let render = |chosen: &[Chosen]| {
+        let turns: Vec<RenderTurn<'_>> = chosen
+            .iter()
+            .map(|c| RenderTurn { evidence: corpus.at(c.pos), also_cited: &c.also_cited })
+            .collect();
+        render_chronological(&turns)
+    };
+    let fit = fit_exactly(chosen, query.budget, reader, render)?;
+    for dropped in &fit.dropped {
+        if dropped.selection == Selection::Candidate {
+            over_budget.insert(corpus.at(dropped.pos).id);
+        }
+    }
+
+    // The plan charged every piece apart, which over-counts the joined block, so the exact fit
+    // usually leaves slack: offer it to the remaining candidates, best fused rank first, each a
+    // whole turn admitted only if the block re-counted exactly still fits. Candidates only: the
+    // expansion ran on the plan's seeds and is not repeated for filled turns.
+    let kept: HashSet<TurnId> = fit.kept.iter().map(|c| corpus.at(c.pos).id).collect();
+    let mut extra = Vec::new();
+    for hit in fused {
+        let Some(pos) = admission.position(hit.key) else { continue };
+        if !kept.contains(&hit.key) {
+            extra.push(measure(pos, Selection::Candidate)?.0);
+        }
+    }
+    // A turn's line costs at least its text: the citation prefix outweighs what the text can
+    // merge with at its two ends. Rendering is skipped for turns that cannot fit by that bound.
+    let could_fit = |c: &Chosen, slack: usize| c.text_tokens as usize <= slack;
+    let fit = fill_exactly(fit, extra, query.budget, reader, render, could_fit)?;
+    for c in &fit.kept {
+        over_budget.remove(&corpus.at(c.pos).id);
+    }
+
+    let mut chosen = fit.kept;
+    // Same order as the rendered text: session of first appearance, then time.
+    chosen.sort_by(|a, b| turn_order(corpus.at(a.pos)).cmp(&turn_order(corpus.at(b.pos))));
+    let chosen = order_as_rendered(corpus, chosen);
+    Ok(Packed { chosen, over_budget, text: fit.text, tokens: fit.tokens as u32 })
+}
+
+/// Positions of the turns with index `turn` in the session of `seed`.
+fn neighbours(corpus: &Corpus, seed: usize, turn: TurnIndex) -> Vec<usize> {
+    let session = corpus.session_of(seed);
+    let start = session.partition_point(|&p| corpus.at(p as usize).turn.turn < turn);
+    session[start..]
+        .iter()
+        .take_while(|&&p| corpus.at(p as usize).turn.turn == turn)
+        .map(|&p| p as usize)
+        .collect()
+}
+
+/// Groups time-ordered items by session in order of each session's first turn, as rendered.
+fn order_as_rendered(corpus: &Corpus, chosen: Vec<Chosen>) -> Vec<Chosen> {
+    let mut sessions: Vec<(String, Vec<Chosen>)> = Vec::new();
+    for c in chosen {
+        let session = corpus.at(c.pos).turn.session.as_str();
+        match sessions.iter_mut().find(|(s, _)| s == session) {
+            Some((_, members)) => members.push(c),
+            None => sessions.push((session.to_owned(), vec![c])),
+        }
+    }
+    sessions.into_iter().flat_map(|(_, members)| members).collect()
+}
