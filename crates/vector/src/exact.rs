@@ -7,7 +7,7 @@ use evicortex_core::TurnId;
 
 use crate::{
     RowMap, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
-    distance::{dot, dot_i8, normalize, quantize},
+    distance::{dot, dot_i8_rows, normalize, quantize},
 };
 
 /// Exact cosine search over unit vectors stored contiguously (`f32`, row-major), with an `i8`
@@ -129,22 +129,18 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndexRead<K> for ExactIndex<K> {
         let mut query_q = Vec::with_capacity(self.dim);
         let query_quant = quantize(&query, &mut query_q);
         let keys = self.rows.keys();
-        // First pass: approximate score and its upper bound for every admitted row. The loop runs
-        // under the best instruction set the CPU offers (runtime dispatch; integer sums, so the
-        // result does not depend on it).
+        // First pass: approximate score and its upper bound for every admitted row.
+        let mut dots = Vec::with_capacity(keys.len());
+        dot_i8_rows(&query_q, &self.quantized, &mut dots);
         let mut approx: Vec<(f32, f32, u32)> = Vec::with_capacity(keys.len());
-        pulp::Arch::new().dispatch(|| {
-            for (row, (key, chunk)) in
-                keys.iter().zip(self.quantized.chunks_exact(self.dim)).enumerate()
-            {
-                if !admit(*key) {
-                    continue;
-                }
-                let score = query_quant.scale * self.scales[row] * dot_i8(&query_q, chunk) as f32;
-                let bound = self.errors[row] + query_quant.error * self.norms[row] + BOUND_SLACK;
-                approx.push((score, score + bound, row as u32));
+        for (row, (key, dot)) in keys.iter().zip(&dots).enumerate() {
+            if !admit(*key) {
+                continue;
             }
-        });
+            let score = query_quant.scale * self.scales[row] * *dot as f32;
+            let bound = self.errors[row] + query_quant.error * self.norms[row] + BOUND_SLACK;
+            approx.push((score, score + bound, row as u32));
+        }
         let first = (2 * n).min(approx.len());
         if first < approx.len() {
             approx.select_nth_unstable_by(first, |a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
