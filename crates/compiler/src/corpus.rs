@@ -8,7 +8,7 @@ use std::{
 
 use evicortex_core::{Evidence, Namespace, SessionId, TurnId};
 
-use crate::CorpusError;
+use crate::{CorpusError, reader_tokens::LineCounts};
 
 /// The evidence of one namespace, sorted by ledger id, plus lookup tables. Built once per ledger
 /// position and reused across questions (the memory facade caches it); [`Corpus::push`] extends it
@@ -37,6 +37,9 @@ pub struct Corpus {
     /// Reader-token counts of turn texts, per tokenizer name; deterministic, so caching them does
     /// not change results.
     pub(crate) text_tokens: Mutex<HashMap<String, HashMap<TurnId, u32>>>,
+    /// Reader-token counts of rendered lines by BLAKE3 digest, per tokenizer name (see
+    /// [`crate::reader_tokens::LineCachedCount`]).
+    pub(crate) line_tokens: Mutex<HashMap<String, LineCounts>>,
 }
 
 impl Corpus {
@@ -63,6 +66,7 @@ impl Corpus {
             group_ids: HashMap::new(),
             sessions: HashMap::new(),
             text_tokens: Mutex::new(HashMap::new()),
+            line_tokens: Mutex::new(HashMap::new()),
         };
         corpus.positions = PositionTable::for_ids(evidence.iter().map(|e| e.id));
         for e in evidence {

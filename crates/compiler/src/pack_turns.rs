@@ -7,7 +7,8 @@ use evicortex_core::{TurnId, TurnIndex};
 
 use crate::{
     Admission, BudgetPlanner, CompileConfig, CompileError, CompileInputs, CompileQuery, Corpus,
-    DedupPolicy, Expansion, FusedHit, Selection, fill_exactly, fit_exactly,
+    DedupPolicy, Expansion, FusedHit, ReaderTokenizer, Selection, fill_exactly, fit_exactly,
+    reader_tokens::LineCachedCount,
     render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_order, turn_prefix},
 };
 
@@ -40,10 +41,18 @@ pub(crate) fn pack(
 ) -> Result<Packed, CompileError> {
     let _span = tracing::debug_span!("pack", budget = query.budget.tokens()).entered();
     let corpus = inputs.corpus;
-    let reader = inputs.reader;
     let mut text_tokens =
         corpus.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let text_tokens = text_tokens.entry(reader.name().to_owned()).or_default();
+    let text_tokens = text_tokens.entry(inputs.reader.name().to_owned()).or_default();
+    let mut line_tokens =
+        corpus.line_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let line_tokens = line_tokens.entry(inputs.reader.name().to_owned()).or_default();
+    // Every block the fit and the fill count shares most lines with the previous one.
+    let line_cached = LineCachedCount::new(inputs.reader, line_tokens);
+    let reader: &dyn ReaderTokenizer = match &line_cached {
+        Some(cached) => cached,
+        None => inputs.reader,
+    };
     let mut planner = BudgetPlanner::new(query.budget, reader.count(PREAMBLE)?);
     let mut chosen: Vec<Chosen> = Vec::new();
     let mut taken: HashSet<TurnId> = HashSet::new();

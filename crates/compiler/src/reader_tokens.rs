@@ -1,7 +1,7 @@
 //! Reader tokenizers: how the model that reads the compiled context counts tokens. Budgets are
 //! counted in them, exactly.
 
-use std::path::Path;
+use std::{collections::HashMap, path::Path, sync::Mutex};
 
 /// Counts tokens the way the reader model will. Implementations must be deterministic.
 pub trait ReaderTokenizer: Send + Sync + std::fmt::Debug {
@@ -10,6 +10,12 @@ pub trait ReaderTokenizer: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &str;
     /// The number of tokens of `text`, encoded as ordinary text (no special tokens added).
     fn count(&self, text: &str) -> Result<usize, ReaderTokenizerError>;
+    /// Whether counts add up across line starts: `count(a + b) == count(a) + count(b)` whenever
+    /// `a` ends with `'\n'` and `b` starts with an ASCII letter or `'['`. When true, a rendered
+    /// block can be counted line by line with cached counts, exactly. Claim it only if it holds.
+    fn additive_at_line_starts(&self) -> bool {
+        false
+    }
 }
 
 /// Why a reader tokenizer could not be loaded or used.
@@ -87,6 +93,78 @@ impl ReaderTokenizer for TiktokenReader {
     fn count(&self, text: &str) -> Result<usize, ReaderTokenizerError> {
         Ok(self.bpe.encode_ordinary(text).len())
     }
+    /// Holds for both vocabularies: BPE runs on each match of the pre-tokenizer pattern alone, and
+    /// no alternative of either pattern matches a newline followed by a letter or `[` (letters
+    /// may follow only a non-newline character, newline runs end before non-whitespace, and there
+    /// is no look-behind), so a line start is always a match boundary. Checked by
+    /// `counts_add_up_across_line_starts`.
+    fn additive_at_line_starts(&self) -> bool {
+        true
+    }
+}
+
+/// Cached line counts of one tokenizer, by BLAKE3 digest of the line.
+pub(crate) type LineCounts = HashMap<[u8; 32], u32>;
+
+/// A tokenizer that is additive at line starts, counting a text as the sum of its lines' counts,
+/// each computed once and cached: the packer counts many blocks that share most of their lines.
+#[derive(Debug)]
+pub(crate) struct LineCachedCount<'a> {
+    inner: &'a dyn ReaderTokenizer,
+    cache: Mutex<&'a mut LineCounts>,
+}
+
+impl<'a> LineCachedCount<'a> {
+    /// `None` when `inner` does not claim [`ReaderTokenizer::additive_at_line_starts`].
+    pub(crate) fn new(
+        inner: &'a dyn ReaderTokenizer,
+        cache: &'a mut LineCounts,
+    ) -> Option<LineCachedCount<'a>> {
+        inner.additive_at_line_starts().then(|| LineCachedCount { inner, cache: Mutex::new(cache) })
+    }
+}
+
+impl ReaderTokenizer for LineCachedCount<'_> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn count(&self, text: &str) -> Result<usize, ReaderTokenizerError> {
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut total = 0usize;
+        for line in split_at_line_starts(text) {
+            let digest = *blake3::hash(line.as_bytes()).as_bytes();
+            total += match cache.get(&digest) {
+                Some(&n) => n as usize,
+                None => {
+                    let n = self.inner.count(line)?;
+                    cache.insert(digest, u32::try_from(n).unwrap_or(u32::MAX));
+                    n
+                }
+            };
+        }
+        Ok(total)
+    }
+    fn additive_at_line_starts(&self) -> bool {
+        true
+    }
+}
+
+/// `text` cut before every ASCII letter or `[` that follows a newline.
+fn split_at_line_starts(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut cuts = (1..bytes.len()).filter(move |&i| {
+        bytes[i - 1] == b'\n' && (bytes[i].is_ascii_alphabetic() || bytes[i] == b'[')
+    });
+    std::iter::from_fn(move || {
+        if start >= bytes.len() {
+            return None;
+        }
+        let end = cuts.next().unwrap_or(bytes.len());
+        let line = &text[start..end];
+        start = end;
+        Some(line)
+    })
 }
 
 /// A Hugging Face `tokenizer.json`, counted without added special tokens. Named by the BLAKE3
@@ -153,6 +231,40 @@ mod tests {
         let (c, d) = ("line.\n", "\n");
         let joined = t.count(&format!("{c}{d}")).unwrap();
         assert!(joined < t.count(c).unwrap() + t.count(d).unwrap(), "{joined}");
+    }
+
+    #[test]
+    fn line_cached_counts_equal_whole_counts() {
+        let block = "Evidence from memory.\n\nSession s1 (2024-05-02):\n[#1] 10:00 user: I moved.\n\
+                     [#2 #7] 10:01 assistant: Nice!\nA second line\n\n\nSession s2 (2024-06-01):\n\
+                     [#3] 2024-06-02 09:00 user: /path \n [x]\n";
+        for reader in [TiktokenReader::o200k_base(), TiktokenReader::cl100k_base()] {
+            let mut cache = LineCounts::new();
+            {
+                let cached = LineCachedCount::new(&reader, &mut cache).unwrap();
+                assert_eq!(cached.count(block).unwrap(), reader.count(block).unwrap());
+                assert_eq!(cached.count(block).unwrap(), reader.count(block).unwrap());
+                assert_eq!(cached.count("").unwrap(), 0);
+            }
+            assert_eq!(cache.len(), 7, "one entry per line start");
+        }
+        let lines: Vec<&str> = split_at_line_starts("a\nb\n\n[c\n d\n").collect();
+        assert_eq!(lines, ["a\n", "b\n\n", "[c\n d\n"]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn counts_add_up_across_line_starts(
+            a in "[a-zA-Z0-9 .,:'!?/()\\[\\]#\t\r\n\u{e9}\u{65e5}\u{1f642}-]{0,40}",
+            first in "[a-zA-Z\\[]",
+            b in "[a-zA-Z0-9 .,:'!?/()\\[\\]#\t\r\n\u{e9}\u{65e5}\u{1f642}-]{0,40}",
+        ) {
+            let (a, b) = (format!("{a}\n"), format!("{first}{b}"));
+            for reader in [TiktokenReader::o200k_base(), TiktokenReader::cl100k_base()] {
+                let joined = reader.count(&format!("{a}{b}")).unwrap();
+                proptest::prop_assert_eq!(joined, reader.count(&a).unwrap() + reader.count(&b).unwrap());
+            }
+        }
     }
 
     #[test]
