@@ -13,7 +13,7 @@ use crate::{
 };
 
 /// Version of the numerical implementation; bumped whenever a change could alter any vector.
-pub const IMPLEMENTATION_VERSION: &str = "evicortex-embed/bert-f32/1";
+pub const IMPLEMENTATION_VERSION: &str = "evicortex-embed/bert-f32/2";
 
 /// The identity of an encoder: model, artefacts and every setting that changes its output.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! Element-wise and row-wise f32 kernels of the packed encoder: branch-free so that the compiler
-//! vectorises them, always inlined so that a caller running under `pulp::Arch::dispatch` gets
-//! them compiled for the CPU's vector extensions (AVX2 or AVX-512, detected at run time), and
-//! split over rows by the caller for multi-threading.
+//! vectorises them, always inlined so that the per-instruction-set versions of their callers
+//! (`block_kernels.rs`) get them compiled for AVX-512 or AVX2, and split over rows by the caller
+//! for multi-threading.
 //!
 //! `exp` uses the Cephes single-precision polynomial after range reduction by powers of two; `erf`
 //! the rational approximation on [-4, 4] used by Eigen and XLA for f32 (beyond 4, erf is 1 to
@@ -137,14 +137,6 @@ pub(crate) fn softmax_in_place(row: &mut [f32]) {
     let inv = 1.0 / sum(row);
     for v in row.iter_mut() {
         *v *= inv;
-    }
-}
-
-/// `y += a * x`.
-#[inline(always)]
-pub(crate) fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y += a * x;
     }
 }
 

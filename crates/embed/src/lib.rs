@@ -20,6 +20,7 @@
 mod artifact;
 mod bert;
 mod bert_encoder;
+mod block_kernels;
 mod encoder;
 mod encoder_config;
 mod error;
@@ -27,6 +28,7 @@ mod identity;
 mod kernels;
 mod manifest;
 mod model_cache;
+mod multiversion;
 mod packed_bert;
 mod pooling;
 mod tokenize;

@@ -3,13 +3,13 @@
 //! All sequences of a batch are stacked into one `[tokens, hidden]` matrix with no padding, so the
 //! linear layers (95% of the work) multiply only real tokens; attention runs per sequence and
 //! head. The matrix products go to candle's multi-threaded gemm; bias, GELU, residual, layer norm
-//! and softmax are fused row kernels (`kernels.rs`) spread over threads with rayon.
+//! and softmax are fused row kernels (`block_kernels.rs`) spread over threads with rayon.
 //! Parity with the reference is checked by the same golden vectors as the candle model.
 
 use candle_core::{DType, Device, Storage, Tensor};
 use rayon::prelude::*;
 
-use crate::{bert::BertConfig, error::EmbedError, kernels};
+use crate::{bert::BertConfig, block_kernels, error::EmbedError};
 
 /// Rows handed to one rayon task by the row kernels.
 const ROWS_PER_TASK: usize = 16;
@@ -23,8 +23,6 @@ pub struct PackedBert {
     token_type_embedding: Vec<f32>,
     embeddings_norm: Norm,
     layers: Vec<PackedLayer>,
-    /// The CPU's vector extensions, detected once; row kernels run under its dispatch.
-    arch: pulp::Arch,
 }
 
 #[derive(Debug)]
@@ -139,7 +137,6 @@ impl PackedBert {
             embeddings_norm: norm("embeddings.LayerNorm")?,
             layers,
             config,
-            arch: pulp::Arch::new(),
         })
     }
 
@@ -184,27 +181,20 @@ impl PackedBert {
         }
         let eps = self.config.layer_norm_eps as f32;
         let mut states = vec![0f32; tokens.len() * h];
-        let arch = self.arch;
-        states.par_chunks_mut(h * ROWS_PER_TASK).enumerate().for_each(|(task, rows)| {
-            arch.dispatch(|| {
-                for (r, row) in rows.chunks_exact_mut(h).enumerate() {
-                    let (id, position) = tokens[task * ROWS_PER_TASK + r];
-                    let word = &self.word_embeddings[id as usize * h..][..h];
-                    let pos = &self.position_embeddings[position * h..][..h];
-                    for (((o, &w), &p), &t) in
-                        row.iter_mut().zip(word).zip(pos).zip(&self.token_type_embedding)
-                    {
-                        *o = w + p + t;
-                    }
-                    kernels::layer_norm_in_place(
-                        row,
-                        &self.embeddings_norm.gamma,
-                        &self.embeddings_norm.beta,
-                        eps,
-                    );
-                }
-            })
-        });
+        states.par_chunks_mut(h * ROWS_PER_TASK).zip(tokens.par_chunks(ROWS_PER_TASK)).for_each(
+            |(rows, tokens)| {
+                block_kernels::embed_rows(
+                    rows,
+                    tokens,
+                    &self.word_embeddings,
+                    &self.position_embeddings,
+                    &self.token_type_embedding,
+                    &self.embeddings_norm.gamma,
+                    &self.embeddings_norm.beta,
+                    eps,
+                )
+            },
+        );
         for layer in &self.layers {
             states = self.layer_forward(layer, states, &offsets)?;
         }
@@ -235,24 +225,20 @@ impl PackedBert {
         let attended = with_cpu_slice(&projected, |projected| {
             with_cpu_slice(&x, |residual| {
                 let mut out = vec![0f32; n_tokens * h];
-                let arch = self.arch;
-                out.par_chunks_mut(h * ROWS_PER_TASK).enumerate().for_each(|(task, rows)| {
-                    arch.dispatch(|| {
-                        let start = task * ROWS_PER_TASK * h;
-                        for (r, row) in rows.chunks_exact_mut(h).enumerate() {
-                            let at = start + r * h;
-                            kernels::bias_residual_layer_norm(
-                                &projected[at..at + h],
-                                &layer.attention_output_bias,
-                                &residual[at..at + h],
-                                &layer.attention_norm.gamma,
-                                &layer.attention_norm.beta,
-                                eps,
-                                row,
-                            );
-                        }
-                    })
-                });
+                out.par_chunks_mut(h * ROWS_PER_TASK)
+                    .zip(projected.par_chunks(h * ROWS_PER_TASK))
+                    .zip(residual.par_chunks(h * ROWS_PER_TASK))
+                    .for_each(|((out, projected), residual)| {
+                        block_kernels::bias_residual_layer_norm_rows(
+                            projected,
+                            &layer.attention_output_bias,
+                            residual,
+                            &layer.attention_norm.gamma,
+                            &layer.attention_norm.beta,
+                            eps,
+                            out,
+                        )
+                    });
                 Ok(out)
             })
         })?;
@@ -264,17 +250,10 @@ impl PackedBert {
             attended.matmul(&layer.intermediate_weight).map_err(model_err("intermediate"))?;
         let activated = with_cpu_slice(&intermediate, |intermediate| {
             let mut out = vec![0f32; n_tokens * inter];
-            let arch = self.arch;
             out.par_chunks_mut(inter * ROWS_PER_TASK)
                 .zip(intermediate.par_chunks(inter * ROWS_PER_TASK))
-                .for_each(|(out_rows, in_rows)| {
-                    arch.dispatch(|| {
-                        for (o, i) in
-                            out_rows.chunks_exact_mut(inter).zip(in_rows.chunks_exact(inter))
-                        {
-                            kernels::bias_gelu(i, &layer.intermediate_bias, o);
-                        }
-                    })
+                .for_each(|(out, intermediate)| {
+                    block_kernels::bias_gelu_rows(intermediate, &layer.intermediate_bias, out)
                 });
             Ok(out)
         })?;
@@ -286,24 +265,20 @@ impl PackedBert {
         with_cpu_slice(&output, |output| {
             with_cpu_slice(&attended, |residual| {
                 let mut out = vec![0f32; n_tokens * h];
-                let arch = self.arch;
-                out.par_chunks_mut(h * ROWS_PER_TASK).enumerate().for_each(|(task, rows)| {
-                    arch.dispatch(|| {
-                        let start = task * ROWS_PER_TASK * h;
-                        for (r, row) in rows.chunks_exact_mut(h).enumerate() {
-                            let at = start + r * h;
-                            kernels::bias_residual_layer_norm(
-                                &output[at..at + h],
-                                &layer.output_bias,
-                                &residual[at..at + h],
-                                &layer.output_norm.gamma,
-                                &layer.output_norm.beta,
-                                eps,
-                                row,
-                            );
-                        }
-                    })
-                });
+                out.par_chunks_mut(h * ROWS_PER_TASK)
+                    .zip(output.par_chunks(h * ROWS_PER_TASK))
+                    .zip(residual.par_chunks(h * ROWS_PER_TASK))
+                    .for_each(|((out, output), residual)| {
+                        block_kernels::bias_residual_layer_norm_rows(
+                            output,
+                            &layer.output_bias,
+                            residual,
+                            &layer.output_norm.gamma,
+                            &layer.output_norm.beta,
+                            eps,
+                            out,
+                        )
+                    });
                 Ok(out)
             })
         })
@@ -320,44 +295,14 @@ impl PackedBert {
         let h = self.config.hidden_size;
         let heads = self.config.num_attention_heads;
         let d = self.config.head_dim();
-        let scale = 1.0 / (d as f32).sqrt();
         let n_tokens = qkv.len() / (3 * h);
         let tasks: Vec<(usize, usize)> =
             (0..offsets.len() - 1).flat_map(|s| (0..heads).map(move |head| (s, head))).collect();
         let results: Vec<Vec<f32>> = tasks
             .par_iter()
             .map(|&(s, head)| {
-                self.arch.dispatch(|| {
-                    let (start, end) = (offsets[s], offsets[s + 1]);
-                    let len = end - start;
-                    // Q (pre-scaled) and V row-major [len, d]; K transposed [d, len].
-                    let mut q = vec![0f32; len * d];
-                    let mut k_t = vec![0f32; d * len];
-                    let mut v = vec![0f32; len * d];
-                    for t in 0..len {
-                        let row = &qkv[(start + t) * 3 * h..][..3 * h];
-                        for c in 0..d {
-                            let qc = head * d + c;
-                            q[t * d + c] = (row[qc] + qkv_bias[qc]) * scale;
-                            k_t[c * len + t] = row[h + qc] + qkv_bias[h + qc];
-                            v[t * d + c] = row[2 * h + qc] + qkv_bias[2 * h + qc];
-                        }
-                    }
-                    let mut context = vec![0f32; len * d];
-                    let mut scores = vec![0f32; len];
-                    for t in 0..len {
-                        scores.fill(0.0);
-                        for c in 0..d {
-                            kernels::axpy(q[t * d + c], &k_t[c * len..(c + 1) * len], &mut scores);
-                        }
-                        kernels::softmax_in_place(&mut scores);
-                        let out = &mut context[t * d..(t + 1) * d];
-                        for (j, &p) in scores.iter().enumerate() {
-                            kernels::axpy(p, &v[j * d..(j + 1) * d], out);
-                        }
-                    }
-                    context
-                })
+                let rows = &qkv[offsets[s] * 3 * h..offsets[s + 1] * 3 * h];
+                block_kernels::attention_head(rows, qkv_bias, head, d)
             })
             .collect();
         let mut context = vec![0f32; n_tokens * h];

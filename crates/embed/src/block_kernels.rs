@@ -1,0 +1,186 @@
+//! The packed encoder's work on blocks of rows, each compiled per instruction set
+//! ([`multiversion!`]): one call per rayon task, so that dispatch costs nothing per row.
+
+use crate::{kernels, multiversion::multiversion};
+
+multiversion! {
+    /// `rows[r] = LayerNorm(word[id] + position[pos] + token_type)` for each `(id, pos)` of
+    /// `tokens`; `rows` holds `tokens.len()` rows of the hidden width.
+    pub(crate) fn embed_rows(
+        rows: &mut [f32],
+        tokens: &[(u32, usize)],
+        word: &[f32],
+        position: &[f32],
+        token_type: &[f32],
+        gamma: &[f32],
+        beta: &[f32],
+        eps: f32,
+    ) {
+        let h = gamma.len();
+        for (row, &(id, pos)) in rows.chunks_exact_mut(h).zip(tokens) {
+            let w = &word[id as usize * h..][..h];
+            let p = &position[pos * h..][..h];
+            for (((o, &w), &p), &t) in row.iter_mut().zip(w).zip(p).zip(token_type) {
+                *o = w + p + t;
+            }
+            kernels::layer_norm_in_place(row, gamma, beta, eps);
+        }
+    }
+}
+
+multiversion! {
+    /// `out = LayerNorm(x + bias + residual)` row by row.
+    pub(crate) fn bias_residual_layer_norm_rows(
+        x: &[f32],
+        bias: &[f32],
+        residual: &[f32],
+        gamma: &[f32],
+        beta: &[f32],
+        eps: f32,
+        out: &mut [f32],
+    ) {
+        let h = gamma.len();
+        for ((o, x), r) in out.chunks_exact_mut(h).zip(x.chunks_exact(h)).zip(residual.chunks_exact(h)) {
+            kernels::bias_residual_layer_norm(x, bias, r, gamma, beta, eps, o);
+        }
+    }
+}
+
+multiversion! {
+    /// `out = GELU(x + bias)` row by row.
+    pub(crate) fn bias_gelu_rows(x: &[f32], bias: &[f32], out: &mut [f32]) {
+        let w = bias.len();
+        for (o, x) in out.chunks_exact_mut(w).zip(x.chunks_exact(w)) {
+            kernels::bias_gelu(x, bias, o);
+        }
+    }
+}
+
+/// Rows of Q (and of the context) computed together, so that each loaded K or V vector feeds
+/// several independent multiply-add chains.
+const TILE_ROWS: usize = 4;
+/// Columns of one tile: two 16-lane vectors; `TILE_ROWS * 2` accumulators hide the multiply-add
+/// latency. K is padded to a multiple of it.
+const TILE_COLS: usize = 32;
+
+multiversion! {
+    /// Scaled dot-product attention of one head over one sequence. `qkv` holds the sequence's
+    /// rows `[len, 3 * hidden]` without bias; returns the head's context `[len, head_dim]`.
+    /// Scores and context are computed in register tiles of rows by columns, so that the inner
+    /// loops only load and multiply-add.
+    pub(crate) fn attention_head(
+        qkv: &[f32],
+        qkv_bias: &[f32],
+        head: usize,
+        head_dim: usize,
+    ) -> Vec<f32> {
+        let h3 = qkv_bias.len();
+        let h = h3 / 3;
+        let d = head_dim;
+        let len = qkv.len() / h3;
+        let stride = len.div_ceil(TILE_COLS) * TILE_COLS;
+        let scale = 1.0 / (d as f32).sqrt();
+        // Q (pre-scaled) and V row-major [len, d]; K transposed [d, stride], zero-padded.
+        let mut q = vec![0f32; len * d];
+        let mut k_t = vec![0f32; d * stride];
+        let mut v = vec![0f32; len * d];
+        for (t, row) in qkv.chunks_exact(h3).enumerate() {
+            for c in 0..d {
+                let qc = head * d + c;
+                q[t * d + c] = (row[qc] + qkv_bias[qc]) * scale;
+                k_t[c * stride + t] = row[h + qc] + qkv_bias[h + qc];
+                v[t * d + c] = row[2 * h + qc] + qkv_bias[2 * h + qc];
+            }
+        }
+        let mut scores = vec![0f32; len * stride];
+        let mut t = 0;
+        while t < len {
+            let rows = if t + TILE_ROWS <= len { TILE_ROWS } else { 1 };
+            for j in (0..stride).step_by(TILE_COLS) {
+                if rows == TILE_ROWS {
+                    score_tile::<TILE_ROWS>(&q[t * d..], d, &k_t, stride, j, &mut scores[t * stride..]);
+                } else {
+                    score_tile::<1>(&q[t * d..], d, &k_t, stride, j, &mut scores[t * stride..]);
+                }
+            }
+            t += rows;
+        }
+        for row in scores.chunks_exact_mut(stride) {
+            kernels::softmax_in_place(&mut row[..len]);
+        }
+        let mut context = vec![0f32; len * d];
+        let mut t = 0;
+        while t < len {
+            let rows = if t + TILE_ROWS <= len { TILE_ROWS } else { 1 };
+            if rows == TILE_ROWS {
+                context_tile::<TILE_ROWS>(&scores[t * stride..], stride, len, &v, d, &mut context[t * d..]);
+            } else {
+                context_tile::<1>(&scores[t * stride..], stride, len, &v, d, &mut context[t * d..]);
+            }
+            t += rows;
+        }
+        context
+    }
+}
+
+/// `scores[r][j + l] = sum over c of q[r][c] * k_t[c][j + l]` for `R` rows (row width `d` in `q`,
+/// `stride` in `scores`) and [`TILE_COLS`] columns.
+#[inline(always)]
+fn score_tile<const R: usize>(
+    q: &[f32],
+    d: usize,
+    k_t: &[f32],
+    stride: usize,
+    j: usize,
+    scores: &mut [f32],
+) {
+    let mut acc = [[0f32; TILE_COLS]; R];
+    for c in 0..d {
+        let k: &[f32; TILE_COLS] = k_t[c * stride + j..][..TILE_COLS].try_into().expect("tile");
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let a = q[r * d + c];
+            for (s, &k) in acc.iter_mut().zip(k) {
+                *s = a.mul_add(k, *s);
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        scores[r * stride + j..][..TILE_COLS].copy_from_slice(acc);
+    }
+}
+
+/// `out[r] = sum over j < len of p[r][j] * v[j]` for `R` rows (`p` rows `stride` apart, `v` and
+/// `out` rows `d` wide), by tiles of [`TILE_COLS`] columns.
+#[inline(always)]
+fn context_tile<const R: usize>(
+    p: &[f32],
+    stride: usize,
+    len: usize,
+    v: &[f32],
+    d: usize,
+    out: &mut [f32],
+) {
+    let mut c0 = 0;
+    while c0 + TILE_COLS <= d {
+        let mut acc = [[0f32; TILE_COLS]; R];
+        for j in 0..len {
+            let row: &[f32; TILE_COLS] = v[j * d + c0..][..TILE_COLS].try_into().expect("tile");
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let w = p[r * stride + j];
+                for (s, &x) in acc.iter_mut().zip(row) {
+                    *s = w.mul_add(x, *s);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            out[r * d + c0..][..TILE_COLS].copy_from_slice(acc);
+        }
+        c0 += TILE_COLS;
+    }
+    // Head widths that are not a multiple of the tile finish column by column.
+    for r in 0..R {
+        for c in c0..d {
+            out[r * d + c] = (0..len).fold(0.0, |s, j| p[r * stride + j].mul_add(v[j * d + c], s));
+        }
+    }
+}
