@@ -7,6 +7,7 @@ use evicortex_core::TurnId;
 use crate::{
     LexicalError, analyze_into,
     bm25::{Bm25Params, LengthNorm, bm25_idf},
+    max_score::{Posting, QueryTerm, top_k},
 };
 
 /// Row of a document inside one [`Bm25Index`]: dense, assigned in insertion order, meaningless
@@ -38,6 +39,8 @@ pub struct Bm25Index<K = TurnId> {
     params: Bm25Params,
     term_ids: HashMap<String, u32>,
     postings: Vec<Vec<Posting>>,
+    /// Per term: what bounds its weight in any document, for pruning.
+    term_extremes: Vec<TermExtremes>,
     doc_len: Vec<u32>,
     keys: Vec<K>,
     rows: HashMap<K, DocRow>,
@@ -45,10 +48,12 @@ pub struct Bm25Index<K = TurnId> {
     covers: Option<TurnId>,
 }
 
+/// The largest frequency and the shortest document among a term's postings: the BM25 weight
+/// grows with the one and falls with the other, so together they bound it.
 #[derive(Copy, Clone, Debug)]
-struct Posting {
-    row: u32,
-    tf: u32,
+struct TermExtremes {
+    max_tf: u32,
+    min_len: u32,
 }
 
 impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
@@ -58,6 +63,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
             params,
             term_ids: HashMap::new(),
             postings: Vec::new(),
+            term_extremes: Vec::new(),
             doc_len: Vec::new(),
             keys: Vec::new(),
             rows: HashMap::new(),
@@ -127,8 +133,12 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
             let term_id = *self.term_ids.entry(std::mem::take(&mut terms[i])).or_insert(next_id);
             if term_id == next_id {
                 self.postings.push(Vec::new());
+                self.term_extremes.push(TermExtremes { max_tf: tf, min_len: doc_len });
             }
             self.postings[term_id as usize].push(Posting { row, tf });
+            let extremes = &mut self.term_extremes[term_id as usize];
+            extremes.max_tf = extremes.max_tf.max(tf);
+            extremes.min_len = extremes.min_len.min(doc_len);
             i = j;
         }
         self.doc_len.push(doc_len);
@@ -159,9 +169,13 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
     }
 
     /// The best `n` documents for the analyzed `query_terms` among those whose key `admit`s,
-    /// by descending score, ties by ascending key. The filter runs on every matching document
-    /// before the cut, so a filtered document never displaces an admitted one. Documents sharing no
-    /// term with the query are not returned.
+    /// by descending score, ties by ascending key. The filter applies before the cut, so a
+    /// filtered document never displaces an admitted one. Documents sharing no term with the query
+    /// are not returned.
+    ///
+    /// Exact top-n by MaxScore: documents that provably cannot enter the top n are skipped (and
+    /// `admit` is not asked about them); the result equals [`Bm25Index::search_exhaustive`]'s,
+    /// scores bit for bit, order and ties included.
     pub fn search(
         &self,
         query_terms: &[String],
@@ -171,13 +185,38 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         if n == 0 || self.is_empty() {
             return Vec::new();
         }
-        let mut distinct: Vec<&str> = query_terms.iter().map(String::as_str).collect();
-        distinct.sort_unstable();
-        distinct.dedup();
-        let norm = LengthNorm::new(self.params, self.total_len as f32 / self.len() as f32);
+        let norm = self.length_norm();
+        let terms: Vec<QueryTerm<'_>> = distinct_terms(query_terms)
+            .filter_map(|term| {
+                let term_id = *self.term_ids.get(term)? as usize;
+                let postings = self.postings[term_id].as_slice();
+                let idf = bm25_idf(self.len(), postings.len());
+                let extremes = self.term_extremes[term_id];
+                let bound = norm.weight(idf, extremes.max_tf, extremes.min_len);
+                Some(QueryTerm { postings, idf, bound })
+            })
+            .collect();
+        top_k(&terms, norm, &self.doc_len, n, |row| {
+            let key = self.keys[row as usize];
+            admit(key).then_some(key)
+        })
+    }
+
+    /// [`Bm25Index::search`] by scoring every document that shares a term with the query: the
+    /// reference the pruned search is checked against, and a benchmark anchor.
+    pub fn search_exhaustive(
+        &self,
+        query_terms: &[String],
+        n: usize,
+        mut admit: impl FnMut(K) -> bool,
+    ) -> Vec<LexicalHit<K>> {
+        if n == 0 || self.is_empty() {
+            return Vec::new();
+        }
+        let norm = self.length_norm();
         let mut scores = vec![0.0f32; self.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for term in distinct {
+        for term in distinct_terms(query_terms) {
             let Some(&term_id) = self.term_ids.get(term) else { continue };
             let postings = &self.postings[term_id as usize];
             let idf = bm25_idf(self.len(), postings.len());
@@ -206,6 +245,19 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         hits.sort_unstable_by(order);
         hits
     }
+
+    fn length_norm(&self) -> LengthNorm {
+        LengthNorm::new(self.params, self.total_len as f32 / self.len() as f32)
+    }
+}
+
+/// The query's distinct terms in sorted order: the order both scorers add weights in, so their
+/// sums agree bit for bit.
+fn distinct_terms(query_terms: &[String]) -> impl Iterator<Item = &str> {
+    let mut distinct: Vec<&str> = query_terms.iter().map(String::as_str).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    distinct.into_iter()
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! [`analyze`] turns text into terms (the rules are in its module docs);
 //! [`Bm25Index`] holds one namespace's documents, grows as turns arrive, records the ledger
 //! position it covers and answers top-N queries with a filter applied while candidates are scored,
-//! not after a cut.
+//! not after a cut, skipping (MaxScore) documents that cannot reach the top N.
 //!
 //! ```
 //! use evicortex_core::TurnId;
@@ -23,6 +23,7 @@ mod analyzer;
 mod bm25;
 mod error;
 mod inverted_index;
+mod max_score;
 
 pub use crate::{
     analyzer::{ANALYZER_VERSION, analyze, analyze_into},

@@ -1,0 +1,265 @@
+//! Exact top-k BM25 by MaxScore (Turtle and Flood, 1995), document at a time.
+//!
+//! Common terms (no stop words are removed) have posting lists covering most documents but small
+//! idf. Once k admitted documents are held, a term whose upper bound, summed with the bounds of
+//! all terms weaker than it, is below the k-th score can no longer bring a document into the top
+//! k on its own: such terms become "non-essential". Only documents in the lists of essential
+//! terms are visited; non-essential lists are looked up by galloping for those documents alone.
+//!
+//! Results equal the exhaustive scorer's bit for bit: a document that is kept is scored by
+//! adding its term weights in the same order (the query's distinct terms, sorted) from 0.0, and a
+//! document is skipped only when its bound, widened by a margin for rounding, is strictly below
+//! the k-th score held, so it loses to it whatever the key tie-break.
+
+use std::{cmp::Ordering, collections::BinaryHeap};
+
+use crate::{bm25::LengthNorm, inverted_index::LexicalHit};
+
+/// One posting: the document row and the term's frequency in it.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Posting {
+    pub(crate) row: u32,
+    pub(crate) tf: u32,
+}
+
+/// A query term present in the index.
+pub(crate) struct QueryTerm<'a> {
+    /// Its postings, by ascending row.
+    pub(crate) postings: &'a [Posting],
+    pub(crate) idf: f32,
+    /// At least the largest weight the term gives any document.
+    pub(crate) bound: f32,
+}
+
+/// The best `n` documents matching at least one of `terms` (given in the exhaustive scorer's
+/// summation order) among those `admit` maps to a key, by descending score then ascending key.
+pub(crate) fn top_k<K: Copy + Ord>(
+    terms: &[QueryTerm<'_>],
+    norm: LengthNorm,
+    doc_len: &[u32],
+    n: usize,
+    mut admit: impl FnMut(u32) -> Option<K>,
+) -> Vec<LexicalHit<K>> {
+    let m = terms.len();
+    // Each weight is a handful of roundings and a score sums m of them; the bound of a document
+    // is widened by far more than that error before it is compared.
+    let slack = 1.0 + 16.0 * f32::EPSILON * (m as f32 + 2.0);
+    let mut by_bound: Vec<usize> = (0..m).collect();
+    by_bound.sort_by(|&a, &b| terms[a].bound.total_cmp(&terms[b].bound).then(a.cmp(&b)));
+    // below[i]: the bounds of by_bound[..i] summed.
+    let mut below = vec![0.0f32; m + 1];
+    for (i, &t) in by_bound.iter().enumerate() {
+        below[i + 1] = below[i] + terms[t].bound;
+    }
+    let mut cursor = vec![0usize; m];
+    let mut tf = vec![0u32; m];
+    let mut heap: BinaryHeap<Worst<K>> = BinaryHeap::with_capacity(n + 1);
+    // by_bound[first_essential..] are the essential terms.
+    let mut first_essential = 0;
+    let mut threshold = f32::NEG_INFINITY;
+    loop {
+        let mut row = u32::MAX;
+        for &t in &by_bound[first_essential..] {
+            if let Some(p) = terms[t].postings.get(cursor[t]) {
+                row = row.min(p.row);
+            }
+        }
+        if row == u32::MAX {
+            break;
+        }
+        let len = doc_len[row as usize];
+        tf.fill(0);
+        // Weights found so far plus the bounds of the terms not looked at yet; only additions,
+        // so its rounding error stays relative to the sum.
+        let mut found = 0.0f32;
+        for &t in &by_bound[first_essential..] {
+            if let Some(p) = terms[t].postings.get(cursor[t])
+                && p.row == row
+            {
+                tf[t] = p.tf;
+                found += norm.weight(terms[t].idf, p.tf, len);
+                cursor[t] += 1;
+            }
+        }
+        if (found + below[first_essential]) * slack < threshold {
+            continue;
+        }
+        let mut pruned = false;
+        for i in (0..first_essential).rev() {
+            let t = by_bound[i];
+            let postings = terms[t].postings;
+            cursor[t] = gallop_to(postings, cursor[t], row);
+            if let Some(p) = postings.get(cursor[t])
+                && p.row == row
+            {
+                tf[t] = p.tf;
+                found += norm.weight(terms[t].idf, p.tf, len);
+            }
+            if (found + below[i]) * slack < threshold {
+                pruned = true;
+                break;
+            }
+        }
+        if pruned {
+            continue;
+        }
+        let Some(key) = admit(row) else { continue };
+        let mut score = 0.0f32;
+        for (term, &tf) in terms.iter().zip(&tf) {
+            if tf > 0 {
+                score += norm.weight(term.idf, tf, len);
+            }
+        }
+        let hit = Worst(LexicalHit { key, score });
+        if heap.len() < n {
+            heap.push(hit);
+        } else if heap.peek().is_some_and(|worst| hit < *worst) {
+            heap.pop();
+            heap.push(hit);
+        } else {
+            continue;
+        }
+        if heap.len() == n {
+            threshold = heap.peek().map_or(f32::NEG_INFINITY, |w| w.0.score);
+            while first_essential < m && below[first_essential + 1] * slack < threshold {
+                first_essential += 1;
+            }
+        }
+    }
+    let mut hits: Vec<LexicalHit<K>> = heap.into_iter().map(|w| w.0).collect();
+    hits.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
+    hits
+}
+
+/// The first index at or after `from` whose row is at least `row`: doubling steps, then a binary
+/// search, so skipping far ahead in a long list costs a logarithm, not a walk.
+fn gallop_to(postings: &[Posting], from: usize, row: u32) -> usize {
+    let mut step = 1;
+    let mut hi = from;
+    while hi < postings.len() && postings[hi].row < row {
+        hi = from + step;
+        step *= 2;
+    }
+    let lo = from + step / 4;
+    let hi = hi.min(postings.len());
+    let lo = lo.min(hi);
+    lo + postings[lo..hi].partition_point(|p| p.row < row)
+}
+
+/// A hit ordered so that the heap's maximum is the worst one held: lowest score, then largest key.
+struct Worst<K>(LexicalHit<K>);
+
+impl<K: Ord> Ord for Worst<K> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.score.total_cmp(&self.0.score).then(self.0.key.cmp(&other.0.key))
+    }
+}
+
+impl<K: Ord> PartialOrd for Worst<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K: Ord> PartialEq for Worst<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl<K: Ord> Eq for Worst<K> {}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::{Bm25Index, Bm25Params};
+
+    /// A skewed vocabulary: `w0` is in most documents, `w15` in few, as with common words and
+    /// rare names, so that pruning has common terms to skip.
+    fn word(v: u8) -> String {
+        format!("w{}", (u32::from(v) * u32::from(v)) >> 12)
+    }
+
+    fn corpus(docs: &[Vec<u8>], keys: &[u32], params: Bm25Params) -> Bm25Index<u32> {
+        let mut index = Bm25Index::new(params);
+        for (doc, key) in docs.iter().zip(keys) {
+            let text: Vec<String> = doc.iter().map(|&v| word(255 - v)).collect();
+            index.add(*key, &text.join(" ")).unwrap();
+        }
+        index
+    }
+
+    fn bits(hits: &[LexicalHit<u32>]) -> Vec<(u32, u32)> {
+        hits.iter().map(|h| (h.key, h.score.to_bits())).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn pruned_search_equals_exhaustive(
+            unique_docs in prop::collection::vec(prop::collection::vec(any::<u8>(), 1..12), 1..60),
+            copies in prop::collection::vec(1usize..4, 60),
+            key_seed in any::<u64>(),
+            query in prop::collection::vec(any::<u8>(), 1..8),
+            n in 1usize..25,
+            admit_mod in 1u32..5,
+            k1 in prop::sample::select(vec![0.0f32, 0.5, 1.2, 2.0]),
+            b in prop::sample::select(vec![0.0f32, 0.3, 0.75, 1.0]),
+        ) {
+            // Repeated documents tie exactly; keys shuffled against rows so ties are broken by key,
+            // not by insertion order.
+            let docs: Vec<Vec<u8>> = unique_docs
+                .iter()
+                .zip(&copies)
+                .flat_map(|(d, &c)| std::iter::repeat_n(d.clone(), c))
+                .collect();
+            let mut keys: Vec<u32> = (0..docs.len() as u32).collect();
+            let mut state = key_seed | 1;
+            for i in (1..keys.len()).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                keys.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+            let index = corpus(&docs, &keys, Bm25Params { k1, b });
+            let query: Vec<String> = query.iter().map(|&v| word(255 - v)).collect();
+            let admit = |key: u32| key % admit_mod != 1;
+            let pruned = index.search(&query, n, admit);
+            let exhaustive = index.search_exhaustive(&query, n, admit);
+            prop_assert_eq!(bits(&pruned), bits(&exhaustive));
+        }
+    }
+
+    #[test]
+    fn skips_documents_that_cannot_reach_the_top() {
+        // 500 documents share the common term; the first also holds the rare one, so once it is
+        // held, "common" alone cannot reach it and its list is no longer walked.
+        let mut index = Bm25Index::new(Bm25Params { k1: 1.2, b: 0.75 });
+        for key in 0..500u32 {
+            let text = if key == 0 { "common rare" } else { "common filler words here" };
+            index.add(key, text).unwrap();
+        }
+        let query = vec!["common".to_owned(), "rare".to_owned()];
+        let mut asked = 0;
+        let hits = index.search(&query, 1, |_| {
+            asked += 1;
+            true
+        });
+        assert_eq!(hits, index.search_exhaustive(&query, 1, |_| true));
+        assert_eq!(hits[0].key, 0);
+        assert_eq!(asked, 1, "admit asked about {asked} of 500 matching documents");
+    }
+
+    #[test]
+    fn gallop_finds_the_first_row_not_below_the_target() {
+        let postings: Vec<Posting> = (0..100).map(|i| Posting { row: i * 3, tf: 1 }).collect();
+        for from in [0, 1, 7, 50, 99, 100] {
+            for row in 0..310 {
+                let want = from + postings[from..].partition_point(|p| p.row < row);
+                assert_eq!(gallop_to(&postings, from, row), want, "from {from} row {row}");
+            }
+        }
+    }
+}
