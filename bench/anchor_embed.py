@@ -3,7 +3,8 @@
 
 Reads a JSON request {"model_dir", "threads", "texts", "configs": [{"name", "batch_size",
 "order"}]} on stdin, embeds the texts with sentence-transformers on the CPU for every
-configuration, and writes one JSON line per configuration to stdout with wall and CPU seconds. The
+configuration, and writes one JSON line per configuration to stdout with wall and CPU seconds and
+the peak resident set during it (reset through /proc/self/clear_refs, as the Rust side does). The
 model directory is the verified cache directory (the Rust side verified it before calling).
 `order` is the order of the texts (sorted by token count or not); batches are formed here, one
 `encode` call per batch, so each configuration measures the batch composition asked for
@@ -12,6 +13,19 @@ model directory is the verified cache directory (the Rust side verified it befor
 import json
 import sys
 import time
+
+
+def reset_peak_rss():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_rss_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError("/proc/self/status has no VmHWM line")
 
 
 def main():
@@ -31,11 +45,12 @@ def main():
         for config in request["configs"]:
             order = [texts[i] for i in config["order"]]
             batch = config["batch_size"]
+            reset_peak_rss()
             wall0, cpu0 = time.perf_counter(), time.process_time()
             for start in range(0, len(order), batch):
                 model.encode(order[start:start + batch], batch_size=batch, convert_to_numpy=True)
             wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-            print(json.dumps({"event": "config", "name": config["name"], "wall_s": wall, "cpu_s": cpu}), flush=True)
+            print(json.dumps({"event": "config", "name": config["name"], "wall_s": wall, "cpu_s": cpu, "peak_rss_mib": peak_rss_mib()}), flush=True)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ pub struct BertEncoder {
     identity: EncoderIdentity,
     identity_digest: EncoderIdentityDigest,
     limits: BatchLimits,
+    bert_config: BertConfig,
     /// One single-threaded pool per core, for running packed batches side by side.
     workers: Vec<rayon::ThreadPool>,
 }
@@ -95,8 +96,8 @@ impl BertEncoder {
         );
         let weights = artifacts.take_bytes("model.safetensors")?;
         let model = match backend {
-            ModelBackend::Candle => Model::Candle(BertModel::load(bert_config, weights)?),
-            ModelBackend::Packed => Model::Packed(PackedBert::load(bert_config, &weights)?),
+            ModelBackend::Candle => Model::Candle(BertModel::load(bert_config.clone(), weights)?),
+            ModelBackend::Packed => Model::Packed(PackedBert::load(bert_config.clone(), &weights)?),
         };
         let identity_digest = identity.digest();
         Ok(BertEncoder {
@@ -106,6 +107,7 @@ impl BertEncoder {
             identity,
             identity_digest,
             limits: BatchLimits::default(),
+            bert_config,
             workers: worker_pools()?,
         })
     }
@@ -119,6 +121,17 @@ impl BertEncoder {
     /// The settings around the model.
     pub fn config(&self) -> &EncoderConfig {
         &self.config
+    }
+
+    /// Floating-point operations of one forward pass over a sequence of `length` tokens: the
+    /// linear layers and the two attention products (a benchmark compares the rate of these with
+    /// the machine's matrix-product peak; embeddings, norms and softmax are not counted).
+    pub fn forward_flops(&self, length: usize) -> f64 {
+        let c = &self.bert_config;
+        let (l, h, inter) = (length as f64, c.hidden_size as f64, c.intermediate_size as f64);
+        let linear = 2.0 * l * (4.0 * h * h + 2.0 * h * inter);
+        let attention = 2.0 * 2.0 * l * l * h;
+        c.num_hidden_layers as f64 * (linear + attention)
     }
 
     fn prefixed(&self, role: EmbeddingRole, text: &str) -> String {

@@ -91,29 +91,36 @@ pub struct BatchLimits {
     pub max_sequences: usize,
     /// Most tokens in one batch counting padding (sequences x longest sequence).
     pub max_padded_tokens: usize,
+    /// Whether sequences are sorted by length before batching (so that batches hold similar
+    /// lengths); `false` batches them in the order given, as a benchmark of unsorted input needs.
+    pub sort_by_length: bool,
 }
 
 impl Default for BatchLimits {
     fn default() -> BatchLimits {
-        BatchLimits { max_sequences: 64, max_padded_tokens: 8192 }
+        BatchLimits { max_sequences: 64, max_padded_tokens: 8192, sort_by_length: true }
     }
 }
 
-/// Groups sequence lengths into batches: sorted by length, each batch capped by `limits`.
-/// Returns batches of indices into `lengths`.
-pub(crate) fn plan_batches(lengths: &[usize], limits: BatchLimits) -> Vec<Vec<usize>> {
+/// Groups sequence lengths into batches: sorted by length (unless `limits` says otherwise),
+/// each batch capped by `limits`. Returns batches of indices into `lengths`.
+pub fn plan_batches(lengths: &[usize], limits: BatchLimits) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..lengths.len()).collect();
-    order.sort_by_key(|&i| (lengths[i], i));
+    if limits.sort_by_length {
+        order.sort_by_key(|&i| (lengths[i], i));
+    }
     let mut batches = Vec::new();
     let mut current: Vec<usize> = Vec::new();
+    let mut longest = 0;
     for i in order {
-        // Sorted ascending, so this sequence is the longest of the batch it joins.
-        let padded = (current.len() + 1) * lengths[i];
+        let padded = (current.len() + 1) * longest.max(lengths[i]);
         if !current.is_empty()
             && (current.len() == limits.max_sequences || padded > limits.max_padded_tokens)
         {
             batches.push(std::mem::take(&mut current));
+            longest = 0;
         }
+        longest = longest.max(lengths[i]);
         current.push(i);
     }
     if !current.is_empty() {
@@ -129,8 +136,10 @@ mod tests {
     #[test]
     fn batches_are_sorted_and_capped_by_padded_tokens() {
         let lengths = [10, 3, 7, 3, 9, 2];
-        let batches =
-            plan_batches(&lengths, BatchLimits { max_sequences: 3, max_padded_tokens: 20 });
+        let batches = plan_batches(
+            &lengths,
+            BatchLimits { max_sequences: 3, max_padded_tokens: 20, sort_by_length: true },
+        );
         assert_eq!(batches, vec![vec![5, 1, 3], vec![2, 4], vec![0]]);
         for batch in &batches {
             let longest = batch.iter().map(|&i| lengths[i]).max().unwrap();
@@ -139,5 +148,18 @@ mod tests {
         let mut all: Vec<usize> = batches.concat();
         all.sort();
         assert_eq!(all, (0..lengths.len()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn unsorted_batches_keep_the_given_order_and_the_same_caps() {
+        let lengths = [10, 3, 7, 3, 9, 2];
+        let limits = BatchLimits { max_sequences: 3, max_padded_tokens: 20, sort_by_length: false };
+        let batches = plan_batches(&lengths, limits);
+        assert_eq!(batches, vec![vec![0, 1], vec![2, 3], vec![4, 5]]);
+        assert_eq!(batches.concat(), (0..lengths.len()).collect::<Vec<_>>());
+        for batch in &batches {
+            let longest = batch.iter().map(|&i| lengths[i]).max().unwrap();
+            assert!(batch.len() * longest <= 20 || batch.len() == 1);
+        }
     }
 }

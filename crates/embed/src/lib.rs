@@ -24,6 +24,7 @@ mod block_kernels;
 mod encoder;
 mod encoder_config;
 mod error;
+mod gemm_peak;
 mod identity;
 mod kernels;
 mod manifest;
@@ -37,9 +38,10 @@ pub use crate::{
     artifact::{VerifiedArtifacts, directory_digest},
     bert::BertConfig,
     bert_encoder::{BertEncoder, ModelBackend},
-    encoder::{BatchLimits, EmbeddedWindow, EmbeddingRole, Encoder, TextEmbedding},
+    encoder::{BatchLimits, EmbeddedWindow, EmbeddingRole, Encoder, TextEmbedding, plan_batches},
     encoder_config::{DEFAULT_WINDOW_OVERLAP, EncoderConfig, Normalization, Overlength, Pooling},
     error::{ArtifactError, EmbedError, FetchError},
+    gemm_peak::measure_sgemm_gflops,
     identity::{
         EncoderIdentity, EncoderIdentityDigest, IMPLEMENTATION_VERSION, IdentifiedVector, cosine,
     },

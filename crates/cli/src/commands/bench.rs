@@ -1,6 +1,7 @@
 //! `evicortex bench`: benchmarks that print a table with ratios against an anchor measured in
 //! the same run.
 
+mod embed;
 mod ledger;
 
 use std::path::Path;
@@ -24,11 +25,21 @@ pub enum Bench {
         evicortex bench ledger\n  \
         evicortex bench ledger --turns 20000 --single-turns 1000 --large-turns 200000")]
     Ledger(ledger::LedgerBenchArgs),
+    /// Encoder throughput on real LongMemEval turns (batch sizes, sorted and unsorted, real and
+    /// padded tokens/s, peak RSS, fraction of the GEMM peak) against PyTorch
+    /// sentence-transformers run in the same invocation.
+    #[command(after_help = "Needs the pinned model (evicortex model fetch) and, for the anchor, \
+        the venv made by bench/setup_venv.sh; run from the repository root.\n\n\
+        Examples:\n  \
+        evicortex bench embed\n  \
+        evicortex bench embed --sample 256 --batch-sizes 8,32 --no-anchor")]
+    Embed(embed::EmbedBenchArgs),
 }
 
 /// Runs `evicortex bench`.
 pub fn run(_store: &Path, args: &BenchArgs) -> anyhow::Result<()> {
     match &args.bench {
         Bench::Ledger(args) => ledger::run(args),
+        Bench::Embed(args) => embed::run(args),
     }
 }
