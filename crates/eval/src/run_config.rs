@@ -39,6 +39,10 @@ pub struct RunConfigFile {
     /// Only the first N questions of each type (a stratified subset).
     #[serde(default)]
     pub max_per_type: Option<usize>,
+    /// Support threshold below which the compiled systems abstain, frozen from a dev run's
+    /// calibration; absent means they never abstain (support is still reported).
+    #[serde(default)]
+    pub abstention_threshold: Option<f32>,
     /// Free text: why these settings (kept in the report).
     #[serde(default)]
     pub rationale: String,
@@ -94,6 +98,7 @@ impl RunConfigFile {
             candidate_limit: self.candidate_limit,
             max_questions: None,
             max_per_type: self.max_per_type,
+            abstention_threshold: self.abstention_threshold,
             config_file: Some((
                 PathBuf::from(config_path),
                 crate::runner::config_digest(config_path)?,

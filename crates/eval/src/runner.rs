@@ -63,6 +63,8 @@ pub struct RunSpec {
     /// Run only the first N selected questions of each question type (LongMemEval) or category
     /// (LoCoMo), in file order: a stratified subset; `None` runs all.
     pub max_per_type: Option<usize>,
+    /// Support threshold of the compiled systems (abstain below it); `None` never abstains.
+    pub abstention_threshold: Option<f32>,
     /// The committed configuration file this run came from, and its SHA-256 (preregistration).
     pub config_file: Option<(PathBuf, String)>,
 }
@@ -398,11 +400,12 @@ pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
                 settings.clone(),
             )?)));
         }
-        let Some(config) =
+        let Some(mut config) =
             crate::compiled_systems::compiled_system_config(name, settings.candidate_limit)
         else {
             return Ok(None);
         };
+        config.abstention.threshold = spec.abstention_threshold;
         let enc = if needs_encoder(name) { encoder.clone() } else { None };
         Ok(Some(Box::new(crate::compiled_systems::CompiledSystem::new(
             name,

@@ -68,6 +68,10 @@ pub struct EvalRunArgs {
     /// Run only the first N selected questions of each question type (stratified subset).
     #[arg(long)]
     pub max_per_type: Option<usize>,
+    /// Support threshold below which the compiled systems abstain (frozen from a dev run's
+    /// calibration; overrides the configuration file's).
+    #[arg(long)]
+    pub abstention_threshold: Option<f32>,
     /// Only ingest the selected questions into the store and embed them (resumable), then stop.
     #[arg(long)]
     pub embed_only: bool,
@@ -140,6 +144,7 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
                 candidate_limit: 50,
                 max_questions: None,
                 max_per_type: None,
+                abstention_threshold: None,
                 config_file: None,
             }
         }
@@ -173,6 +178,12 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
         spec.candidate_limit = n;
     }
     spec.max_questions = a.max_questions;
+    if let Some(t) = a.abstention_threshold {
+        if !t.is_finite() {
+            return Err(usage(format!("--abstention-threshold must be finite, got {t}")));
+        }
+        spec.abstention_threshold = Some(t);
+    }
     if a.max_per_type.is_some() {
         spec.max_per_type = a.max_per_type;
     }

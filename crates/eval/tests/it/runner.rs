@@ -26,6 +26,7 @@ fn spec(
         candidate_limit: 50,
         max_questions: None,
         max_per_type: None,
+        abstention_threshold: None,
         config_file: None,
     }
 }
