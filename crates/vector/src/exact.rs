@@ -1,7 +1,12 @@
 //! The exact cosine index: every admitted row is scored, through an int8 pass with a proven error
 //! bound, so the answer equals a full `f32` scan.
 
-use std::{fmt::Debug, hash::Hash};
+use std::{
+    cmp::{Ordering, Reverse},
+    collections::BinaryHeap,
+    fmt::Debug,
+    hash::Hash,
+};
 
 use evicortex_core::TurnId;
 
@@ -13,10 +18,11 @@ use crate::{
 /// Exact cosine search over unit vectors stored contiguously (`f32`, row-major), with an `i8`
 /// copy for the first pass.
 ///
-/// Search: every admitted row gets an approximate score `a` from the `i8` copy and a bound `e`
-/// on `|cosine − a|` (from the recorded quantisation errors of the row and of the query); the best
-/// `2n` by `a` are rescored in `f32`, giving a threshold `τ` (the `n`-th best exact score), and
-/// every other row with `a + e ≥ τ` is rescored too. A row never rescored has cosine below `τ`, so
+/// Search: every row gets an approximate score `a` from the `i8` copy and a bound `e` on
+/// `|cosine − a|` (from the recorded quantisation errors of the row and of the query); the best
+/// `2n` admitted rows by `a` are rescored in `f32`, giving a threshold `τ` (the `n`-th best exact
+/// score), and every other admitted row with `a + e ≥ τ` is rescored too. `admit` is asked only
+/// about rows that would enter the best `2n` or pass `a + e ≥ τ`. A row never rescored has cosine below `τ`, so
 /// the top `n` is the exact one. The result therefore does not depend on the `i8` pass.
 #[derive(Debug, Clone)]
 pub struct ExactIndex<K = TurnId> {
@@ -129,40 +135,51 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndexRead<K> for ExactIndex<K> {
         let mut query_q = Vec::with_capacity(self.dim);
         let query_quant = quantize(&query, &mut query_q);
         let keys = self.rows.keys();
-        // First pass: approximate score and its upper bound for every admitted row.
         let mut dots = Vec::with_capacity(keys.len());
         dot_i8_rows(&query_q, &self.quantized, &mut dots);
-        let mut approx: Vec<(f32, f32, u32)> = Vec::with_capacity(keys.len());
-        for (row, (key, dot)) in keys.iter().zip(&dots).enumerate() {
-            if !admit(*key) {
-                continue;
-            }
+        // First pass: every row's upper bound, and the best `2n` admitted rows by approximate
+        // score, kept in a small heap. `admit` is asked only about rows that would enter the
+        // heap (few, once it is full); the answer is remembered for the second pass.
+        let first = 2 * n;
+        let mut uppers = Vec::with_capacity(keys.len());
+        let mut admitted = vec![false; keys.len()];
+        let mut head: BinaryHeap<Reverse<(OrderedScore, Reverse<u32>)>> =
+            BinaryHeap::with_capacity(first + 1);
+        for (row, dot) in dots.iter().enumerate() {
             let score = query_quant.scale * self.scales[row] * *dot as f32;
             let bound = self.errors[row] + query_quant.error * self.norms[row] + BOUND_SLACK;
-            approx.push((score, score + bound, row as u32));
+            uppers.push(score + bound);
+            let entry = Reverse((OrderedScore(score), Reverse(row as u32)));
+            let full = head.len() == first;
+            if full && head.peek().is_some_and(|worst| entry >= *worst) {
+                continue;
+            }
+            if !admit(keys[row]) {
+                uppers[row] = f32::NEG_INFINITY;
+                continue;
+            }
+            admitted[row] = true;
+            if full {
+                head.pop();
+            }
+            head.push(entry);
         }
-        let first = (2 * n).min(approx.len());
-        if first < approx.len() {
-            approx.select_nth_unstable_by(first, |a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)));
+        let mut hits: Vec<VectorHit<K>> = Vec::with_capacity(first);
+        for Reverse((_, Reverse(row))) in head {
+            let row = row as usize;
+            hits.push(VectorHit { key: keys[row], score: dot(&query, self.vector(row)) });
+            uppers[row] = f32::NEG_INFINITY;
         }
-        let (head, tail) = approx.split_at(first);
-        let mut hits: Vec<VectorHit<K>> = head
-            .iter()
-            .map(|&(_, _, row)| VectorHit {
-                key: keys[row as usize],
-                score: dot(&query, self.vector(row as usize)),
-            })
-            .collect();
         top_n(&mut hits, n);
+        // Second pass: every other row that could reach the n-th exact score is rescored.
         if hits.len() == n {
             let threshold = hits[n - 1].score;
             let before = hits.len();
-            hits.extend(tail.iter().filter(|(_, upper, _)| *upper >= threshold).map(
-                |&(_, _, row)| VectorHit {
-                    key: keys[row as usize],
-                    score: dot(&query, self.vector(row as usize)),
-                },
-            ));
+            for (row, upper) in uppers.iter().enumerate() {
+                if *upper >= threshold && (admitted[row] || admit(keys[row])) {
+                    hits.push(VectorHit { key: keys[row], score: dot(&query, self.vector(row)) });
+                }
+            }
             if hits.len() > before {
                 top_n(&mut hits, n);
             }
@@ -204,6 +221,24 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndex<K> for ExactIndex<K> {
                 Ok(())
             }
         }
+    }
+}
+
+/// An `f32` ordered by `total_cmp`, for the first pass's heap.
+#[derive(Copy, Clone, Debug, PartialEq)]
+struct OrderedScore(f32);
+
+impl Eq for OrderedScore {}
+
+impl PartialOrd for OrderedScore {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OrderedScore {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
     }
 }
 
@@ -258,6 +293,24 @@ mod tests {
                 assert!(fast.iter().all(|h| h.key % 3 != 0));
             }
         }
+    }
+
+    #[test]
+    fn asks_admit_only_about_rows_that_could_enter_the_top() {
+        let vectors = clustered(3000, 96, 9);
+        let index = build(&vectors);
+        let query = &clustered(1, 96, 10)[0];
+        let mut asked = Vec::new();
+        let fast = index
+            .search(query, 5, &mut |k| {
+                asked.push(k);
+                k % 2 == 0
+            })
+            .unwrap();
+        assert_eq!(fast, index.search_f32_scan(query, 5, &mut |k| k % 2 == 0).unwrap());
+        let distinct: std::collections::HashSet<u32> = asked.iter().copied().collect();
+        assert_eq!(distinct.len(), asked.len(), "a row was asked about twice");
+        assert!(asked.len() < 1000, "admit asked about {} of 3000 rows", asked.len());
     }
 
     #[test]

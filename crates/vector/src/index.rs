@@ -12,7 +12,9 @@ pub struct VectorHit<K> {
 }
 
 /// Searching an index. Scores are cosine similarities; results are ordered by descending score,
-/// ties by ascending key, and `admit` is applied to every candidate before the top-`n` cut.
+/// ties by ascending key, and `admit` is applied before the top-`n` cut: a vector it refuses never
+/// displaces an admitted one. An index may leave it unasked about vectors that provably cannot
+/// enter the top `n`.
 pub trait VectorIndexRead<K = TurnId> {
     /// The dimension every vector has.
     fn dim(&self) -> usize;
