@@ -226,9 +226,10 @@ mod tests {
             let index = corpus(&docs, &keys, Bm25Params { k1, b });
             let query: Vec<String> = query.iter().map(|&v| word(255 - v)).collect();
             let admit = |key: u32| key % admit_mod != 1;
-            let pruned = index.search(&query, n, admit);
+            let pruned = index.search_max_score(&query, n, admit);
             let exhaustive = index.search_exhaustive(&query, n, admit);
             prop_assert_eq!(bits(&pruned), bits(&exhaustive));
+            prop_assert_eq!(bits(&index.search(&query, n, admit)), bits(&exhaustive));
         }
     }
 
@@ -243,7 +244,7 @@ mod tests {
         }
         let query = vec!["common".to_owned(), "rare".to_owned()];
         let mut asked = 0;
-        let hits = index.search(&query, 1, |_| {
+        let hits = index.search_max_score(&query, 1, |_| {
             asked += 1;
             true
         });
