@@ -108,6 +108,10 @@ pub fn chunk_sessions(
         let first = turns[0];
         let header = format!("Session {} ({})\n", first.session, first.time.format("%Y-%m-%d"));
         let header_tokens = encoder.count_tokens(EmbeddingRole::Document, &header)? - specials;
+        let room = config
+            .window_tokens
+            .checked_sub(specials + header_tokens + 8)
+            .context("window_tokens leaves no room after the header")?;
         // Words of the session with their turn, and the role prefix at each turn's first word.
         let mut words: Vec<(usize, &str, usize)> = Vec::new(); // (turn idx in `turns`, word, tokens)
         for (i, t) in turns.iter().enumerate() {
@@ -116,13 +120,18 @@ pub fn chunk_sessions(
             words.push((i, "", n));
             for w in t.text.split_whitespace() {
                 let n = count_word(encoder, word_tokens, w, specials)?;
-                words.push((i, w, n));
+                if n <= room / 2 {
+                    words.push((i, w, n));
+                    continue;
+                }
+                // A "word" longer than half a window (a URL, base64, minified code) is cut at
+                // character boundaries into pieces that fit, rendered space-separated: the
+                // chunk text then differs from the turn by those spaces, the turn map does not.
+                for (piece, n) in split_long_word(encoder, w, room / 2, specials)? {
+                    words.push((i, piece, n));
+                }
             }
         }
-        let room = config
-            .window_tokens
-            .checked_sub(specials + header_tokens + 8)
-            .context("window_tokens leaves no room after the header")?;
         let mut w = 0;
         let mut index_in_session = 0;
         while w < words.len() {
@@ -173,6 +182,33 @@ pub fn chunk_sessions(
         }
     }
     Ok(chunks)
+}
+
+/// `word` cut into consecutive pieces of at most `limit` encoder tokens each (the longest prefix
+/// that fits, found by bisection on character boundaries; a single character always goes).
+fn split_long_word<'a>(
+    encoder: &dyn Encoder,
+    word: &'a str,
+    limit: usize,
+    specials: usize,
+) -> anyhow::Result<Vec<(&'a str, usize)>> {
+    let count = |s: &str| -> anyhow::Result<usize> {
+        Ok(encoder.count_tokens(EmbeddingRole::Document, s)? - specials)
+    };
+    let mut pieces = Vec::new();
+    let mut rest = word;
+    while !rest.is_empty() {
+        let ends: Vec<usize> = rest.char_indices().map(|(i, c)| i + c.len_utf8()).collect();
+        let (mut lo, mut hi) = (0, ends.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if count(&rest[..ends[mid]])? <= limit { lo = mid } else { hi = mid - 1 }
+        }
+        let (piece, tail) = rest.split_at(ends[lo]);
+        pieces.push((piece, count(piece)?));
+        rest = tail;
+    }
+    Ok(pieces)
 }
 
 fn count_word(

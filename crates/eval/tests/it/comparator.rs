@@ -89,3 +89,28 @@ fn chunks_fit_the_encoder_and_map_back_to_turns() {
         long[1]
     );
 }
+
+/// A whitespace-free "word" longer than a whole window (as in pasted code or markup in
+/// LongMemEval S) is cut into pieces: chunking succeeds, every chunk fits, the turn is covered.
+#[test]
+fn a_word_longer_than_the_window_is_cut_into_pieces() {
+    let encoder = load_pinned_minilm(eval_encoder_config())
+        .unwrap_or_else(|e| panic!("the pinned encoder is required: run `{FETCH_COMMAND}` ({e})"));
+    let mut q = synthetic_question();
+    // WordPiece makes every punctuation mark a token (and a plain run over 100 characters one
+    // [UNK]), so a run like this is hundreds of tokens with no whitespace.
+    let blob: String = (0..300).map(|i| format!("a{}-", i % 10)).collect();
+    q.turns[1].text = format!("here it is: {blob} done");
+    let config = ChunkRagConfig::preregistered(50);
+    let chunks = chunk_sessions(&q, &config, &encoder, &mut Default::default()).unwrap();
+    let holding: Vec<_> = chunks.iter().filter(|c| c.turns.contains(&q.turns[1].at)).collect();
+    assert!(holding.len() >= 3, "the blob spans several windows: {}", holding.len());
+    for c in &chunks {
+        assert!(c.encoder_tokens <= config.window_tokens, "chunk of {} tokens", c.encoder_tokens);
+    }
+    let joined: String = holding.iter().map(|c| c.body.replace(char::is_whitespace, "")).collect();
+    assert!(
+        joined.contains(&blob[..200]) && joined.contains(&blob[blob.len() - 200..]),
+        "{joined}"
+    );
+}
