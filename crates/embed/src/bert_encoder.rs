@@ -154,6 +154,13 @@ impl BertEncoder {
         if batches.len() < 2 || self.workers.len() < 2 || matches!(self.model, Model::Candle(_)) {
             return batches.iter().map(run).collect();
         }
+        // Longest batches first: with batches sorted by length, taking them in order left the
+        // longest for last, one core finishing alone (seen as 1.6 cores busy at batch 64).
+        let mut schedule: Vec<usize> = (0..batches.len()).collect();
+        let cost = |b: &Vec<usize>| -> usize {
+            b.iter().map(|&i| inputs[i].token_ids.len()).sum::<usize>()
+        };
+        schedule.sort_by_key(|&b| (std::cmp::Reverse(cost(&batches[b])), b));
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<BatchVectors>>> =
             Mutex::new((0..batches.len()).map(|_| None).collect());
@@ -162,8 +169,11 @@ impl BertEncoder {
                 scope.spawn(|| {
                     pool.install(|| {
                         loop {
-                            let b = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(batch) = batches.get(b) else { break };
+                            let Some(&b) = schedule.get(next.fetch_add(1, Ordering::Relaxed))
+                            else {
+                                break;
+                            };
+                            let batch = &batches[b];
                             let out = run(batch);
                             results.lock().unwrap_or_else(PoisonError::into_inner)[b] = Some(out);
                         }
