@@ -168,13 +168,8 @@ impl BertEncoder {
             for pool in &self.workers {
                 scope.spawn(|| {
                     pool.install(|| {
-                        loop {
-                            let Some(&b) = schedule.get(next.fetch_add(1, Ordering::Relaxed))
-                            else {
-                                break;
-                            };
-                            let batch = &batches[b];
-                            let out = run(batch);
+                        while let Some(&b) = schedule.get(next.fetch_add(1, Ordering::Relaxed)) {
+                            let out = run(&batches[b]);
                             results.lock().unwrap_or_else(PoisonError::into_inner)[b] = Some(out);
                         }
                     })
