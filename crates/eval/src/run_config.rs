@@ -2,7 +2,10 @@
 //! run; command-line flags may override single settings, and the report records both the file's
 //! digest and every override.
 
-use std::path::{Path, PathBuf};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
@@ -39,10 +42,12 @@ pub struct RunConfigFile {
     /// Only the first N questions of each type (a stratified subset).
     #[serde(default)]
     pub max_per_type: Option<usize>,
-    /// Support threshold below which the compiled systems abstain, frozen from a dev run's
-    /// calibration; absent means they never abstain (support is still reported).
+    /// Support thresholds below which compiled systems abstain, keyed by the support signal
+    /// they apply to (`max_dense_cosine`, `lexical_coverage`: the scales differ), frozen from a
+    /// dev run's calibration. A system whose signal has no entry never abstains (its support is
+    /// still reported).
     #[serde(default)]
-    pub abstention_threshold: Option<f32>,
+    pub abstention_thresholds: BTreeMap<String, f32>,
     /// Free text: why these settings (kept in the report).
     #[serde(default)]
     pub rationale: String,
@@ -86,6 +91,16 @@ impl RunConfigFile {
         if budgets.is_empty() {
             bail!("budgets is empty");
         }
+        for (signal, t) in &self.abstention_thresholds {
+            if !["max_dense_cosine", "lexical_coverage"].contains(&signal.as_str()) {
+                bail!(
+                    "abstention_thresholds: {signal:?} is not max_dense_cosine or lexical_coverage"
+                );
+            }
+            if !t.is_finite() {
+                bail!("abstention_thresholds.{signal}: must be finite, got {t}");
+            }
+        }
         Ok(RunSpec {
             benchmark,
             dataset: data_dir.join(&self.dataset),
@@ -98,11 +113,49 @@ impl RunConfigFile {
             candidate_limit: self.candidate_limit,
             max_questions: None,
             max_per_type: self.max_per_type,
-            abstention_threshold: self.abstention_threshold,
+            abstention_thresholds: self.abstention_thresholds.clone(),
             config_file: Some((
                 PathBuf::from(config_path),
                 crate::runner::config_digest(config_path)?,
             )),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configs_dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../eval/configs")
+    }
+
+    /// Every committed configuration parses into a run, and the frozen test configuration
+    /// carries one threshold per support signal.
+    #[test]
+    fn committed_configurations_parse_and_the_frozen_one_has_thresholds() {
+        let mut n = 0;
+        for entry in fs_err::read_dir(configs_dir()).unwrap() {
+            let path = entry.unwrap().path();
+            let spec = RunConfigFile::read(&path)
+                .and_then(|f| f.to_spec(Path::new("data"), &path))
+                .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+            if path.file_name().is_some_and(|f| f == "longmemeval-s-test-frozen.json") {
+                assert_eq!(spec.split, SplitName::Test);
+                assert_eq!(spec.abstention_thresholds.len(), 2, "{:?}", spec.abstention_thresholds);
+            }
+            n += 1;
+        }
+        assert!(n >= 2, "found {n} configurations");
+    }
+
+    #[test]
+    fn an_unknown_support_signal_is_refused_by_name() {
+        let text = r#"{"benchmark": "locomo", "dataset": "d.json", "split": "all",
+            "systems": ["bm25"], "budgets": [512], "reader_tokenizer": "o200k_base",
+            "cutoffs": [10], "candidate_limit": 50, "abstention_thresholds": {"cosine": 0.5}}"#;
+        let file: RunConfigFile = serde_json::from_str(text).unwrap();
+        let err = file.to_spec(Path::new("data"), Path::new("eval/configs/x.json")).unwrap_err();
+        assert!(format!("{err:#}").contains("\"cosine\""), "{err:#}");
     }
 }

@@ -63,8 +63,9 @@ pub struct RunSpec {
     /// Run only the first N selected questions of each question type (LongMemEval) or category
     /// (LoCoMo), in file order: a stratified subset; `None` runs all.
     pub max_per_type: Option<usize>,
-    /// Support threshold of the compiled systems (abstain below it); `None` never abstains.
-    pub abstention_threshold: Option<f32>,
+    /// Support thresholds of the compiled systems by support signal (abstain below it); a
+    /// signal without one never abstains.
+    pub abstention_thresholds: BTreeMap<String, f32>,
     /// The committed configuration file this run came from, and its SHA-256 (preregistration).
     pub config_file: Option<(PathBuf, String)>,
 }
@@ -405,7 +406,9 @@ pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
         else {
             return Ok(None);
         };
-        config.abstention.threshold = spec.abstention_threshold;
+        let signal = serde_json::to_value(config.abstention.signal)?;
+        config.abstention.threshold =
+            signal.as_str().and_then(|s| spec.abstention_thresholds.get(s)).copied();
         let enc = if needs_encoder(name) { encoder.clone() } else { None };
         Ok(Some(Box::new(crate::compiled_systems::CompiledSystem::new(
             name,

@@ -68,10 +68,11 @@ pub struct EvalRunArgs {
     /// Run only the first N selected questions of each question type (stratified subset).
     #[arg(long)]
     pub max_per_type: Option<usize>,
-    /// Support threshold below which the compiled systems abstain (frozen from a dev run's
-    /// calibration; overrides the configuration file's).
-    #[arg(long)]
-    pub abstention_threshold: Option<f32>,
+    /// Support threshold below which compiled systems using SIGNAL abstain, as SIGNAL=VALUE
+    /// (max_dense_cosine or lexical_coverage; frozen from a dev run's calibration); repeatable,
+    /// overrides the configuration file's entry for that signal.
+    #[arg(long, value_name = "SIGNAL=VALUE")]
+    pub abstention_threshold: Vec<String>,
     /// Only ingest the selected questions into the store and embed them (resumable), then stop.
     #[arg(long)]
     pub embed_only: bool,
@@ -144,7 +145,7 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
                 candidate_limit: 50,
                 max_questions: None,
                 max_per_type: None,
-                abstention_threshold: None,
+                abstention_thresholds: Default::default(),
                 config_file: None,
             }
         }
@@ -178,11 +179,18 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
         spec.candidate_limit = n;
     }
     spec.max_questions = a.max_questions;
-    if let Some(t) = a.abstention_threshold {
-        if !t.is_finite() {
-            return Err(usage(format!("--abstention-threshold must be finite, got {t}")));
-        }
-        spec.abstention_threshold = Some(t);
+    for raw in &a.abstention_threshold {
+        let parsed = raw
+            .split_once('=')
+            .filter(|(s, _)| ["max_dense_cosine", "lexical_coverage"].contains(s))
+            .and_then(|(s, v)| v.parse::<f32>().ok().filter(|t| t.is_finite()).map(|t| (s, t)));
+        let Some((signal, t)) = parsed else {
+            return Err(usage(format!(
+                "--abstention-threshold {raw:?}: expected max_dense_cosine=VALUE or \
+                 lexical_coverage=VALUE with a finite VALUE"
+            )));
+        };
+        spec.abstention_thresholds.insert(signal.to_owned(), t);
     }
     if a.max_per_type.is_some() {
         spec.max_per_type = a.max_per_type;

@@ -26,7 +26,7 @@ fn spec(
         candidate_limit: 50,
         max_questions: None,
         max_per_type: None,
-        abstention_threshold: None,
+        abstention_thresholds: Default::default(),
         config_file: None,
     }
 }
