@@ -24,6 +24,9 @@ use crate::{DerivedStore, DerivedStoreError, EraseReceipt, Memory, ReadError};
 /// The embedding cache's file name inside a store directory.
 pub const EMBEDDINGS_FILE: &str = "embeddings.sqlite";
 
+/// The cache's [`DerivedStore::name`].
+pub(crate) const CACHE_NAME: &str = "embedding cache";
+
 const FORMAT_VERSION: &str = "1";
 
 /// The embedding cache of one store directory.
@@ -593,12 +596,12 @@ impl EmbeddingCache {
 
 impl DerivedStore for EmbeddingCache {
     fn name(&self) -> &'static str {
-        "embedding cache"
+        CACHE_NAME
     }
 
     fn purge(&self, receipt: &EraseReceipt) -> Result<(), DerivedStoreError> {
         self.purge_texts(&receipt.orphaned_texts).map_err(|err| DerivedStoreError {
-            store: "embedding cache",
+            store: CACHE_NAME,
             detail: err.to_string(),
             corrupted: err.is_integrity_failure(),
         })?;

@@ -202,7 +202,35 @@ fn a_crash_between_erasure_and_purge_is_reconciled_on_open() {
     let encoder = default_encoder();
     let id = encoder.identity_digest();
     {
-        // Not attached: the erasure below does not reach this cache, as after a crash.
+        let cache = EmbeddingCache::open(dir.path()).unwrap();
+        embed_pending(&memory, &cache, encoder, CatchUpLimits::default(), &mut no_progress())
+            .unwrap();
+    }
+    let alice = memory.evidence(&Namespace::new("alice").unwrap()).unwrap();
+    // The ledger commits the erasure and the process dies before any purge: erase through the
+    // ledger alone, as such a crash leaves it.
+    memory
+        .ledger()
+        .erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), alice[0].id))
+        .unwrap();
+    let cache = EmbeddingCache::open(dir.path()).unwrap();
+    assert_eq!(cache.count(&id).unwrap(), 2, "stale before reconciliation");
+    drop(cache);
+    let cache = EmbeddingCache::open_reconciled(&memory).unwrap();
+    assert_eq!(cache.count(&id).unwrap(), 1);
+    assert!(cache.get(&id, &TextDigest::of("to be forgotten")).unwrap().is_empty());
+}
+
+#[test]
+fn erasure_purges_the_cache_file_even_when_no_cache_is_attached() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path()).unwrap();
+    memory
+        .append(&[turn("alice", "s1", 0, "to be forgotten"), turn("alice", "s1", 1, "kept")])
+        .unwrap();
+    let encoder = default_encoder();
+    let id = encoder.identity_digest();
+    {
         let cache = EmbeddingCache::open(dir.path()).unwrap();
         embed_pending(&memory, &cache, encoder, CatchUpLimits::default(), &mut no_progress())
             .unwrap();
@@ -210,9 +238,6 @@ fn a_crash_between_erasure_and_purge_is_reconciled_on_open() {
     let alice = memory.evidence(&Namespace::new("alice").unwrap()).unwrap();
     memory.erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), alice[0].id)).unwrap();
     let cache = EmbeddingCache::open(dir.path()).unwrap();
-    assert_eq!(cache.count(&id).unwrap(), 2, "stale before reconciliation");
-    drop(cache);
-    let cache = EmbeddingCache::open_reconciled(&memory).unwrap();
-    assert_eq!(cache.count(&id).unwrap(), 1);
+    assert_eq!(cache.count(&id).unwrap(), 1, "purged by the erasure itself, not by a reconcile");
     assert!(cache.get(&id, &TextDigest::of("to be forgotten")).unwrap().is_empty());
 }
