@@ -192,27 +192,27 @@ fn erasure_removes_vectors_of_texts_no_live_turn_holds() {
     );
 }
 
-#[test]
-fn a_crash_between_erasure_and_purge_is_reconciled_on_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::open(dir.path()).unwrap();
+/// A store with two embedded turns of alice, the cache not attached; returns the record to erase.
+fn store_with_unattached_cache(dir: &std::path::Path) -> (Memory, evicortex_core::TurnId) {
+    let memory = Memory::open(dir).unwrap();
     memory
         .append(&[turn("alice", "s1", 0, "to be forgotten"), turn("alice", "s1", 1, "kept")])
         .unwrap();
-    let encoder = default_encoder();
-    let id = encoder.identity_digest();
-    {
-        let cache = EmbeddingCache::open(dir.path()).unwrap();
-        embed_pending(&memory, &cache, encoder, CatchUpLimits::default(), &mut no_progress())
-            .unwrap();
-    }
+    let cache = EmbeddingCache::open(dir).unwrap();
+    embed_pending(&memory, &cache, default_encoder(), CatchUpLimits::default(), &mut no_progress())
+        .unwrap();
     let alice = memory.evidence(&Namespace::new("alice").unwrap()).unwrap();
+    (memory, alice[0].id)
+}
+
+#[test]
+fn a_crash_between_erasure_and_purge_is_reconciled_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, record) = store_with_unattached_cache(dir.path());
+    let id = default_encoder().identity_digest();
     // The ledger commits the erasure and the process dies before any purge: erase through the
     // ledger alone, as such a crash leaves it.
-    memory
-        .ledger()
-        .erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), alice[0].id))
-        .unwrap();
+    memory.ledger().erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), record)).unwrap();
     let cache = EmbeddingCache::open(dir.path()).unwrap();
     assert_eq!(cache.count(&id).unwrap(), 2, "stale before reconciliation");
     drop(cache);
@@ -224,19 +224,9 @@ fn a_crash_between_erasure_and_purge_is_reconciled_on_open() {
 #[test]
 fn erasure_purges_the_cache_file_even_when_no_cache_is_attached() {
     let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::open(dir.path()).unwrap();
-    memory
-        .append(&[turn("alice", "s1", 0, "to be forgotten"), turn("alice", "s1", 1, "kept")])
-        .unwrap();
-    let encoder = default_encoder();
-    let id = encoder.identity_digest();
-    {
-        let cache = EmbeddingCache::open(dir.path()).unwrap();
-        embed_pending(&memory, &cache, encoder, CatchUpLimits::default(), &mut no_progress())
-            .unwrap();
-    }
-    let alice = memory.evidence(&Namespace::new("alice").unwrap()).unwrap();
-    memory.erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), alice[0].id)).unwrap();
+    let (memory, record) = store_with_unattached_cache(dir.path());
+    let id = default_encoder().identity_digest();
+    memory.erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), record)).unwrap();
     let cache = EmbeddingCache::open(dir.path()).unwrap();
     assert_eq!(cache.count(&id).unwrap(), 1, "purged by the erasure itself, not by a reconcile");
     assert!(cache.get(&id, &TextDigest::of("to be forgotten")).unwrap().is_empty());
