@@ -41,7 +41,10 @@ multiversion! {
     ) {
         let h = gamma.len();
         for ((o, x), r) in out.chunks_exact_mut(h).zip(x.chunks_exact(h)).zip(residual.chunks_exact(h)) {
-            kernels::bias_residual_layer_norm(x, bias, r, gamma, beta, eps, o);
+            for (((o, &v), &b), &r) in o.iter_mut().zip(x).zip(bias).zip(r) {
+                *o = v + b + r;
+            }
+            kernels::layer_norm_in_place(o, gamma, beta, eps);
         }
     }
 }
@@ -92,35 +95,46 @@ multiversion! {
                 v[t * d + c] = row[2 * h + qc] + qkv_bias[2 * h + qc];
             }
         }
-        let mut scores = vec![0f32; len * stride];
-        let mut t = 0;
-        while t < len {
-            let rows = if t + TILE_ROWS <= len { TILE_ROWS } else { 1 };
-            for j in (0..stride).step_by(TILE_COLS) {
-                if rows == TILE_ROWS {
-                    score_tile::<TILE_ROWS>(&q[t * d..], d, &k_t, stride, j, &mut scores[t * stride..]);
-                } else {
-                    score_tile::<1>(&q[t * d..], d, &k_t, stride, j, &mut scores[t * stride..]);
-                }
-            }
-            t += rows;
-        }
-        for row in scores.chunks_exact_mut(stride) {
-            kernels::softmax_in_place(&mut row[..len]);
-        }
+        // One tile of rows at a time: scores, softmax and context, so that the score rows stay
+        // in cache between the two products.
+        let mut scores = vec![0f32; TILE_ROWS * stride];
         let mut context = vec![0f32; len * d];
         let mut t = 0;
         while t < len {
-            let rows = if t + TILE_ROWS <= len { TILE_ROWS } else { 1 };
-            if rows == TILE_ROWS {
-                context_tile::<TILE_ROWS>(&scores[t * stride..], stride, len, &v, d, &mut context[t * d..]);
+            let (q, out) = (&q[t * d..], &mut context[t * d..]);
+            let rows = if t + TILE_ROWS <= len {
+                attend_rows::<TILE_ROWS>(q, &k_t, &v, len, stride, &mut scores, out)
             } else {
-                context_tile::<1>(&scores[t * stride..], stride, len, &v, d, &mut context[t * d..]);
-            }
+                attend_rows::<1>(q, &k_t, &v, len, stride, &mut scores, out)
+            };
             t += rows;
         }
         context
     }
+}
+
+/// Attention of `R` query rows (`q`, rows of the head width `d`): scores against every key into
+/// `scores` (rows `stride` apart), softmax over the `len` real keys, context into `out`. Returns
+/// `R`.
+#[inline(always)]
+fn attend_rows<const R: usize>(
+    q: &[f32],
+    k_t: &[f32],
+    v: &[f32],
+    len: usize,
+    stride: usize,
+    scores: &mut [f32],
+    out: &mut [f32],
+) -> usize {
+    let d = k_t.len() / stride;
+    for j in (0..stride).step_by(TILE_COLS) {
+        score_tile::<R>(q, d, k_t, stride, j, scores);
+    }
+    for row in scores.chunks_exact_mut(stride).take(R) {
+        kernels::softmax_in_place(&mut row[..len]);
+    }
+    context_tile::<R>(scores, stride, len, v, d, out);
+    R
 }
 
 /// `scores[r][j + l] = sum over c of q[r][c] * k_t[c][j + l]` for `R` rows (row width `d` in `q`,

@@ -79,23 +79,6 @@ fn sum(values: &[f32]) -> f32 {
     total
 }
 
-/// `out = LayerNorm(x + bias + residual)` over one row.
-#[inline(always)]
-pub(crate) fn bias_residual_layer_norm(
-    x: &[f32],
-    bias: &[f32],
-    residual: &[f32],
-    gamma: &[f32],
-    beta: &[f32],
-    eps: f32,
-    out: &mut [f32],
-) {
-    for (((o, &v), &b), &r) in out.iter_mut().zip(x).zip(bias).zip(residual) {
-        *o = v + b + r;
-    }
-    layer_norm_in_place(out, gamma, beta, eps);
-}
-
 /// LayerNorm of one row, in place.
 #[inline(always)]
 pub(crate) fn layer_norm_in_place(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {

@@ -209,7 +209,6 @@ impl PackedBert {
     ) -> Result<Vec<f32>, EmbedError> {
         let h = self.config.hidden_size;
         let inter = self.config.intermediate_size;
-        let eps = self.config.layer_norm_eps as f32;
         let n_tokens = states.len() / h;
         let x =
             Tensor::from_vec(states, (n_tokens, h), &Device::Cpu).map_err(model_err("input"))?;
@@ -222,26 +221,8 @@ impl PackedBert {
         let projected = context
             .matmul(&layer.attention_output_weight)
             .map_err(model_err("attention output"))?;
-        let attended = with_cpu_slice(&projected, |projected| {
-            with_cpu_slice(&x, |residual| {
-                let mut out = vec![0f32; n_tokens * h];
-                out.par_chunks_mut(h * ROWS_PER_TASK)
-                    .zip(projected.par_chunks(h * ROWS_PER_TASK))
-                    .zip(residual.par_chunks(h * ROWS_PER_TASK))
-                    .for_each(|((out, projected), residual)| {
-                        block_kernels::bias_residual_layer_norm_rows(
-                            projected,
-                            &layer.attention_output_bias,
-                            residual,
-                            &layer.attention_norm.gamma,
-                            &layer.attention_norm.beta,
-                            eps,
-                            out,
-                        )
-                    });
-                Ok(out)
-            })
-        })?;
+        let attended =
+            self.add_and_norm(&projected, &layer.attention_output_bias, &x, &layer.attention_norm)?;
         drop(x);
 
         let attended = Tensor::from_vec(attended, (n_tokens, h), &Device::Cpu)
@@ -262,19 +243,32 @@ impl PackedBert {
         let activated = Tensor::from_vec(activated, (n_tokens, inter), &Device::Cpu)
             .map_err(model_err("gelu"))?;
         let output = activated.matmul(&layer.output_weight).map_err(model_err("output"))?;
-        with_cpu_slice(&output, |output| {
-            with_cpu_slice(&attended, |residual| {
-                let mut out = vec![0f32; n_tokens * h];
+        self.add_and_norm(&output, &layer.output_bias, &attended, &layer.output_norm)
+    }
+
+    /// `LayerNorm(x + bias + residual)` over every row, `x` and `residual` `[tokens, hidden]`.
+    fn add_and_norm(
+        &self,
+        x: &Tensor,
+        bias: &[f32],
+        residual: &Tensor,
+        norm: &Norm,
+    ) -> Result<Vec<f32>, EmbedError> {
+        let h = self.config.hidden_size;
+        let eps = self.config.layer_norm_eps as f32;
+        with_cpu_slice(x, |x| {
+            with_cpu_slice(residual, |residual| {
+                let mut out = vec![0f32; x.len()];
                 out.par_chunks_mut(h * ROWS_PER_TASK)
-                    .zip(output.par_chunks(h * ROWS_PER_TASK))
+                    .zip(x.par_chunks(h * ROWS_PER_TASK))
                     .zip(residual.par_chunks(h * ROWS_PER_TASK))
-                    .for_each(|((out, output), residual)| {
+                    .for_each(|((out, x), residual)| {
                         block_kernels::bias_residual_layer_norm_rows(
-                            output,
-                            &layer.output_bias,
+                            x,
+                            bias,
                             residual,
-                            &layer.output_norm.gamma,
-                            &layer.output_norm.beta,
+                            &norm.gamma,
+                            &norm.beta,
                             eps,
                             out,
                         )

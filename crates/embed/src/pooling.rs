@@ -18,9 +18,7 @@ impl Pooling {
             }
         }
     }
-}
 
-impl Pooling {
     /// One vector from the packed rows `[len, hidden]` of one sequence.
     pub(crate) fn pool_rows(self, rows: &[f32], hidden: usize) -> Vec<f32> {
         match self {

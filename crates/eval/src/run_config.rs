@@ -64,6 +64,21 @@ pub fn parse_budget(raw: &str) -> anyhow::Result<Option<usize>> {
     }
 }
 
+/// Checks one abstention threshold: `signal` must name one of the compiler's support signals
+/// (its snake_case name, as `SupportSignal` serialises), and `value` must be finite.
+pub fn check_abstention_threshold(signal: &str, value: f32) -> anyhow::Result<()> {
+    serde_json::from_value::<evicortex_compiler::SupportSignal>(serde_json::Value::from(signal))
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "{signal:?} is not a support signal (max_dense_cosine or lexical_coverage)"
+            )
+        })?;
+    if !value.is_finite() {
+        bail!("the threshold of {signal} must be finite, got {value}");
+    }
+    Ok(())
+}
+
 impl RunConfigFile {
     /// Reads a configuration file.
     pub fn read(path: &Path) -> anyhow::Result<RunConfigFile> {
@@ -91,15 +106,8 @@ impl RunConfigFile {
         if budgets.is_empty() {
             bail!("budgets is empty");
         }
-        for (signal, t) in &self.abstention_thresholds {
-            if !["max_dense_cosine", "lexical_coverage"].contains(&signal.as_str()) {
-                bail!(
-                    "abstention_thresholds: {signal:?} is not max_dense_cosine or lexical_coverage"
-                );
-            }
-            if !t.is_finite() {
-                bail!("abstention_thresholds.{signal}: must be finite, got {t}");
-            }
+        for (signal, &t) in &self.abstention_thresholds {
+            check_abstention_threshold(signal, t).context("abstention_thresholds")?;
         }
         Ok(RunSpec {
             benchmark,

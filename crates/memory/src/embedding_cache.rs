@@ -600,12 +600,30 @@ impl DerivedStore for EmbeddingCache {
     }
 
     fn purge(&self, receipt: &EraseReceipt) -> Result<(), DerivedStoreError> {
-        self.purge_texts(&receipt.orphaned_texts).map_err(|err| DerivedStoreError {
-            store: CACHE_NAME,
-            detail: err.to_string(),
-            corrupted: err.is_integrity_failure(),
-        })?;
+        self.purge_texts(&receipt.orphaned_texts).map_err(as_derived_error)?;
         Ok(())
+    }
+}
+
+impl EmbeddingCache {
+    /// Purges the cache file of `dir`, if there is one, for an erasure made while no cache was
+    /// attached to the store (a library caller that never called [`EmbeddingCache::attach_to`]).
+    pub(crate) fn purge_unattached(
+        dir: &Path,
+        receipt: &EraseReceipt,
+    ) -> Result<(), DerivedStoreError> {
+        if !dir.join(EMBEDDINGS_FILE).exists() {
+            return Ok(());
+        }
+        EmbeddingCache::open(dir).map_err(as_derived_error)?.purge(receipt)
+    }
+}
+
+fn as_derived_error(err: EmbeddingCacheError) -> DerivedStoreError {
+    DerivedStoreError {
+        store: CACHE_NAME,
+        detail: err.to_string(),
+        corrupted: err.is_integrity_failure(),
     }
 }
 

@@ -107,15 +107,9 @@ impl Memory {
             cache_purged |= store.name() == crate::embedding_cache::CACHE_NAME;
         }
         // A caller that never attached the embedding cache still must not leave the erased
-        // texts' vectors behind: purge the store's cache file directly when it exists.
-        if !cache_purged && self.dir.join(crate::EMBEDDINGS_FILE).exists() {
-            crate::EmbeddingCache::open(&self.dir)
-                .map_err(|err| crate::DerivedStoreError {
-                    store: crate::embedding_cache::CACHE_NAME,
-                    detail: err.to_string(),
-                    corrupted: err.is_integrity_failure(),
-                })?
-                .purge(&receipt)?;
+        // texts' vectors behind.
+        if !cache_purged {
+            crate::EmbeddingCache::purge_unattached(&self.dir, &receipt)?;
         }
         Ok(receipt)
     }

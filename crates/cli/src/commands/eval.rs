@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use evicortex_eval::{
     data_dir,
-    run_config::{RunConfigFile, parse_budget},
+    run_config::{RunConfigFile, check_abstention_threshold, parse_budget},
     runner::{Benchmark, RunSpec},
     split::SplitName,
 };
@@ -180,16 +180,12 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
     }
     spec.max_questions = a.max_questions;
     for raw in &a.abstention_threshold {
-        let parsed = raw
-            .split_once('=')
-            .filter(|(s, _)| ["max_dense_cosine", "lexical_coverage"].contains(s))
-            .and_then(|(s, v)| v.parse::<f32>().ok().filter(|t| t.is_finite()).map(|t| (s, t)));
-        let Some((signal, t)) = parsed else {
-            return Err(usage(format!(
-                "--abstention-threshold {raw:?}: expected max_dense_cosine=VALUE or \
-                 lexical_coverage=VALUE with a finite VALUE"
-            )));
-        };
+        let (signal, t) =
+            raw.split_once('=').and_then(|(s, v)| Some((s, v.parse::<f32>().ok()?))).ok_or_else(
+                || usage(format!("--abstention-threshold {raw:?}: expected SIGNAL=VALUE")),
+            )?;
+        check_abstention_threshold(signal, t)
+            .map_err(|e| usage(format!("--abstention-threshold: {e:#}")))?;
         spec.abstention_thresholds.insert(signal.to_owned(), t);
     }
     if a.max_per_type.is_some() {

@@ -57,6 +57,15 @@ impl Config {
     fn name(&self) -> String {
         format!("b{}-{}", self.batch, if self.sorted { "sorted" } else { "unsorted" })
     }
+
+    /// Batches of exactly `batch` sequences: the padded-token cap can never bind.
+    fn limits(&self, max_tokens: usize) -> BatchLimits {
+        BatchLimits {
+            max_sequences: self.batch,
+            max_padded_tokens: self.batch * max_tokens,
+            sort_by_length: self.sorted,
+        }
+    }
 }
 
 struct Measured {
@@ -102,11 +111,7 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
     let bar = progress::bar(configs.len() as u64, "evicortex");
     encoder.embed(EmbeddingRole::Document, &texts[..texts.len().min(8)])?;
     for config in &configs {
-        encoder.set_batch_limits(BatchLimits {
-            max_sequences: config.batch,
-            max_padded_tokens: config.batch * max_tokens,
-            sort_by_length: config.sorted,
-        });
+        encoder.set_batch_limits(config.limits(max_tokens));
         peak.reset()?;
         let (wall0, cpu0) = (Instant::now(), sample::process_cpu_seconds()?);
         let vectors = encoder.embed(EmbeddingRole::Document, &texts)?;
@@ -119,14 +124,16 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let gemm_gflops = measure_sgemm_gflops()?;
 
+    // The anchor gets each configuration's batches as one order cut every `batch` texts: the
+    // same batches the encoder planned.
+    let anchor_configs: Vec<(String, usize, Vec<usize>)> = configs
+        .iter()
+        .map(|c| (c.name(), c.batch, plan_batches(lengths, c.limits(max_tokens)).concat()))
+        .collect();
     let anchor_runs: Option<Vec<AnchorRun>> = match &anchor_python {
-        Some(python) => Some(anchor::run(
-            python,
-            &args.anchor_script,
-            &model_dir,
-            &sample,
-            &configs.iter().map(|c| (c.name(), c.batch, c.sorted)).collect::<Vec<_>>(),
-        )?),
+        Some(python) => {
+            Some(anchor::run(python, &args.anchor_script, &model_dir, &sample, &anchor_configs)?)
+        }
         None => None,
     };
 
@@ -164,7 +171,7 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
         "|------:|----------|-----------:|-------------:|-----------:|-------------:|------------:|------------------:|--------------------:|------:|"
     );
     for (i, (config, m)) in configs.iter().zip(&ours).enumerate() {
-        let padded = padded_tokens(lengths, config, max_tokens);
+        let padded = padded_tokens(lengths, config.limits(max_tokens));
         let real_rate = real_tokens as f64 / m.wall_s;
         let (anchor_rate, anchor_rss, ratio) = match &anchor_runs {
             Some(runs) => {
@@ -201,13 +208,8 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Tokens a padded implementation computes for `config`: each batch at its longest sequence.
-fn padded_tokens(lengths: &[usize], config: &Config, max_tokens: usize) -> usize {
-    let limits = BatchLimits {
-        max_sequences: config.batch,
-        max_padded_tokens: config.batch * max_tokens,
-        sort_by_length: config.sorted,
-    };
+/// Tokens a padded implementation computes under `limits`: each batch at its longest sequence.
+fn padded_tokens(lengths: &[usize], limits: BatchLimits) -> usize {
     plan_batches(lengths, limits)
         .iter()
         .map(|b| b.len() * b.iter().map(|&i| lengths[i]).max().unwrap_or(0))

@@ -73,25 +73,23 @@ fn dirs_cache() -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(home).join(".cache"))
 }
 
-/// Runs every configuration `(name, batch, sorted)` in the anchor; returns them in order.
+/// Runs every configuration `(name, batch, order)` in the anchor, which cuts `order` every
+/// `batch` texts; returns them in order.
 pub fn run(
     python: &Path,
     script: &Path,
     model_dir: &Path,
     sample: &Sample,
-    configs: &[(String, usize, bool)],
+    configs: &[(String, usize, Vec<usize>)],
 ) -> anyhow::Result<Vec<AnchorRun>> {
-    let mut sorted: Vec<usize> = (0..sample.texts.len()).collect();
-    sorted.sort_by_key(|&i| (sample.token_counts[i], i));
-    let given: Vec<usize> = (0..sample.texts.len()).collect();
     let request = serde_json::json!({
         "model_dir": model_dir,
         "threads": std::thread::available_parallelism().map_or(1, usize::from),
         "texts": sample.texts,
-        "configs": configs.iter().map(|(name, batch, is_sorted)| serde_json::json!({
+        "configs": configs.iter().map(|(name, batch, order)| serde_json::json!({
             "name": name,
             "batch_size": batch,
-            "order": if *is_sorted { &sorted } else { &given },
+            "order": order,
         })).collect::<Vec<_>>(),
     });
     let mut child = Command::new(python)
