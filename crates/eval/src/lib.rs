@@ -31,6 +31,7 @@ mod error;
 pub mod eval_question;
 pub mod eval_store;
 pub mod metrics;
+pub mod outcomes;
 pub mod packing;
 pub mod protocol;
 pub mod ranking;

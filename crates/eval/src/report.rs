@@ -1,5 +1,6 @@
-//! The evaluation report: `report.json` (machine-readable, full configuration and dataset digest)
-//! and `report.md` (tables and an SVG plot of recall against budget).
+//! The evaluation report: `report.json` (machine-readable, full configuration and dataset digest),
+//! `report.md` (tables and an SVG plot of recall against budget) and `questions.jsonl` (what each
+//! system packed for each question at each budget, and its scores there).
 
 use std::{collections::BTreeMap, fmt::Write as _, path::Path, time::Duration};
 
@@ -7,6 +8,7 @@ use serde::Serialize;
 
 use crate::{
     ArtefactIdentity,
+    outcomes::QuestionOutcome,
     scoring::{LevelScores, MeanScores},
 };
 
@@ -33,6 +35,9 @@ pub struct Report {
     pub wall_time_s: BTreeMap<String, f64>,
     /// Statements about how to read the numbers.
     pub notes: Vec<String>,
+    /// Per system, budget and question (written as `questions.jsonl`, not in `report.json`).
+    #[serde(skip)]
+    pub outcomes: Vec<QuestionOutcome>,
 }
 
 /// How many questions were run and why some were not scored.
@@ -264,12 +269,17 @@ pub fn budget_key(budget: Option<usize>) -> String {
 }
 
 impl Report {
-    /// Writes `report.json` and `report.md` into `dir` (created if needed).
+    /// Writes `report.json`, `report.md` and `questions.jsonl` (the per-question outcomes) into
+    /// `dir` (created if needed).
     pub fn write(&self, dir: &Path, cutoffs: &[usize]) -> std::io::Result<()> {
         fs_err::create_dir_all(dir)?;
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         fs_err::write(dir.join("report.json"), json + "\n")?;
         fs_err::write(dir.join("report.md"), self.markdown(cutoffs))?;
+        crate::outcomes::write_jsonl(
+            &self.outcomes,
+            fs_err::File::create(dir.join("questions.jsonl"))?,
+        )?;
         Ok(())
     }
 

@@ -16,6 +16,7 @@ use crate::{
         longmemeval::{AS_OF_POLICY, LongMemEvalDataset},
     },
     eval_question::EvalQuestion,
+    outcomes::QuestionOutcome,
     packing::ReaderTokenizer,
     protocol::Exclusion,
     report::{BudgetAccumulator, QuestionCounts, Report, SystemReport, budget_key},
@@ -170,6 +171,7 @@ pub fn run(spec: &RunSpec, factory: SystemFactory<'_>) -> anyhow::Result<Report>
         systems.push(build_system(name, &settings, factory)?);
     }
     let mut reports = BTreeMap::new();
+    let mut outcomes = Vec::new();
     for system in &mut systems {
         let start = Instant::now();
         let name = system.name().to_owned();
@@ -180,22 +182,24 @@ pub fn run(spec: &RunSpec, factory: SystemFactory<'_>) -> anyhow::Result<Report>
             let outputs = system
                 .run(q, &spec.budgets)
                 .with_context(|| format!("system {name} on question {}", q.id))?;
-            for (acc, out) in accs.iter_mut().zip(&outputs) {
+            for ((acc, out), &budget) in accs.iter_mut().zip(&outputs).zip(&spec.budgets) {
                 acc.add_cost(out.tokens_used, &out.stages);
                 if let Some(support) = out.support {
                     acc.add_support(support, q.abstention);
                 }
-                match q.keys.exclusion {
-                    None => acc.add_scored(
-                        &q.kind,
-                        &score_ranking(&q.keys, &out.ranking, &spec.cutoffs),
-                        out.abstained,
-                    ),
-                    Some(Exclusion::Abstention) => {
-                        acc.add_abstention(out.abstained, out.tokens_used)
+                let scores = match q.keys.exclusion {
+                    None => {
+                        let scores = score_ranking(&q.keys, &out.ranking, &spec.cutoffs);
+                        acc.add_scored(&q.kind, &scores, out.abstained);
+                        Some(scores)
                     }
-                    Some(Exclusion::NoUserEvidence) => {}
-                }
+                    Some(Exclusion::Abstention) => {
+                        acc.add_abstention(out.abstained, out.tokens_used);
+                        None
+                    }
+                    Some(Exclusion::NoUserEvidence) => None,
+                };
+                outcomes.push(QuestionOutcome::new(&name, budget, q, out, scores));
             }
             bar.inc(1);
         }
@@ -246,6 +250,7 @@ pub fn run(spec: &RunSpec, factory: SystemFactory<'_>) -> anyhow::Result<Report>
         systems: reports,
         wall_time_s,
         notes,
+        outcomes,
     })
 }
 

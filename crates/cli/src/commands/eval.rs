@@ -1,5 +1,5 @@
-//! `evicortex eval longmemeval|locomo`: run the evaluation harness and write `report.json` and
-//! `report.md`.
+//! `evicortex eval longmemeval|locomo`: run the evaluation harness and write `report.json`,
+//! `report.md` and `questions.jsonl`.
 
 use std::path::{Path, PathBuf};
 
@@ -76,7 +76,7 @@ pub struct EvalRunArgs {
     /// Only ingest the selected questions into the store and embed them (resumable), then stop.
     #[arg(long)]
     pub embed_only: bool,
-    /// Output directory for report.json and report.md.
+    /// Output directory for report.json, report.md and questions.jsonl (per-question outcomes).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 }

@@ -108,3 +108,45 @@ fn budgets_bound_tokens_and_credit_on_dev_subsets() {
     let md = l.markdown(&[1, 5, 10]);
     assert!(md.contains("<svg"), "report.md has the budget plot");
 }
+
+/// The per-question outcomes written beside the report average to the report's figures, name the
+/// packed turns by their keys, and keep excluded questions unscored.
+#[test]
+fn question_outcomes_add_up_to_the_report() {
+    let mut s = spec(
+        Benchmark::LongMemEval,
+        "longmemeval/longmemeval_s_cleaned.499of500.json.gz",
+        SplitName::Dev,
+        vec![Some(1024)],
+    );
+    s.max_questions = Some(10);
+    let report = run(&s, &mut |_, _| Ok(None)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    report.write(dir.path(), &s.cutoffs).unwrap();
+    let text = fs_err::read_to_string(dir.path().join("questions.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), s.systems.len() * report.questions.selected);
+    for system in &s.systems {
+        let mine: Vec<&serde_json::Value> =
+            lines.iter().filter(|l| l["system"] == system.as_str()).collect();
+        let scored: Vec<f64> = mine
+            .iter()
+            .filter(|l| l["excluded"].is_null())
+            .map(|l| l["scores"]["session"]["recall_all@10"].as_f64().unwrap())
+            .collect();
+        assert_eq!(scored.len(), report.questions.scored);
+        let mean = scored.iter().sum::<f64>() / scored.len() as f64;
+        let reported = metric(&report, system, "1024", "session", "recall_all@10");
+        assert!((mean - reported).abs() < 1e-9, "{system}: {mean} vs {reported}");
+        for l in mine.iter().filter(|l| !l["excluded"].is_null()) {
+            assert!(l["scores"].is_null(), "{system}: an excluded question has scores");
+        }
+    }
+    let oracle_packs_gold = lines.iter().filter(|l| l["system"] == "oracle").all(|l| {
+        let packed: Vec<&str> =
+            l["packed_turns"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
+        l["gold_turns"].as_array().unwrap().iter().all(|g| packed.contains(&g.as_str().unwrap()))
+    });
+    assert!(oracle_packs_gold, "the oracle's packed turns hold every gold turn");
+}
