@@ -173,7 +173,7 @@ fn main() {
     );
     println!("\npeak RSS (VmHWM) of the whole run: {:.1} MiB", rss_kib("VmHWM") as f64 / 1024.0);
     println!(
-        "config: top_n {TOP_N} per retriever, RRF k 60, reranker off, budget {BUDGET} o200k_base tokens, {QUERIES} LongMemEval questions, dim {DIM}"
+        "config: top_n {TOP_N} per retriever, RRF k 10, reranker off, budget {BUDGET} o200k_base tokens, {QUERIES} LongMemEval questions, dim {DIM}"
     );
 }
 

@@ -70,7 +70,7 @@ impl std::fmt::Debug for CompiledSystem {
 
 /// The compile configuration of each compiled system, for `candidate_limit` candidates per
 /// retriever. Everything else is the compiler's stated hybrid starting point (BM25 k1 1.2,
-/// b 0.75, RRF k 60, identical-text dedup, no expansion, no abstention threshold).
+/// b 0.75, RRF k 10, identical-text dedup, no expansion, no abstention threshold).
 pub fn compiled_system_config(name: &str, candidate_limit: usize) -> Option<CompileConfig> {
     let dense = DenseConfig::On { top_n: candidate_limit };
     Some(match name {

@@ -41,6 +41,7 @@ pub mod runner;
 pub mod scoring;
 pub mod split;
 pub mod systems;
+pub mod variants;
 
 pub use crate::{
     artefact::{ArtefactIdentity, KNOWN_ARTEFACTS, KnownArtefact, identify_file},

@@ -48,6 +48,10 @@ pub struct RunConfigFile {
     /// still reported).
     #[serde(default)]
     pub abstention_thresholds: BTreeMap<String, f32>,
+    /// Named variants of the compiled systems (a base system and the compile settings that
+    /// differ), usable in `systems`.
+    #[serde(default)]
+    pub variants: BTreeMap<String, crate::variants::SystemVariant>,
     /// Free text: why these settings (kept in the report).
     #[serde(default)]
     pub rationale: String,
@@ -109,6 +113,7 @@ impl RunConfigFile {
         for (signal, &t) in &self.abstention_thresholds {
             check_abstention_threshold(signal, t).context("abstention_thresholds")?;
         }
+        crate::variants::check_all(&self.variants, self.candidate_limit).context("variants")?;
         Ok(RunSpec {
             benchmark,
             dataset: data_dir.join(&self.dataset),
@@ -122,6 +127,7 @@ impl RunConfigFile {
             max_questions: None,
             max_per_type: self.max_per_type,
             abstention_thresholds: self.abstention_thresholds.clone(),
+            variants: self.variants.clone(),
             config_file: Some((
                 PathBuf::from(config_path),
                 crate::runner::config_digest(config_path)?,

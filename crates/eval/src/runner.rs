@@ -26,6 +26,7 @@ use crate::{
         Bm25OfficialSystem, EvalSystem, FullHistorySystem, NoMemorySystem, OracleSystem,
         SharedSettings,
     },
+    variants::SystemVariant,
 };
 
 /// Which benchmark a run reads.
@@ -67,6 +68,8 @@ pub struct RunSpec {
     /// Support thresholds of the compiled systems by support signal (abstain below it); a
     /// signal without one never abstains.
     pub abstention_thresholds: BTreeMap<String, f32>,
+    /// Named variants of the compiled systems (see [`crate::variants`]), usable in `systems`.
+    pub variants: BTreeMap<String, SystemVariant>,
     /// The committed configuration file this run came from, and its SHA-256 (preregistration).
     pub config_file: Option<(PathBuf, String)>,
 }
@@ -168,7 +171,7 @@ pub fn run(spec: &RunSpec, factory: SystemFactory<'_>) -> anyhow::Result<Report>
     wall_time_s.insert("load".to_owned(), load_start.elapsed().as_secs_f64());
     let mut systems: Vec<Box<dyn EvalSystem>> = Vec::new();
     for name in &spec.systems {
-        systems.push(build_system(name, &settings, factory)?);
+        systems.push(build_system(name, &settings, &spec.variants, factory)?);
     }
     let mut reports = BTreeMap::new();
     let mut outcomes = Vec::new();
@@ -257,6 +260,7 @@ pub fn run(spec: &RunSpec, factory: SystemFactory<'_>) -> anyhow::Result<Report>
 fn build_system(
     name: &str,
     settings: &SharedSettings,
+    variants: &BTreeMap<String, SystemVariant>,
     factory: SystemFactory<'_>,
 ) -> anyhow::Result<Box<dyn EvalSystem>> {
     Ok(match name {
@@ -266,7 +270,7 @@ fn build_system(
         "oracle" => Box::new(OracleSystem { settings: settings.clone() }),
         other => match factory(other, settings)? {
             Some(system) => system,
-            None if KNOWN_SYSTEMS.contains(&other) => {
+            None if KNOWN_SYSTEMS.contains(&other) || variants.contains_key(other) => {
                 bail!(
                     "system {other} needs the compiler and encoder, which this build's factory does not provide"
                 )
@@ -352,29 +356,41 @@ pub fn prepare_store(
 }
 
 /// Whether `system` runs through the compiler (and so needs the evaluation store).
-pub fn needs_store(system: &str) -> bool {
-    crate::compiled_systems::compiled_system_config(system, 1).is_some() || system == "comparator"
+pub fn needs_store(spec: &RunSpec, system: &str) -> anyhow::Result<bool> {
+    Ok(system == "comparator"
+        || crate::variants::resolve(&spec.variants, system, spec.candidate_limit)?.is_some())
 }
 
 /// Whether `system` needs the encoder.
-pub fn needs_encoder(system: &str) -> bool {
-    system == "comparator"
-        || crate::compiled_systems::compiled_system_config(system, 1)
-            .is_some_and(|c| matches!(c.dense, evicortex_compiler::DenseConfig::On { .. }))
+pub fn needs_encoder(spec: &RunSpec, system: &str) -> anyhow::Result<bool> {
+    Ok(system == "comparator"
+        || crate::variants::resolve(&spec.variants, system, spec.candidate_limit)?
+            .is_some_and(|c| matches!(c.dense, evicortex_compiler::DenseConfig::On { .. })))
+}
+
+fn any_system(
+    spec: &RunSpec,
+    test: fn(&RunSpec, &str) -> anyhow::Result<bool>,
+) -> anyhow::Result<bool> {
+    for s in &spec.systems {
+        if test(spec, s)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Runs `spec` with every system: controls in memory, compiled systems and the comparator on the
 /// store in `store_dir` (ingested and embedded first, resumably).
 pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
     use std::sync::Arc;
-    let encoder: Option<Arc<dyn evicortex_embed::Encoder>> =
-        if spec.systems.iter().any(|s| needs_encoder(s)) {
-            Some(Arc::new(evicortex_embed::load_pinned_minilm(eval_encoder_config())?))
-        } else {
-            None
-        };
+    let encoder: Option<Arc<dyn evicortex_embed::Encoder>> = if any_system(spec, needs_encoder)? {
+        Some(Arc::new(evicortex_embed::load_pinned_minilm(eval_encoder_config())?))
+    } else {
+        None
+    };
     let mut prepare_s = None;
-    let store = if spec.systems.iter().any(|s| needs_store(s)) {
+    let store = if any_system(spec, needs_store)? {
         let start = Instant::now();
         match &encoder {
             Some(e) => {
@@ -407,14 +423,14 @@ pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
             )?)));
         }
         let Some(mut config) =
-            crate::compiled_systems::compiled_system_config(name, settings.candidate_limit)
+            crate::variants::resolve(&spec.variants, name, settings.candidate_limit)?
         else {
             return Ok(None);
         };
         let signal = serde_json::to_value(config.abstention.signal)?;
         config.abstention.threshold =
             signal.as_str().and_then(|s| spec.abstention_thresholds.get(s)).copied();
-        let enc = if needs_encoder(name) { encoder.clone() } else { None };
+        let enc = if needs_encoder(spec, name)? { encoder.clone() } else { None };
         Ok(Some(Box::new(crate::compiled_systems::CompiledSystem::new(
             name,
             config,

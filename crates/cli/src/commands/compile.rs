@@ -53,7 +53,7 @@ pub struct CompileArgs {
     #[arg(long, default_value_t = 50, value_name = "N")]
     pub top_n: usize,
     /// The RRF constant k.
-    #[arg(long, default_value_t = 60.0, value_name = "K")]
+    #[arg(long, default_value_t = 10.0, value_name = "K")]
     pub rrf_k: f32,
     /// Rerank the best 16 fused candidates with the term-overlap reranker.
     #[arg(long, value_enum, default_value = "off")]

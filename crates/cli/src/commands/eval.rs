@@ -146,6 +146,7 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
                 max_questions: None,
                 max_per_type: None,
                 abstention_thresholds: Default::default(),
+                variants: Default::default(),
                 config_file: None,
             }
         }

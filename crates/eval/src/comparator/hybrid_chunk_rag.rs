@@ -53,7 +53,7 @@ pub struct ChunkRagConfig {
 impl ChunkRagConfig {
     /// The preregistered configuration: 256-token windows overlapping by 64 (the encoder's own
     /// window policy for long turns), `candidate_limit` chunks per retriever, BM25 1.2/0.75 and
-    /// RRF k 60 as in EviCortex.
+    /// RRF k 10 as in EviCortex.
     pub fn preregistered(candidate_limit: usize) -> ChunkRagConfig {
         ChunkRagConfig {
             window_tokens: 256,
@@ -62,7 +62,7 @@ impl ChunkRagConfig {
             dense_top_n: candidate_limit,
             bm25_k1: 1.2,
             bm25_b: 0.75,
-            rrf_k: 60.0,
+            rrf_k: 10.0,
         }
     }
 }

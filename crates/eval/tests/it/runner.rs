@@ -27,6 +27,7 @@ fn spec(
         max_questions: None,
         max_per_type: None,
         abstention_thresholds: Default::default(),
+        variants: Default::default(),
         config_file: None,
     }
 }

@@ -1,0 +1,160 @@
+//! Named variants of the compiled systems, declared in a run configuration: a base system
+//! (`evicortex`, `evicortex-rerank`, `bm25`, `dense`) and the compile settings that differ from it.
+//! They make dev exploration a committed configuration instead of a code change; the run's
+//! report records each variant's settings with the rest of the configuration.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context, bail};
+use evicortex_compiler::CompileConfig;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{compiled_systems::compiled_system_config, runner::KNOWN_SYSTEMS};
+
+/// One variant: `base`'s compile configuration with the fields in `set` replaced.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SystemVariant {
+    /// The compiled system it starts from.
+    pub base: String,
+    /// Compile-configuration fields that differ, as in the compiled context's `config` (objects
+    /// merge field by field; anything else replaces the base's value).
+    pub set: Map<String, Value>,
+}
+
+/// The compile configuration of `name`: a variant in `variants`, else a built-in compiled
+/// system; `None` for systems that do not compile (controls, the comparator).
+pub fn resolve(
+    variants: &BTreeMap<String, SystemVariant>,
+    name: &str,
+    candidate_limit: usize,
+) -> anyhow::Result<Option<CompileConfig>> {
+    let Some(variant) = variants.get(name) else {
+        return Ok(compiled_system_config(name, candidate_limit));
+    };
+    let context = || format!("variant {name:?}");
+    if KNOWN_SYSTEMS.contains(&name) {
+        bail!("variant {name:?}: the name is a built-in system's; choose another");
+    }
+    let Some(base) = compiled_system_config(&variant.base, candidate_limit) else {
+        bail!(
+            "variant {name:?}: base {:?} is not a compiled system (evicortex, evicortex-rerank, bm25 or dense)",
+            variant.base
+        );
+    };
+    let mut merged = serde_json::to_value(&base).with_context(context)?;
+    merge(&mut merged, &variant.set);
+    let config: CompileConfig = serde_json::from_value(merged.clone()).with_context(|| {
+        format!("variant {name:?}: field `set` does not give a compile configuration")
+    })?;
+    // Serde ignores fields a configuration does not have; a misspelt setting must not vanish.
+    let mut given = BTreeSet::new();
+    key_paths(&merged, "", &mut given);
+    let mut known = BTreeSet::new();
+    key_paths(&serde_json::to_value(&config).with_context(context)?, "", &mut known);
+    let unknown: Vec<&String> = given.difference(&known).collect();
+    if !unknown.is_empty() {
+        bail!(
+            "variant {name:?}: field `set` names settings a compile configuration does not have: {unknown:?}"
+        );
+    }
+    config.validate().with_context(context)?;
+    Ok(Some(config))
+}
+
+/// Checks every variant resolves, so a bad one fails before any work.
+pub fn check_all(
+    variants: &BTreeMap<String, SystemVariant>,
+    candidate_limit: usize,
+) -> anyhow::Result<()> {
+    for name in variants.keys() {
+        resolve(variants, name, candidate_limit)?;
+    }
+    Ok(())
+}
+
+fn key_paths(value: &Value, prefix: &str, out: &mut BTreeSet<String>) {
+    if let Value::Object(map) = value {
+        for (key, inner) in map {
+            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+            key_paths(inner, &path, out);
+            out.insert(path);
+        }
+    }
+}
+
+fn merge(target: &mut Value, set: &Map<String, Value>) {
+    let Value::Object(target) = target else {
+        *target = Value::Object(set.clone());
+        return;
+    };
+    for (key, value) in set {
+        match (target.get_mut(key), value) {
+            (Some(existing @ Value::Object(_)), Value::Object(inner))
+                if !inner.contains_key("mode") =>
+            {
+                merge(existing, inner)
+            }
+            _ => {
+                target.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variants(json: &str) -> BTreeMap<String, SystemVariant> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_variant_changes_only_the_fields_it_sets() {
+        let v = variants(
+            r#"{"evicortex-k10": {"base": "evicortex", "set": {"rrf_k": 10.0, "lexical": {"top_n": 20}}}}"#,
+        );
+        let got = resolve(&v, "evicortex-k10", 50).unwrap().unwrap();
+        let mut expected = compiled_system_config("evicortex", 50).unwrap();
+        expected.rrf_k = 10.0;
+        expected.lexical.top_n = 20;
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn a_tagged_setting_is_replaced_whole() {
+        let v = variants(
+            r#"{"x": {"base": "evicortex", "set": {"expansion": {"mode": "adjacent_turns", "radius": 1}}}}"#,
+        );
+        let got = resolve(&v, "x", 50).unwrap().unwrap();
+        assert_eq!(got.expansion, evicortex_compiler::Expansion::AdjacentTurns { radius: 1 });
+    }
+
+    #[test]
+    fn built_in_names_resolve_without_variants() {
+        let none = BTreeMap::new();
+        assert_eq!(resolve(&none, "bm25", 50).unwrap(), compiled_system_config("bm25", 50));
+        assert_eq!(resolve(&none, "oracle", 50).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_variants_are_refused_by_name() {
+        let cases = [
+            (r#"{"evicortex": {"base": "bm25", "set": {}}}"#, "built-in"),
+            (r#"{"v": {"base": "oracle", "set": {}}}"#, "not a compiled system"),
+            (r#"{"v": {"base": "evicortex", "set": {"rrf_k": "ten"}}}"#, "field `set`"),
+            (r#"{"v": {"base": "evicortex", "set": {"rrf_kk": 1.0}}}"#, "field `set`"),
+            (r#"{"v": {"base": "evicortex", "set": {"rrf_k": -1.0}}}"#, "rrf_k"),
+        ];
+        for (json, expected) in cases {
+            let v = variants(json);
+            let err = check_all(&v, 50).unwrap_err();
+            let msg = format!("{err:#}");
+            assert!(msg.contains(expected), "{json}: {msg}");
+            let name = v.keys().next().unwrap();
+            assert!(msg.contains(&format!("{name:?}")), "{json}: {msg}");
+        }
+    }
+}
