@@ -20,6 +20,7 @@ use crate::{
     compiled_context::COMPILED_CONTEXT_FORMAT,
     dedup::dedup_ranked_lists,
     fusion::{rrf_fuse, rrf_term, sort_fused},
+    lexical_document::lexical_document,
     pack_turns::pack,
     rerank::ranks_of,
 };
@@ -377,7 +378,7 @@ fn support_score(
         SupportSignal::LexicalCoverage => of(Retriever::Lexical)
             .iter()
             .filter_map(|h| corpus.get(h.key))
-            .map(|e| lexical_coverage(lexical, question, &e.turn.text))
+            .map(|e| lexical_coverage(lexical, question, &lexical_document(&e.turn)))
             .reduce(f32::max),
     }
 }

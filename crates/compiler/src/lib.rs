@@ -13,6 +13,7 @@
 //! ```
 //! use evicortex_compiler::{
 //!     CompileConfig, CompileInputs, CompileQuery, Corpus, DenseConfig, TiktokenReader, compile,
+//!     lexical_document,
 //! };
 //! use evicortex_core::*;
 //! use evicortex_lexical::{Bm25Index, Bm25Params};
@@ -35,7 +36,7 @@
 //! let evidence = vec![turn(0, "I moved to Lisbon in May."), turn(1, "My cat is called Tom.")];
 //! let mut lexical = Bm25Index::new(Bm25Params { k1: 1.2, b: 0.75 });
 //! for e in &evidence {
-//!     lexical.add(e.id, &e.turn.text).unwrap();
+//!     lexical.add(e.id, &lexical_document(&e.turn)).unwrap();
 //! }
 //! let corpus = Corpus::new(ns.clone(), evidence, []).unwrap();
 //! let reader = TiktokenReader::o200k_base();
@@ -62,6 +63,7 @@ mod dedup;
 mod error;
 mod filter;
 mod fusion;
+mod lexical_document;
 mod pack;
 mod pack_turns;
 mod query;
@@ -86,6 +88,7 @@ pub use crate::{
     error::{CompileError, CorpusError},
     filter::{Admission, FilterReason},
     fusion::{FusedHit, rrf_fuse, rrf_term, sort_fused},
+    lexical_document::lexical_document,
     pack::{BudgetPlanner, ExactFit, fill_exactly, fit_exactly},
     query::CompileQuery,
     reader_tokens::{

@@ -125,7 +125,7 @@ impl CompiledSystem {
         let mut lexical =
             Bm25Index::new(Bm25Params { k1: self.config.lexical.k1, b: self.config.lexical.b });
         for e in &evidence {
-            lexical.add(e.id, &e.turn.text)?;
+            lexical.add(e.id, &evicortex_compiler::lexical_document(&e.turn))?;
         }
         if let Some(last) = evidence.iter().map(|e| e.id).max() {
             lexical.mark_covered(last)?;

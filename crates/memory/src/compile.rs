@@ -299,7 +299,7 @@ impl NamespaceIndexes {
         }
         for e in new_records {
             self.lexical
-                .add(e.id, &e.turn.text)
+                .add(e.id, &evicortex_compiler::lexical_document(&e.turn))
                 .map_err(|source| CompileError::Lexical { namespace: namespace.clone(), source })?;
             self.corpus
                 .push(e)
@@ -385,6 +385,44 @@ mod tests {
             reranker: None,
         };
         memory.compile(&request).unwrap()
+    }
+
+    /// BM25 indexes the speaker's name with the text: a question naming Melanie finds what
+    /// Melanie said, not the turns that address her by name.
+    #[test]
+    fn a_question_naming_a_speaker_finds_that_speakers_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = Memory::open(dir.path()).unwrap();
+        let said = |turn: u32, speaker: &str, text: &str| {
+            format!(
+                r#"{{"namespace":"alice","session":"s1","turn":{turn},"role":"user","speaker":"{speaker}","text":"{text}","time":"2024-05-02T10:0{turn}:00Z"}}"#
+            )
+        };
+        append(
+            &memory,
+            &[
+                &said(0, "Caroline", "Hi Melanie!"),
+                &said(1, "Melanie", "The race was great."),
+                &said(2, "Caroline", "My race is next week."),
+                &said(3, "Caroline", "The race route is by the river."),
+            ],
+        );
+        let reader = TiktokenReader::o200k_base();
+        let request = CompileRequest {
+            query: CompileQuery {
+                namespace: Namespace::new("alice").unwrap(),
+                question: "Melanie race".to_owned(),
+                as_of: None,
+                budget: TokenBudget::new(200),
+            },
+            config: CompileConfig::hybrid(1, DenseConfig::Off),
+            reader: &reader,
+            dense: None,
+            reranker: None,
+        };
+        let context = memory.compile(&request).unwrap();
+        assert_eq!(context.items.len(), 1, "{}", context.explain());
+        assert_eq!(context.items[0].text, "The race was great.", "{}", context.explain());
     }
 
     #[test]

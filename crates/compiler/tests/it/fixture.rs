@@ -164,7 +164,7 @@ pub fn build(namespace: &str, records: Vec<Evidence>, erased: Vec<TurnId>) -> Bu
     let mut lexical = Bm25Index::new(Bm25Params { k1: 1.2, b: 0.75 });
     let mut dense = ExactIndex::new(DIM);
     for e in &records {
-        lexical.add(e.id, &e.turn.text).unwrap();
+        lexical.add(e.id, &evicortex_compiler::lexical_document(&e.turn)).unwrap();
         dense.insert(e.id, &bag_of_words(&e.turn.text)).unwrap();
     }
     if let Some(last) = records.iter().map(|e| e.id).max() {
