@@ -49,12 +49,8 @@ impl QuestionOutcome {
         let keys = &question.keys;
         let mut gold_turns: Vec<String> = keys.gold_turns.iter().cloned().collect();
         gold_turns.sort();
-        let packed_turns = output
-            .ranking
-            .turns
-            .iter()
-            .map(|r| keys.turn_keys[r.session][r.turn].clone())
-            .collect();
+        let packed_turns =
+            output.ranking.turns.iter().map(|&r| keys.turn_key(r).to_owned()).collect();
         QuestionOutcome {
             system: system.to_owned(),
             budget,

@@ -100,6 +100,11 @@ impl EvidenceKeys {
             exclusion,
         }
     }
+
+    /// The key of the haystack turn `at`.
+    pub fn turn_key(&self, at: crate::ranking::TurnRef) -> &str {
+        &self.turn_keys[at.session][at.turn]
+    }
 }
 
 /// Counts the turns (user turns, all turns) whose key widens to a session of a gold turn.

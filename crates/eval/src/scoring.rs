@@ -25,8 +25,7 @@ pub struct LevelScores {
 
 /// Scores `ranking` at every cutoff.
 pub fn score_ranking(keys: &EvidenceKeys, ranking: &Ranking, cutoffs: &[usize]) -> LevelScores {
-    let turn_keys: Vec<&str> =
-        ranking.turns.iter().map(|r| keys.turn_keys[r.session][r.turn].as_str()).collect();
+    let turn_keys: Vec<&str> = ranking.turns.iter().map(|&r| keys.turn_key(r)).collect();
     let gold_turns: HashSet<&str> = keys.gold_turns.iter().map(String::as_str).collect();
     let gold_sessions: HashSet<&str> = keys.gold_sessions.iter().map(String::as_str).collect();
     let mut out = LevelScores::default();

@@ -262,7 +262,7 @@ impl EvalSystem for OracleSystem {
         let start = Instant::now();
         let ranked: Vec<TurnRef> = q
             .admitted()
-            .filter(|t| q.keys.gold_turns.contains(&q.keys.turn_keys[t.at.session][t.at.turn]))
+            .filter(|t| q.keys.gold_turns.contains(q.keys.turn_key(t.at)))
             .map(|t| t.at)
             .collect();
         pack_turns(
