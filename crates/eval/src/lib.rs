@@ -32,6 +32,7 @@ pub mod eval_question;
 pub mod eval_store;
 pub mod metrics;
 pub mod outcomes;
+pub mod packed_outcomes;
 pub mod packing;
 pub mod protocol;
 pub mod ranking;

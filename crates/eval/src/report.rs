@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::{
     ArtefactIdentity,
     outcomes::QuestionOutcome,
-    scoring::{LevelScores, MeanScores},
+    scoring::{Level, LevelScores, MeanScores, MetricTable, PACKED},
 };
 
 /// The whole report.
@@ -346,13 +346,17 @@ impl Report {
                 }
             }
         }
+        self.packed_section(&mut md, &budgets);
         let numeric: Vec<usize> = budgets.iter().filter_map(|b| b.parse().ok()).collect();
         if numeric.len() >= 2
             && let Some(&k) = cutoffs.iter().max()
         {
             let metric = format!("recall_all@{k}");
             let _ = writeln!(md, "\n## Session {metric} against budget\n");
-            let _ = writeln!(md, "{}", self.svg_plot(&numeric, &metric));
+            let _ = writeln!(md, "{}", self.svg_plot(&numeric, Level::Session, &metric));
+            let metric = format!("recall_all@{PACKED}");
+            let _ = writeln!(md, "\n## Turn {metric} against budget\n");
+            let _ = writeln!(md, "{}", self.svg_plot(&numeric, Level::Turn, &metric));
         }
         let _ = writeln!(md, "\n## By question type (session recall_all, budgets in columns)\n");
         for (name, sys) in &self.systems {
@@ -422,8 +426,47 @@ impl Report {
         md
     }
 
-    /// A small SVG line plot of session `metric` against budget, one line per system.
-    pub fn svg_plot(&self, budgets: &[usize], metric: &str) -> String {
+    /// The table of evidence anywhere in the packed context, whatever its rank.
+    fn packed_section(&self, md: &mut String, budgets: &[String]) {
+        let _ = writeln!(
+            md,
+            "\n## Evidence anywhere in the packed context\n\n\
+             Every gold turn (`all`) or at least one (`any`) inside the packed context, whatever its \
+             rank; `session all`: every gold session reached by a packed evidence turn. Cutoffs count \
+             items, which favours systems whose items are larger (a chunk lists several turns); \
+             this counts only what fits the budget.\n"
+        );
+        let mut header = "| system | n |".to_owned();
+        let mut rule = "| --- | --- |".to_owned();
+        for b in budgets {
+            let _ = write!(header, " turn all ({b}) | turn any ({b}) | session all ({b}) |");
+            rule.push_str(" --- | --- | --- |");
+        }
+        let _ = writeln!(md, "{header}\n{rule}");
+        for (name, sys) in &self.systems {
+            let n = sys.budgets.values().next().map_or(0, |r| r.n_scored);
+            let mut row = format!("| {name} | {n} |");
+            for b in budgets {
+                let get = |t: Option<&MetricTable>, m: &str| {
+                    t.and_then(|t| t.get(&format!("{m}@{PACKED}")).copied()).unwrap_or(f64::NAN)
+                };
+                let r = sys.budgets.get(b);
+                let turn = r.map(|r| &r.overall.turn);
+                let session = r.map(|r| &r.overall.session);
+                let _ = write!(
+                    row,
+                    " {:.4} | {:.4} | {:.4} |",
+                    get(turn, "recall_all"),
+                    get(turn, "recall_any"),
+                    get(session, "recall_all")
+                );
+            }
+            let _ = writeln!(md, "{row}");
+        }
+    }
+
+    /// A small SVG line plot of `metric` at `level` against budget, one line per system.
+    pub fn svg_plot(&self, budgets: &[usize], level: Level, metric: &str) -> String {
         const W: f64 = 560.0;
         const H: f64 = 320.0;
         const L: f64 = 50.0;
@@ -473,7 +516,12 @@ impl Report {
             let points: Vec<(f64, f64)> = budgets
                 .iter()
                 .filter_map(|b| {
-                    let v = sys.budgets.get(&b.to_string())?.overall.session.get(metric)?;
+                    let overall = &sys.budgets.get(&b.to_string())?.overall;
+                    let table = match level {
+                        Level::Session => &overall.session,
+                        Level::Turn => &overall.turn,
+                    };
+                    let v = table.get(metric)?;
                     Some((lx(*b), ly(*v)))
                 })
                 .collect();

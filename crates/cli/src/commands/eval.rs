@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use evicortex_eval::{
     data_dir,
+    packed_outcomes::{packed_from_outcomes, packed_markdown},
     run_config::{RunConfigFile, check_abstention_threshold, parse_budget},
     runner::{Benchmark, RunSpec},
     split::SplitName,
@@ -29,6 +30,17 @@ pub enum EvalBenchmark {
     Longmemeval(EvalRunArgs),
     /// LoCoMo (.json); evidence by dialogue id, results by category.
     Locomo(EvalRunArgs),
+    /// Prints, from a run's questions.jsonl, the share of scored questions whose gold evidence is
+    /// anywhere in the packed context (for reports that predate the measure).
+    Packed(PackedArgs),
+}
+
+/// Arguments of `evicortex eval packed`.
+#[derive(Debug, Args)]
+pub struct PackedArgs {
+    /// A run's per-question outcomes (questions.jsonl).
+    #[arg(long, value_name = "FILE")]
+    pub outcomes: PathBuf,
 }
 
 /// One evaluation run. With `--config`, the committed file fixes every setting and flags given
@@ -86,6 +98,7 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
     let (benchmark, run_args) = match &args.benchmark {
         EvalBenchmark::Longmemeval(a) => (Benchmark::LongMemEval, a),
         EvalBenchmark::Locomo(a) => (Benchmark::Locomo, a),
+        EvalBenchmark::Packed(a) => return print_packed(&a.outcomes),
     };
     let spec = spec_from_args(benchmark, run_args)?;
     if run_args.embed_only {
@@ -111,6 +124,14 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
         );
     }
     eprintln!("wrote {}", run_args.out.join("report.json").display());
+    Ok(())
+}
+
+fn print_packed(outcomes: &Path) -> anyhow::Result<()> {
+    let file = fs_err::File::open(outcomes)?;
+    let table = packed_from_outcomes(std::io::BufReader::new(file))
+        .with_context(|| format!("reading {}", outcomes.display()))?;
+    print!("{}", packed_markdown(&table));
     Ok(())
 }
 

@@ -98,6 +98,17 @@ fn budgets_bound_tokens_and_credit_on_dev_subsets() {
                     assert!((0.0..=1.0 + 1e-9).contains(v), "{name}: {m} = {v}");
                 }
             }
+            for (budget, r) in &sys.budgets {
+                for (level, t) in [("session", &r.overall.session), ("turn", &r.overall.turn)] {
+                    for m in ["recall_any", "recall_all"] {
+                        let (packed, at10) = (t[&format!("{m}@packed")], t[&format!("{m}@10")]);
+                        assert!(
+                            packed + 1e-9 >= at10,
+                            "{name} {budget} {level} {m}: {packed} < {at10}"
+                        );
+                    }
+                }
+            }
             let small = metric(report, name, "512", "turn", "recall_any@10");
             let large = metric(report, name, "4096", "turn", "recall_any@10");
             assert!(small <= large + 1e-9, "{name}: {small} at 512 > {large} at 4096");
@@ -108,6 +119,8 @@ fn budgets_bound_tokens_and_credit_on_dev_subsets() {
     assert!(l.systems["oracle"].budgets["4096"].by_question_type.contains_key("multi-hop"));
     let md = l.markdown(&[1, 5, 10]);
     assert!(md.contains("<svg"), "report.md has the budget plot");
+    assert!(md.contains("## Evidence anywhere in the packed context"));
+    assert_eq!(metric(&l, "oracle", "512", "turn", "recall_all@packed"), 1.0);
 }
 
 /// The per-question outcomes written beside the report average to the report's figures, name the
@@ -150,4 +163,17 @@ fn question_outcomes_add_up_to_the_report() {
         l["gold_turns"].as_array().unwrap().iter().all(|g| packed.contains(&g.as_str().unwrap()))
     });
     assert!(oracle_packs_gold, "the oracle's packed turns hold every gold turn");
+    for l in lines.iter().filter(|l| l["excluded"].is_null()) {
+        let packed: Vec<&str> =
+            l["packed_turns"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
+        let all = l["gold_turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| packed.contains(&g.as_str().unwrap()));
+        assert_eq!(
+            l["scores"]["turn"]["recall_all@packed"].as_f64(),
+            Some(f64::from(u8::from(all)))
+        );
+    }
 }
