@@ -85,8 +85,9 @@ pub enum DedupPolicy {
 pub enum Expansion {
     /// Only retrieved candidates are packed.
     None,
-    /// After the candidates, turns of the same session within `radius` turn indexes of a selected
-    /// turn are added (nearest first, in selection order) when they pass the filters and fit.
+    /// Right after each selected candidate, turns of its session within `radius` turn indexes
+    /// are added (nearest first) when they pass the filters and fit; a neighbour that is itself a
+    /// lower-ranked candidate is selected then, as a candidate.
     AdjacentTurns {
         /// How many turns on each side, 1 or more.
         radius: u32,

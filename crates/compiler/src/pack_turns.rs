@@ -1,5 +1,5 @@
-//! Packing turns: greedy selection in fused order from per-piece estimates, optional adjacent-turn
-//! expansion, the exact fit of the rendered block, then a fill of the slack the estimates left.
+//! Packing turns: greedy selection in fused order from per-piece estimates, each selected turn
+//! followed by its adjacent turns when expansion is on, the exact fit of the rendered block, then a fill of the slack the estimates left.
 
 use std::collections::HashSet;
 
@@ -104,33 +104,42 @@ pub(crate) fn pack(
         }
     };
 
+    let radius = match config.expansion {
+        Expansion::None => 0,
+        Expansion::AdjacentTurns { radius } => radius,
+    };
+    let retrieved: HashSet<TurnId> = fused.iter().map(|h| h.key).collect();
+    // Each candidate's neighbours are offered right after it, while the budget still has room:
+    // offered after all candidates, they would never fit at any budget the candidates fill.
     for hit in fused {
         let Some(pos) = admission.position(hit.key) else { continue };
-        if try_take(pos, Selection::Candidate, &mut chosen)? {
-            taken.insert(hit.key);
-        } else {
-            over_budget.insert(hit.key);
+        if taken.contains(&hit.key) {
+            continue;
         }
-    }
-    if let Expansion::AdjacentTurns { radius } = config.expansion {
-        let seeds: Vec<usize> = chosen.iter().map(|c| c.pos).collect();
-        for seed in seeds {
-            let seed_turn = corpus.at(seed).turn.turn.raw();
-            let seed_id = corpus.at(seed).id;
-            for distance in 1..=radius {
-                for neighbour in [seed_turn.checked_sub(distance), seed_turn.checked_add(distance)]
-                    .into_iter()
-                    .flatten()
-                {
-                    for pos in neighbours(corpus, seed, TurnIndex::new(neighbour)) {
-                        let id = corpus.at(pos).id;
-                        if taken.contains(&id) || !admission.admits(id) || representative(id) != id
-                        {
-                            continue;
-                        }
-                        if try_take(pos, Selection::Expansion { of: seed_id }, &mut chosen)? {
-                            taken.insert(id);
-                        }
+        if !try_take(pos, Selection::Candidate, &mut chosen)? {
+            over_budget.insert(hit.key);
+            continue;
+        }
+        taken.insert(hit.key);
+        let seed_turn = corpus.at(pos).turn.turn.raw();
+        for distance in 1..=radius {
+            for neighbour in [seed_turn.checked_sub(distance), seed_turn.checked_add(distance)]
+                .into_iter()
+                .flatten()
+            {
+                for n in neighbours(corpus, pos, TurnIndex::new(neighbour)) {
+                    let id = corpus.at(n).id;
+                    if taken.contains(&id) || !admission.admits(id) || representative(id) != id {
+                        continue;
+                    }
+                    // A neighbour that was retrieved too keeps saying so.
+                    let selection = if retrieved.contains(&id) {
+                        Selection::Candidate
+                    } else {
+                        Selection::Expansion { of: hit.key }
+                    };
+                    if try_take(n, selection, &mut chosen)? {
+                        taken.insert(id);
                     }
                 }
             }
@@ -154,7 +163,7 @@ pub(crate) fn pack(
     // The plan charged every piece apart, which over-counts the joined block, so the exact fit
     // usually leaves slack: offer it to the remaining candidates, best fused rank first, each a
     // whole turn admitted only if the block re-counted exactly still fits. Candidates only: the
-    // expansion ran on the plan's seeds and is not repeated for filled turns.
+    // expansion ran with the plan's seeds and is not repeated for filled turns.
     let kept: HashSet<TurnId> = fit.kept.iter().map(|c| corpus.at(c.pos).id).collect();
     let mut extra = Vec::new();
     for hit in fused {

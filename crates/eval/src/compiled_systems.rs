@@ -8,7 +8,7 @@ use std::{collections::HashMap, sync::Arc, time::Instant};
 use anyhow::{Context, bail};
 use evicortex_compiler::{
     CompileConfig, CompileInputs, CompileQuery, Corpus, DenseConfig, DenseInput, EncoderRef,
-    ReaderTokenizer, RerankConfig, Reranker, TermOverlapReranker, compile_timed,
+    ReaderTokenizer, RerankConfig, Reranker, Selection, TermOverlapReranker, compile_timed,
 };
 use evicortex_core::{Namespace, TokenBudget, TurnId};
 use evicortex_embed::Encoder;
@@ -213,19 +213,28 @@ impl EvalSystem for CompiledSystem {
             };
             let (context, timings) = compile_timed(&compile_inputs, &query, &self.config)
                 .with_context(|| format!("compiling {}", q.id))?;
-            let mut items: Vec<(u32, u32, TurnRef)> = Vec::with_capacity(context.items.len());
+            let fused_rank: HashMap<TurnId, u32> =
+                context.items.iter().filter_map(|i| Some((i.record, i.fused_rank?))).collect();
+            let mut items: Vec<(u32, bool, u32, TurnRef)> = Vec::with_capacity(context.items.len());
             for (i, item) in context.items.iter().enumerate() {
                 let at = *inputs
                     .records
                     .get(&item.record)
                     .with_context(|| format!("record {} unknown", item.record))?;
-                // Fused candidates in fused-rank order, then expansions in the order packed.
-                items.push((item.fused_rank.unwrap_or(u32::MAX), i as u32, at));
+                // Fused candidates in fused-rank order, each followed by its expansions in the
+                // order packed; an expansion's rank is its seed's.
+                let rank = match &item.selected_by {
+                    Selection::Candidate => (item.fused_rank.unwrap_or(u32::MAX), false),
+                    Selection::Expansion { of } => {
+                        (fused_rank.get(of).copied().unwrap_or(u32::MAX), true)
+                    }
+                };
+                items.push((rank.0, rank.1, i as u32, at));
             }
             items.sort();
             outputs.push(SystemOutput {
                 ranking: Ranking {
-                    turns: items.into_iter().map(|(_, _, at)| at).collect(),
+                    turns: items.into_iter().map(|(_, _, _, at)| at).collect(),
                     sessions: None,
                     corpus: RankingCorpus::AllTurns,
                 },

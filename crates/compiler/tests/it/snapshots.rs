@@ -168,3 +168,28 @@ fn tiny_budget_packs_nothing_and_says_so() {
     "#]],
     );
 }
+
+/// Expansion runs beside each selected candidate, so a neighbour fits ahead of lower-ranked
+/// candidates when the candidates alone would fill the budget.
+#[test]
+fn expansion_takes_a_neighbour_ahead_of_lower_ranked_candidates() {
+    let (records, erased) = conversation();
+    let built = build("alice", records, erased);
+    let reader = TiktokenReader::o200k_base();
+    let question = query("alice", "Where did I move for the bakery job?", None, 140);
+    let mut config = CompileConfig::hybrid(5, DenseConfig::Off);
+    let plain = run(&built, &question, &config, &reader, None);
+    config.expansion = Expansion::AdjacentTurns { radius: 1 };
+    let expanded = run(&built, &question, &config, &reader, None);
+    let selected = |c: &evicortex_compiler::CompiledContext| -> Vec<(String, String)> {
+        c.items.iter().map(|i| (i.citation.clone(), format!("{:?}", i.selected_by))).collect()
+    };
+    let (plain, expanded_items) = (selected(&plain), selected(&expanded));
+    assert!(!plain.iter().any(|(c, _)| c == "#5"), "{plain:?}");
+    assert!(expanded.tokens_used <= 140);
+    let five = expanded_items.iter().find(|(c, _)| c == "#5");
+    assert!(
+        five.is_some_and(|(_, s)| s.starts_with("Expansion")),
+        "#5, the neighbour of the second-ranked #6, is packed as its expansion: {expanded_items:?}"
+    );
+}
