@@ -91,6 +91,10 @@ pub enum Expansion {
     AdjacentTurns {
         /// How many turns on each side, 1 or more.
         radius: u32,
+        /// Only neighbours whose text has at most this many reader tokens (none: any length).
+        /// Short turns lean on their neighbours for context; long ones would eat the budget.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_tokens: Option<u32>,
     },
 }
 
@@ -185,8 +189,11 @@ impl CompileConfig {
                 return bad("rerank.weight", format!("must be positive and finite, got {weight}"));
             }
         }
-        if let Expansion::AdjacentTurns { radius: 0 } = self.expansion {
+        if let Expansion::AdjacentTurns { radius: 0, .. } = self.expansion {
             return bad("expansion.radius", "must be at least 1 (use expansion: none)".to_owned());
+        }
+        if let Expansion::AdjacentTurns { max_tokens: Some(0), .. } = self.expansion {
+            return bad("expansion.max_tokens", "must be at least 1 (or absent)".to_owned());
         }
         if let Some(t) = self.abstention.threshold
             && !t.is_finite()

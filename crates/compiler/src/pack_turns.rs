@@ -90,11 +90,16 @@ pub(crate) fn pack(
         let chosen = Chosen { pos, also_cited: also, selection, tokens, text_tokens: text_count };
         Ok((chosen, header))
     };
+    // Takes the turn if its text is within `max_text_tokens` and its line fits the plan.
     let mut try_take = |pos: usize,
                         selection: Selection,
+                        max_text_tokens: Option<u32>,
                         chosen: &mut Vec<Chosen>|
      -> Result<bool, CompileError> {
         let (candidate, header) = measure(pos, selection)?;
+        if max_text_tokens.is_some_and(|max| candidate.text_tokens > max) {
+            return Ok(false);
+        }
         let session = corpus.at(pos).turn.session.as_str();
         if planner.try_admit(session, header, candidate.tokens as usize) {
             chosen.push(candidate);
@@ -104,9 +109,9 @@ pub(crate) fn pack(
         }
     };
 
-    let radius = match config.expansion {
-        Expansion::None => 0,
-        Expansion::AdjacentTurns { radius } => radius,
+    let (radius, max_tokens) = match config.expansion {
+        Expansion::None => (0, None),
+        Expansion::AdjacentTurns { radius, max_tokens } => (radius, max_tokens),
     };
     let retrieved: HashSet<TurnId> = fused.iter().map(|h| h.key).collect();
     // Each candidate's neighbours are offered right after it, while the budget still has room:
@@ -116,7 +121,7 @@ pub(crate) fn pack(
         if taken.contains(&hit.key) {
             continue;
         }
-        if !try_take(pos, Selection::Candidate, &mut chosen)? {
+        if !try_take(pos, Selection::Candidate, None, &mut chosen)? {
             over_budget.insert(hit.key);
             continue;
         }
@@ -138,7 +143,7 @@ pub(crate) fn pack(
                     } else {
                         Selection::Expansion { of: hit.key }
                     };
-                    if try_take(n, selection, &mut chosen)? {
+                    if try_take(n, selection, max_tokens, &mut chosen)? {
                         taken.insert(id);
                     }
                 }

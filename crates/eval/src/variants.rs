@@ -129,7 +129,10 @@ mod tests {
             r#"{"x": {"base": "evicortex", "set": {"expansion": {"mode": "adjacent_turns", "radius": 1}}}}"#,
         );
         let got = resolve(&v, "x", 50).unwrap().unwrap();
-        assert_eq!(got.expansion, evicortex_compiler::Expansion::AdjacentTurns { radius: 1 });
+        assert_eq!(
+            got.expansion,
+            evicortex_compiler::Expansion::AdjacentTurns { radius: 1, max_tokens: None }
+        );
     }
 
     #[test]

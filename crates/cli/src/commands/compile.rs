@@ -61,6 +61,9 @@ pub struct CompileArgs {
     /// Add up to N neighbouring turns of the same session around each selected turn when they fit.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub expand: u32,
+    /// With --expand, add only neighbours of at most this many reader tokens.
+    #[arg(long, value_name = "TOKENS", requires = "expand")]
+    pub expand_max_tokens: Option<u32>,
     /// Abstain when the support score is below this (dense cosine with --dense on, else lexical
     /// coverage).
     #[arg(long, value_name = "SCORE")]
@@ -108,7 +111,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         },
         expansion: match args.expand {
             0 => Expansion::None,
-            radius => Expansion::AdjacentTurns { radius },
+            radius => Expansion::AdjacentTurns { radius, max_tokens: args.expand_max_tokens },
         },
         abstention: AbstentionConfig {
             signal: match dense {

@@ -78,7 +78,7 @@ proptest! {
             config.rerank = RerankConfig::On { depth: 16, weight: 1.0 };
         }
         if expand {
-            config.expansion = Expansion::AdjacentTurns { radius: 2 };
+            config.expansion = Expansion::AdjacentTurns { radius: 2, max_tokens: None };
         }
         let reranker = TermOverlapReranker;
         let reranker = rerank.then_some(&reranker as &dyn evicortex_compiler::Reranker);

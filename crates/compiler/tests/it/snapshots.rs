@@ -54,7 +54,7 @@ fn lexical_only_cites_turns_grouped_by_session() {
 fn hybrid_with_reranker_and_expansion_and_dedup() {
     let mut config = CompileConfig::hybrid(5, DenseConfig::On { top_n: 5 });
     config.rerank = RerankConfig::On { depth: 4, weight: 1.0 };
-    config.expansion = Expansion::AdjacentTurns { radius: 1 };
+    config.expansion = Expansion::AdjacentTurns { radius: 1, max_tokens: None };
     check(
         "congratulations on the move to Lisbon",
         None,
@@ -179,7 +179,7 @@ fn expansion_takes_a_neighbour_ahead_of_lower_ranked_candidates() {
     let question = query("alice", "Where did I move for the bakery job?", None, 140);
     let mut config = CompileConfig::hybrid(5, DenseConfig::Off);
     let plain = run(&built, &question, &config, &reader, None);
-    config.expansion = Expansion::AdjacentTurns { radius: 1 };
+    config.expansion = Expansion::AdjacentTurns { radius: 1, max_tokens: None };
     let expanded = run(&built, &question, &config, &reader, None);
     let selected = |c: &evicortex_compiler::CompiledContext| -> Vec<(String, String)> {
         c.items.iter().map(|i| (i.citation.clone(), format!("{:?}", i.selected_by))).collect()
@@ -192,4 +192,12 @@ fn expansion_takes_a_neighbour_ahead_of_lower_ranked_candidates() {
         five.is_some_and(|(_, s)| s.starts_with("Expansion")),
         "#5, the neighbour of the second-ranked #6, is packed as its expansion: {expanded_items:?}"
     );
+    // A cap below #5's text keeps it out; a cap at it lets it in.
+    let five = expanded.items.iter().find(|i| i.citation == "#5").unwrap();
+    let n = evicortex_compiler::ReaderTokenizer::count(&reader, &five.text).unwrap() as u32;
+    for (cap, packed) in [(n - 1, false), (n, true)] {
+        config.expansion = Expansion::AdjacentTurns { radius: 1, max_tokens: Some(cap) };
+        let capped = selected(&run(&built, &question, &config, &reader, None));
+        assert_eq!(capped.iter().any(|(c, _)| c == "#5"), packed, "cap {cap}: {capped:?}");
+    }
 }
