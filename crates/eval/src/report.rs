@@ -112,7 +112,13 @@ pub struct AbstentionReport {
     /// THIS split (balanced accuracy), for systems that report support. Calibrate on dev only;
     /// a test report shows it for information, never to choose the threshold.
     pub calibration: Option<Calibration>,
+    /// The highest support threshold at which at most 5% of answerable questions would abstain
+    /// (a wrong abstention scores zero), on THIS split; same caveat as `calibration`.
+    pub calibration_5pct_false_abstention: Option<Calibration>,
 }
+
+/// The largest share of answerable questions a product threshold may send to abstention.
+pub const MAX_FALSE_ABSTENTION: f64 = 0.05;
 
 /// A support threshold fitted on a split: abstain when support < threshold.
 #[derive(Clone, Debug, Serialize)]
@@ -122,15 +128,19 @@ pub struct Calibration {
     /// Balanced accuracy at it: mean of (abstention cases below it, answerable questions at or
     /// above it).
     pub balanced_accuracy: f64,
+    /// Share of abstention cases below it (abstained on, rightly).
+    pub abstention_recall: f64,
+    /// Share of answerable questions below it (abstained on, wrongly).
+    pub false_abstention: f64,
     /// Abstention cases with a support score.
     pub n_abstention: usize,
     /// Answerable questions with a support score.
     pub n_answerable: usize,
 }
 
-/// The threshold maximising balanced accuracy over `(support, is_abstention)` pairs (the
-/// midpoint between neighbouring scores; ties keep the lowest threshold).
-pub fn calibrate(points: &[(f32, bool)]) -> Option<Calibration> {
+/// Every candidate threshold over `(support, is_abstention)` pairs, ascending: the lowest score,
+/// the midpoints between neighbouring scores and just above the highest.
+fn thresholds(points: &[(f32, bool)]) -> Option<Vec<Calibration>> {
     let n_abs = points.iter().filter(|p| p.1).count();
     let n_ans = points.len() - n_abs;
     if n_abs == 0 || n_ans == 0 {
@@ -142,21 +152,39 @@ pub fn calibrate(points: &[(f32, bool)]) -> Option<Calibration> {
     let mut candidates = vec![scores[0]];
     candidates.extend(scores.windows(2).map(|w| (w[0] + w[1]) / 2.0));
     candidates.push(scores[scores.len() - 1] + 1e-6);
-    let mut best: Option<Calibration> = None;
-    for t in candidates {
+    let at = |t: f32| {
         let abs_ok = points.iter().filter(|p| p.1 && p.0 < t).count() as f64 / n_abs as f64;
         let ans_ok = points.iter().filter(|p| !p.1 && p.0 >= t).count() as f64 / n_ans as f64;
-        let acc = (abs_ok + ans_ok) / 2.0;
-        if best.as_ref().is_none_or(|b| acc > b.balanced_accuracy) {
-            best = Some(Calibration {
-                threshold: t,
-                balanced_accuracy: acc,
-                n_abstention: n_abs,
-                n_answerable: n_ans,
-            });
+        Calibration {
+            threshold: t,
+            balanced_accuracy: (abs_ok + ans_ok) / 2.0,
+            abstention_recall: abs_ok,
+            false_abstention: 1.0 - ans_ok,
+            n_abstention: n_abs,
+            n_answerable: n_ans,
+        }
+    };
+    Some(candidates.into_iter().map(at).collect())
+}
+
+/// The threshold maximising balanced accuracy over `(support, is_abstention)` pairs (the
+/// midpoint between neighbouring scores; ties keep the lowest threshold).
+pub fn calibrate(points: &[(f32, bool)]) -> Option<Calibration> {
+    let mut best: Option<Calibration> = None;
+    for c in thresholds(points)? {
+        if best.as_ref().is_none_or(|b| c.balanced_accuracy > b.balanced_accuracy) {
+            best = Some(c);
         }
     }
     best
+}
+
+/// The highest threshold whose false-abstention share is at most `max_false_abstention`.
+pub fn calibrate_false_abstention(
+    points: &[(f32, bool)],
+    max_false_abstention: f64,
+) -> Option<Calibration> {
+    thresholds(points)?.into_iter().rev().find(|c| c.false_abstention <= max_false_abstention)
 }
 
 /// Token use.
@@ -230,6 +258,8 @@ impl BudgetAccumulator {
             self.abstention.abstained_on_answerable = Some(self.abstained_on_answerable);
         }
         self.abstention.calibration = calibrate(&self.support);
+        self.abstention.calibration_5pct_false_abstention =
+            calibrate_false_abstention(&self.support, MAX_FALSE_ABSTENTION);
         self.abstention.mean_tokens_used =
             self.abstention_tokens as f64 / self.abstention.n.max(1) as f64;
         let tokens_used = TokenStats {
@@ -393,9 +423,9 @@ impl Report {
         let _ = writeln!(md, "\n## Abstention cases and latency\n");
         let _ = writeln!(
             md,
-            "| system | budget | abstention n | abstained | abstained on answerable | mean tokens on abstention | support threshold fitted on this split (balanced acc.) | stages (mean ms) |"
+            "| system | budget | abstention n | abstained | abstained on answerable | mean tokens on abstention | threshold fitted on this split for balanced accuracy: t (acc., caught, false abst.) | highest threshold with at most 5% false abstention: t (caught) | stages (mean ms) |"
         );
-        let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+        let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         for (name, sys) in &self.systems {
             for b in &budgets {
                 let Some(r) = sys.budgets.get(b) else { continue };
@@ -406,14 +436,24 @@ impl Report {
                 };
                 let _ = writeln!(
                     md,
-                    "| {name} | {b} | {} | {} | {} | {:.0} | {} | {} |",
+                    "| {name} | {b} | {} | {} | {} | {:.0} | {} | {} | {} |",
                     r.abstention.n,
                     opt(r.abstention.abstained),
                     opt(r.abstention.abstained_on_answerable),
                     r.abstention.mean_tokens_used,
                     r.abstention.calibration.as_ref().map_or_else(
                         || "-".to_owned(),
-                        |c| format!("{:.4} ({:.3})", c.threshold, c.balanced_accuracy)
+                        |c| format!(
+                            "{:.4} ({:.3}, {:.0}%, {:.0}%)",
+                            c.threshold,
+                            c.balanced_accuracy,
+                            100.0 * c.abstention_recall,
+                            100.0 * c.false_abstention
+                        )
+                    ),
+                    r.abstention.calibration_5pct_false_abstention.as_ref().map_or_else(
+                        || "-".to_owned(),
+                        |c| format!("{:.4} ({:.0}%)", c.threshold, 100.0 * c.abstention_recall)
                     ),
                     stages.join(", ")
                 );
@@ -559,6 +599,17 @@ mod tests {
         let c = calibrate(&points).unwrap();
         assert!((c.threshold - 0.35).abs() < 1e-6, "{c:?}");
         assert!((c.balanced_accuracy - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-9);
+        assert!((c.false_abstention - 1.0 / 3.0).abs() < 1e-9, "0.15 is answerable, below 0.35");
+        assert_eq!(c.abstention_recall, 1.0);
         assert!(calibrate(&[(0.1, true)]).is_none(), "needs both kinds");
+        // At most 5% false abstention: no answerable question may fall below, so the threshold
+        // stops under the lowest answerable score (0.15), catching only the case at 0.1.
+        let strict = calibrate_false_abstention(&points, 0.05).unwrap();
+        assert!((strict.threshold - 0.125).abs() < 1e-6, "{strict:?}");
+        assert_eq!((strict.false_abstention, strict.abstention_recall), (0.0, 0.5));
+        // A third of answerable questions may abstain: the threshold rises to just below 0.5.
+        let loose = calibrate_false_abstention(&points, 0.34).unwrap();
+        assert!((loose.threshold - 0.35).abs() < 1e-6, "{loose:?}");
+        assert_eq!(loose.abstention_recall, 1.0);
     }
 }
