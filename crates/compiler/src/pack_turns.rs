@@ -1,5 +1,6 @@
 //! Packing turns: greedy selection in fused order from per-piece estimates, each selected turn
-//! followed by its adjacent turns when expansion is on, the exact fit of the rendered block, then a fill of the slack the estimates left.
+//! followed by its adjacent turns when expansion is on, the exact fit of the rendered block, then
+//! a fill of the slack the estimates left.
 
 use std::collections::HashSet;
 
@@ -113,7 +114,9 @@ pub(crate) fn pack(
         Expansion::None => (0, None),
         Expansion::AdjacentTurns { radius, max_tokens } => (radius, max_tokens),
     };
-    let retrieved: HashSet<TurnId> = fused.iter().map(|h| h.key).collect();
+    // Only expansion asks whether a turn was retrieved.
+    let retrieved: HashSet<TurnId> =
+        if radius > 0 { fused.iter().map(|h| h.key).collect() } else { HashSet::new() };
     // Each candidate's neighbours are offered right after it, while the budget still has room:
     // offered after all candidates, they would never fit at any budget the candidates fill.
     for hit in fused {

@@ -2,15 +2,17 @@
 //! whose report predates the measure (the packed and gold turn keys are in every line).
 
 use std::{
-    collections::{BTreeMap, HashSet},
-    fmt::Write as _,
+    collections::{BTreeMap, BTreeSet, HashSet},
     io::BufRead,
 };
 
 use anyhow::Context;
 use serde::Deserialize;
 
-use crate::{protocol::strip_turn_id, scoring::packed_recall};
+use crate::{
+    report::{PackedRow, packed_table_markdown},
+    scoring::{PackedRecall, packed_turn_recall},
+};
 
 /// The fields of a `questions.jsonl` line this needs.
 #[derive(Deserialize)]
@@ -53,10 +55,8 @@ pub fn packed_from_outcomes(jsonl: impl BufRead) -> anyhow::Result<PackedTable> 
         }
         let packed: Vec<&str> = l.packed_turns.iter().map(String::as_str).collect();
         let gold: HashSet<&str> = l.gold_turns.iter().map(String::as_str).collect();
-        let (any, all) = packed_recall(&packed, &gold);
-        let sessions: Vec<&str> = packed.iter().map(|t| strip_turn_id(t)).collect();
-        let gold_sessions: HashSet<&str> = gold.iter().map(|t| strip_turn_id(t)).collect();
-        let (_, session_all) = packed_recall(&sessions, &gold_sessions);
+        let PackedRecall { turn: (any, all), session: (_, session_all) } =
+            packed_turn_recall(&packed, &gold);
         let c = table.entry((l.system, l.budget)).or_default();
         c.n += 1;
         c.turn_all += usize::from(all);
@@ -71,36 +71,27 @@ pub fn packed_markdown(table: &PackedTable) -> String {
     let mut budgets: Vec<Option<usize>> = table.keys().map(|(_, b)| *b).collect();
     budgets.sort_by_key(|b| b.unwrap_or(usize::MAX));
     budgets.dedup();
-    let systems: std::collections::BTreeSet<&String> = table.keys().map(|(s, _)| s).collect();
-    let mut md = "| system | n |".to_owned();
-    let mut rule = "| --- | --- |".to_owned();
-    for b in &budgets {
-        let b = crate::report::budget_key(*b);
-        let _ = write!(md, " turn all ({b}) | turn any ({b}) | session all ({b}) |");
-        rule.push_str(" --- | --- | --- |");
-    }
-    let _ = writeln!(md, "\n{rule}");
-    for s in systems {
-        let n = budgets.iter().find_map(|b| table.get(&(s.clone(), *b))).map_or(0, |c| c.n);
-        let _ = write!(md, "| {s} | {n} |");
-        for b in &budgets {
-            match table.get(&(s.clone(), *b)) {
-                Some(c) if c.n > 0 => {
-                    let f = |x: usize| x as f64 / c.n as f64;
-                    let _ = write!(
-                        md,
-                        " {:.4} | {:.4} | {:.4} |",
-                        f(c.turn_all),
-                        f(c.turn_any),
-                        f(c.session_all)
-                    );
-                }
-                _ => md.push_str(" - | - | - |"),
-            }
-        }
-        md.push('\n');
-    }
-    md
+    let systems: BTreeSet<&String> = table.keys().map(|(s, _)| s).collect();
+    let rows: Vec<PackedRow> = systems
+        .into_iter()
+        .map(|s| {
+            let counts: Vec<Option<&PackedCounts>> =
+                budgets.iter().map(|b| table.get(&(s.clone(), *b)).filter(|c| c.n > 0)).collect();
+            let n = counts.iter().flatten().next().map_or(0, |c| c.n);
+            let cells = counts
+                .into_iter()
+                .map(|c| {
+                    c.map(|c| {
+                        let f = |x: usize| x as f64 / c.n as f64;
+                        [f(c.turn_all), f(c.turn_any), f(c.session_all)]
+                    })
+                })
+                .collect();
+            PackedRow { system: s.clone(), n, cells }
+        })
+        .collect();
+    let budgets: Vec<String> = budgets.into_iter().map(crate::report::budget_key).collect();
+    packed_table_markdown(&budgets, &rows)
 }
 
 #[cfg(test)]

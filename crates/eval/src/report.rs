@@ -187,6 +187,42 @@ pub fn calibrate_false_abstention(
     thresholds(points)?.into_iter().rev().find(|c| c.false_abstention <= max_false_abstention)
 }
 
+/// One system's row of the packed-context table: per budget, turn all, turn any and session
+/// all (`None`: not measured at that budget).
+#[derive(Clone, Debug)]
+pub struct PackedRow {
+    /// The system.
+    pub system: String,
+    /// Scored questions.
+    pub n: usize,
+    /// Per budget, in the table's column order.
+    pub cells: Vec<Option<[f64; 3]>>,
+}
+
+/// The packed-context table as markdown, budgets in columns.
+pub fn packed_table_markdown(budgets: &[String], rows: &[PackedRow]) -> String {
+    let mut md = "| system | n |".to_owned();
+    let mut rule = "| --- | --- |".to_owned();
+    for b in budgets {
+        let _ = write!(md, " turn all ({b}) | turn any ({b}) | session all ({b}) |");
+        rule.push_str(" --- | --- | --- |");
+    }
+    let _ = writeln!(md, "\n{rule}");
+    for r in rows {
+        let _ = write!(md, "| {} | {} |", r.system, r.n);
+        for cell in &r.cells {
+            match cell {
+                Some([a, b, c]) => {
+                    let _ = write!(md, " {a:.4} | {b:.4} | {c:.4} |");
+                }
+                None => md.push_str(" - | - | - |"),
+            }
+        }
+        md.push('\n');
+    }
+    md
+}
+
 /// Token use.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TokenStats {
@@ -476,33 +512,28 @@ impl Report {
              items, which favours systems whose items are larger (a chunk lists several turns); \
              this counts only what fits the budget.\n"
         );
-        let mut header = "| system | n |".to_owned();
-        let mut rule = "| --- | --- |".to_owned();
-        for b in budgets {
-            let _ = write!(header, " turn all ({b}) | turn any ({b}) | session all ({b}) |");
-            rule.push_str(" --- | --- | --- |");
-        }
-        let _ = writeln!(md, "{header}\n{rule}");
-        for (name, sys) in &self.systems {
-            let n = sys.budgets.values().next().map_or(0, |r| r.n_scored);
-            let mut row = format!("| {name} | {n} |");
-            for b in budgets {
-                let get = |t: Option<&MetricTable>, m: &str| {
-                    t.and_then(|t| t.get(&format!("{m}@{PACKED}")).copied()).unwrap_or(f64::NAN)
-                };
-                let r = sys.budgets.get(b);
-                let turn = r.map(|r| &r.overall.turn);
-                let session = r.map(|r| &r.overall.session);
-                let _ = write!(
-                    row,
-                    " {:.4} | {:.4} | {:.4} |",
-                    get(turn, "recall_all"),
-                    get(turn, "recall_any"),
-                    get(session, "recall_all")
-                );
-            }
-            let _ = writeln!(md, "{row}");
-        }
+        let rows: Vec<PackedRow> = self
+            .systems
+            .iter()
+            .map(|(name, sys)| {
+                let cells = budgets
+                    .iter()
+                    .map(|b| {
+                        let o = &sys.budgets.get(b)?.overall;
+                        let get =
+                            |t: &MetricTable, m: &str| t.get(&format!("{m}@{PACKED}")).copied();
+                        Some([
+                            get(&o.turn, "recall_all")?,
+                            get(&o.turn, "recall_any")?,
+                            get(&o.session, "recall_all")?,
+                        ])
+                    })
+                    .collect();
+                let n = sys.budgets.values().next().map_or(0, |r| r.n_scored);
+                PackedRow { system: name.clone(), n, cells }
+            })
+            .collect();
+        md.push_str(&packed_table_markdown(budgets, &rows));
     }
 
     /// A small SVG line plot of `metric` at `level` against budget, one line per system.

@@ -57,38 +57,58 @@ pub fn score_ranking(keys: &EvidenceKeys, ranking: &Ranking, cutoffs: &[usize]) 
         };
         insert(&mut out.session, k, session);
     }
-    let session_keys: Vec<&str> = match &ranking.sessions {
-        Some(sessions) => sessions.iter().map(|&s| keys.session_keys[s].as_str()).collect(),
-        None => turn_keys.iter().map(|t| strip_turn_id(t)).collect(),
+    let packed = match &ranking.sessions {
+        Some(sessions) => {
+            let session_keys: Vec<&str> =
+                sessions.iter().map(|&s| keys.session_keys[s].as_str()).collect();
+            PackedRecall {
+                turn: packed_recall(&turn_keys, &gold_turns),
+                session: packed_recall(&session_keys, &gold_sessions),
+            }
+        }
+        None => packed_turn_recall(&turn_keys, &gold_turns),
     };
-    let gold_widened: HashSet<&str> = match &ranking.sessions {
-        Some(_) => gold_sessions,
-        None => gold_turns.iter().map(|t| strip_turn_id(t)).collect(),
-    };
-    insert_packed(&mut out.turn, &turn_keys, &gold_turns);
-    insert_packed(&mut out.session, &session_keys, &gold_widened);
+    insert_packed(&mut out.turn, packed.turn);
+    insert_packed(&mut out.session, packed.session);
     out
 }
 
 /// Whether the gold evidence is anywhere in the packed context, whatever its rank: what a reader
 /// can use at this budget. A cutoff counts items, so it favours systems whose items are larger
 /// (a chunk lists several turns); this measure counts only what fits the budget.
-fn insert_packed(table: &mut MetricTable, packed: &[&str], gold: &HashSet<&str>) {
-    let (any, all) = packed_recall(packed, gold);
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct PackedRecall {
+    /// (any, all) gold turns packed.
+    pub turn: (bool, bool),
+    /// (any, all) gold sessions reached by a packed evidence turn.
+    pub session: (bool, bool),
+}
+
+/// [`PackedRecall`] of a turn ranking given by keys; sessions by the released widening.
+pub fn packed_turn_recall(packed_turns: &[&str], gold_turns: &HashSet<&str>) -> PackedRecall {
+    let sessions: Vec<&str> = packed_turns.iter().map(|t| strip_turn_id(t)).collect();
+    let gold_sessions: HashSet<&str> = gold_turns.iter().map(|t| strip_turn_id(t)).collect();
+    PackedRecall {
+        turn: packed_recall(packed_turns, gold_turns),
+        session: packed_recall(&sessions, &gold_sessions),
+    }
+}
+
+fn insert_packed(table: &mut MetricTable, (any, all): (bool, bool)) {
     table.insert(format!("recall_any@{PACKED}"), f64::from(u8::from(any)));
     table.insert(format!("recall_all@{PACKED}"), f64::from(u8::from(all)));
 }
 
 /// Whether any, and whether every, `gold` key is among the `packed` keys (none is all of none
 /// only when there is gold to find).
-pub fn packed_recall(packed: &[&str], gold: &HashSet<&str>) -> (bool, bool) {
+fn packed_recall(packed: &[&str], gold: &HashSet<&str>) -> (bool, bool) {
     let packed: HashSet<&str> = packed.iter().copied().collect();
     let any = gold.iter().any(|g| packed.contains(g));
     let all = !gold.is_empty() && gold.iter().all(|g| packed.contains(g));
     (any, all)
 }
 
-/// The cutoff name of [`insert_packed`]'s measures: the whole packed context.
+/// The cutoff name of the [`PackedRecall`] measures: the whole packed context.
 pub const PACKED: &str = "packed";
 
 fn insert(table: &mut MetricTable, k: usize, s: RetrievalScores) {
