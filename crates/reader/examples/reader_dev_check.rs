@@ -12,8 +12,8 @@
 use std::{collections::BTreeMap, io::Read as _, path::PathBuf};
 
 use evicortex_reader::{
-    Answer, AnswerRequest, DecodingSettings, GgufManifest, LocalGgufReader, LocomoCategory,
-    Reader, answer, build_answer_prompt, contains_answer, locomo_answer_score,
+    Answer, AnswerRequest, DecodingSettings, GgufManifest, LocalGgufReader, LocomoCategory, Reader,
+    answer, build_answer_prompt, contains_answer, locomo_answer_score,
 };
 
 struct Question {
@@ -107,7 +107,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("  {name} {} {}: {:?} -> {:?}", q.set, q.id, q.gold, reply.text);
         }
         println!("\n{name} ({})", reader.identity().digest());
-        println!("| set | stratum | n | score | contained | abstained | cites context | invents ids |");
+        println!(
+            "| set | stratum | n | score | contained | abstained | cites context | invents ids |"
+        );
         println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
         for ((set, stratum), t) in &tallies {
             let share = |k: usize| format!("{:.2}", k as f64 / t.n as f64);
@@ -209,7 +211,9 @@ fn locomo_questions(
                 },
                 unanswerable: category == 5,
                 question_date: None,
-                context: render(evidence.iter().map(|(r, s, d, t)| (*r, s.as_str(), d.as_str(), t.as_str()))),
+                context: render(
+                    evidence.iter().map(|(r, s, d, t)| (*r, s.as_str(), d.as_str(), t.as_str())),
+                ),
                 locomo_category: LocomoCategory::from_number(category as u32),
             });
         }
@@ -231,8 +235,10 @@ fn longmemeval_questions(
         })
         .collect();
     let mut gz = String::new();
-    flate2::read::GzDecoder::new(fs_err::File::open(data.join("longmemeval/longmemeval_oracle.json.gz"))?)
-        .read_to_string(&mut gz)?;
+    flate2::read::GzDecoder::new(fs_err::File::open(
+        data.join("longmemeval/longmemeval_oracle.json.gz"),
+    )?)
+    .read_to_string(&mut gz)?;
     let json: serde_json::Value = serde_json::from_str(&gz)?;
     let mut taken: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = Vec::new();
@@ -287,7 +293,9 @@ fn longmemeval_questions(
             },
             unanswerable,
             question_date: q["question_date"].as_str().map(str::to_owned),
-            context: render(turns.iter().map(|(r, s, d, t)| (*r, s.as_str(), d.as_str(), t.as_str()))),
+            context: render(
+                turns.iter().map(|(r, s, d, t)| (*r, s.as_str(), d.as_str(), t.as_str())),
+            ),
             locomo_category: None,
         });
     }

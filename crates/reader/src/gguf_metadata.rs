@@ -50,7 +50,11 @@ pub(crate) fn check(
     let arch = string("general.architecture")?;
     same("general.architecture", expect.architecture.clone(), arch.clone())?;
     same("general.name", expect.general_name.clone(), string("general.name")?)?;
-    same("general.file_type", expect.file_type.to_string(), number("general.file_type")?.to_string())?;
+    same(
+        "general.file_type",
+        expect.file_type.to_string(),
+        number("general.file_type")?.to_string(),
+    )?;
     for (key, expected) in [
         (format!("{arch}.block_count"), expect.block_count),
         (format!("{arch}.embedding_length"), expect.embedding_length),

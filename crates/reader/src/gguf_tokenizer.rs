@@ -122,11 +122,7 @@ impl GgufTokenizer {
             .map(|v| v.to_string().cloned().map_err(|e| format!("tokenizer.ggml.merges: {e}")))
             .collect::<Result<_, _>>()?;
         if types.len() != tokens.len() {
-            return Err(format!(
-                "{} token types for {} tokens",
-                types.len(),
-                tokens.len()
-            ));
+            return Err(format!("{} token types for {} tokens", types.len(), tokens.len()));
         }
         let eos_token_id = md("tokenizer.ggml.eos_token_id")?
             .to_u32()
@@ -159,7 +155,11 @@ impl GgufTokenizer {
                     "id": id, "content": token, "single_word": false, "lstrip": false,
                     "rstrip": false, "normalized": false, "special": special
                 }));
-                added_tokens.push(AddedToken { id: id as u32, text: token.clone(), control: special });
+                added_tokens.push(AddedToken {
+                    id: id as u32,
+                    text: token.clone(),
+                    control: special,
+                });
             }
         }
         let (normalizer, pre_tokenizer, decoder) = pre.components();

@@ -78,9 +78,7 @@ impl LocalGgufReader {
 
         let identity_seed = format!(
             "{}:{}:{}",
-            manifest.gguf.sha256,
-            manifest.expect.tokenizer_pre,
-            manifest.expect.vocab_size
+            manifest.gguf.sha256, manifest.expect.tokenizer_pre, manifest.expect.vocab_size
         );
         let tokenizer_digest = blake3::hash(identity_seed.as_bytes()).to_hex().to_string();
         let tokenizer = GgufTokenizer::from_gguf(&content, &tokenizer_digest)
@@ -283,7 +281,8 @@ impl Reader for LocalGgufReader {
                 context_window: self.context_window,
             });
         }
-        let (generated, finish, mut timing) = self.generate(&prompt_ids, decoding.max_new_tokens)?;
+        let (generated, finish, mut timing) =
+            self.generate(&prompt_ids, decoding.max_new_tokens)?;
         let text_ids: &[u32] = match finish {
             FinishReason::Stop => &generated[..generated.len() - 1],
             FinishReason::Length => &generated,
@@ -291,8 +290,7 @@ impl Reader for LocalGgufReader {
         let text =
             self.tokenizer.decode(text_ids).map_err(|reason| ReadError::Tokenizer { reason })?;
         // Tokenising the prompt is part of reading it.
-        timing.prompt_seconds =
-            started.elapsed().as_secs_f64() - timing.generation_seconds;
+        timing.prompt_seconds = started.elapsed().as_secs_f64() - timing.generation_seconds;
         Ok(ReaderOutput {
             text,
             prompt_tokens,

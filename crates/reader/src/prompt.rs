@@ -54,9 +54,9 @@ pub fn build_answer_prompt(request: &AnswerRequest<'_>) -> AnswerPrompt {
     user.push_str("Question: ");
     user.push_str(request.question);
     user.push_str(
-        "\n\nAnswer in one short sentence using only the evidence above, then cite the record \
-         ids you used in brackets, for example: She moved to Lisbon [#12]. If the evidence does \
-         not contain the answer, reply exactly: ",
+        "\n\nAnswer in one short sentence using only the evidence above. After the answer, put \
+         the record ids of the turns you used in brackets. If the evidence does not contain the \
+         answer, reply exactly: ",
     );
     user.push_str(ABSTENTION_REPLY);
     let context_records: BTreeSet<TurnId> =
@@ -99,11 +99,8 @@ mod tests {
 
     #[test]
     fn empty_context_says_so_and_digest_tracks_the_text() {
-        let a = build_answer_prompt(&AnswerRequest {
-            question: "q",
-            context: "",
-            question_date: None,
-        });
+        let a =
+            build_answer_prompt(&AnswerRequest { question: "q", context: "", question_date: None });
         assert!(a.messages[1].content.starts_with(NO_EVIDENCE));
         assert!(a.context_records.is_empty());
         let b = build_answer_prompt(&AnswerRequest {

@@ -147,7 +147,8 @@ impl Reader for ChatCompletionsClient {
         if let Some(key) = &self.config.api_key {
             builder = builder.bearer_auth(key);
         }
-        let http_error = |e: reqwest::Error| ReadError::Http { url: self.url.clone(), reason: e.to_string() };
+        let http_error =
+            |e: reqwest::Error| ReadError::Http { url: self.url.clone(), reason: e.to_string() };
         let response = builder.send().map_err(http_error)?;
         let status = response.status();
         let body = response.text().map_err(http_error)?;
@@ -155,7 +156,11 @@ impl Reader for ChatCompletionsClient {
             let message = serde_json::from_str::<ApiErrorBody>(&body)
                 .map(|b| b.error.message)
                 .unwrap_or_else(|_| body.chars().take(500).collect());
-            return Err(ReadError::Remote { url: self.url.clone(), status: status.as_u16(), message });
+            return Err(ReadError::Remote {
+                url: self.url.clone(),
+                status: status.as_u16(),
+                message,
+            });
         }
         let invalid = |field: &'static str, reason: String| ReadError::InvalidResponse {
             url: self.url.clone(),
@@ -165,7 +170,10 @@ impl Reader for ChatCompletionsClient {
         let parsed: ChatCompletionResponse =
             serde_json::from_str(&body).map_err(|e| invalid("body", e.to_string()))?;
         let [choice] = parsed.choices.as_slice() else {
-            return Err(invalid("choices", format!("has {} entries, expected 1", parsed.choices.len())));
+            return Err(invalid(
+                "choices",
+                format!("has {} entries, expected 1", parsed.choices.len()),
+            ));
         };
         let text = choice
             .message

@@ -62,7 +62,10 @@ async fn chat_completions(
             "invalid_request_error",
             Some("model"),
             Some("model_not_found"),
-            format!("model {:?} is not served here; this server serves {:?}", request.model, served.model_id),
+            format!(
+                "model {:?} is not served here; this server serves {:?}",
+                request.model, served.model_id
+            ),
         );
     }
     if request.stream == Some(true) {
@@ -127,7 +130,11 @@ async fn chat_completions(
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let fingerprint = served.reader.identity().digest();
     let response = ChatCompletionResponse {
-        id: format!("chatcmpl-{}", &blake3::hash(format!("{created}{fingerprint}{}", output.text).as_bytes()).to_hex()[..24]),
+        id: format!(
+            "chatcmpl-{}",
+            &blake3::hash(format!("{created}{fingerprint}{}", output.text).as_bytes()).to_hex()
+                [..24]
+        ),
         object: "chat.completion".to_owned(),
         created,
         model: served.model_id.to_string(),

@@ -172,7 +172,11 @@ fn step1b(w: Word) -> Word {
     if ends_double_consonant(&stem) {
         // The double-consonant rule keeps the word when its last letter is l, s or z.
         let last = stem[stem.len() - 1];
-        return if matches!(last, 'l' | 's' | 'z') { stem } else { stem[..stem.len() - 1].to_vec() };
+        return if matches!(last, 'l' | 's' | 'z') {
+            stem
+        } else {
+            stem[..stem.len() - 1].to_vec()
+        };
     }
     // The catch-all rule has the empty suffix: it adds `e` to a short cvc stem.
     if measure(&stem) == 1 && ends_cvc(&stem) { with(stem, "e") } else { stem }

@@ -17,7 +17,8 @@ fn a_second_read_of_the_same_prompt_is_a_hit_with_the_same_answer() {
         question_date: None,
     });
     let decoding = DecodingSettings::greedy(6);
-    let (first, outcome) = AnswerCache::open(&path).unwrap().answer(reader, &prompt, &decoding).unwrap();
+    let (first, outcome) =
+        AnswerCache::open(&path).unwrap().answer(reader, &prompt, &decoding).unwrap();
     assert_eq!(outcome, CacheOutcome::Miss);
     assert!(first.prompt_tokens > 50 && first.generated_tokens <= 6, "{first:?}");
 

@@ -111,11 +111,13 @@ fn the_client_reads_through_the_served_local_reader() {
 #[test]
 fn the_server_refuses_what_it_does_not_serve_by_name() {
     let served = Served::start();
-    let err = served.client("gpt-4o").read(&[ChatMessage::user("hi")], &DecodingSettings::greedy(2));
+    let err =
+        served.client("gpt-4o").read(&[ChatMessage::user("hi")], &DecodingSettings::greedy(2));
     assert!(matches!(err, Err(ReadError::Remote { status: 404, .. })), "{err:?}");
 
     let long = "word ".repeat(5000);
-    let err = served.client("smollm2").read(&[ChatMessage::user(long)], &DecodingSettings::greedy(2));
+    let err =
+        served.client("smollm2").read(&[ChatMessage::user(long)], &DecodingSettings::greedy(2));
     match err {
         Err(ReadError::Remote { status: 400, message, .. }) => {
             assert!(message.contains("exceeds the reader's context window of 4096"), "{message}")
@@ -126,22 +128,23 @@ fn the_server_refuses_what_it_does_not_serve_by_name() {
     let message = serde_json::json!([{"role": "user", "content": "hi"}]);
     for (body, param) in [
         (serde_json::json!({"model": "smollm2", "messages": message, "stream": true}), "stream"),
-        (serde_json::json!({"model": "smollm2", "messages": message, "temperature": 0.7}), "temperature"),
+        (
+            serde_json::json!({"model": "smollm2", "messages": message, "temperature": 0.7}),
+            "temperature",
+        ),
         (serde_json::json!({"model": "smollm2", "messages": message, "n": 2}), "n"),
     ] {
         let (status, reply) = served.post(body);
         assert_eq!(status, 400, "{reply}");
         assert_eq!(reply["error"]["param"], param, "{reply}");
     }
-    let (status, reply) = served.post(
-        serde_json::json!({"model": "smollm2", "messages": message, "logit_bias": {"1": 5}}),
-    );
+    let (status, reply) = served
+        .post(serde_json::json!({"model": "smollm2", "messages": message, "logit_bias": {"1": 5}}));
     assert_eq!(status, 400, "{reply}");
     assert!(reply["error"]["message"].as_str().unwrap().contains("logit_bias"), "{reply}");
 
-    let (status, reply) = served.post(
-        serde_json::json!({"model": "smollm2", "messages": message, "max_tokens": 2}),
-    );
+    let (status, reply) =
+        served.post(serde_json::json!({"model": "smollm2", "messages": message, "max_tokens": 2}));
     assert_eq!(status, 200, "{reply}");
     assert_eq!(reply["usage"]["completion_tokens"], 2, "{reply}");
     assert_eq!(reply["system_fingerprint"], test_reader().identity().digest(), "{reply}");

@@ -1,5 +1,7 @@
 use evicortex_embed::ModelCache;
-use evicortex_reader::{GGUF_FILE, GgufManifest, LocalGgufReader, ReaderModelError, reader_install_dir};
+use evicortex_reader::{
+    GGUF_FILE, GgufManifest, LocalGgufReader, ReaderModelError, reader_install_dir,
+};
 
 use crate::{TEST_MODEL, model_cache, test_reader};
 
@@ -53,7 +55,10 @@ fn metadata_that_differs_from_the_manifest_fails_closed() {
     let err = LocalGgufReader::load(&cache, &manifest).unwrap_err();
     match &err {
         ReaderModelError::MetadataMismatch { key, expected, found, .. } => {
-            assert_eq!((key.as_str(), expected.as_str(), found.as_str()), ("tokenizer.ggml.pre", "qwen2", "smollm"));
+            assert_eq!(
+                (key.as_str(), expected.as_str(), found.as_str()),
+                ("tokenizer.ggml.pre", "qwen2", "smollm")
+            );
         }
         other => panic!("expected MetadataMismatch, got {other}"),
     }
