@@ -48,14 +48,13 @@ pub fn answer(
 ) -> Result<Answer, ReadError> {
     if let (Some(window), Some(prompt_tokens)) =
         (reader.context_window(), reader.count_prompt(&prompt.messages)?)
+        && u64::from(prompt_tokens) + u64::from(decoding.max_new_tokens) > u64::from(window)
     {
-        if u64::from(prompt_tokens) + u64::from(decoding.max_new_tokens) > u64::from(window) {
-            return Err(ReadError::PromptTooLong {
-                prompt_tokens,
-                max_new_tokens: decoding.max_new_tokens,
-                context_window: window,
-            });
-        }
+        return Err(ReadError::PromptTooLong {
+            prompt_tokens,
+            max_new_tokens: decoding.max_new_tokens,
+            context_window: window,
+        });
     }
     let output = reader.read(&prompt.messages, decoding)?;
     let mut citations = Vec::new();
@@ -94,7 +93,7 @@ pub fn parse_citations(text: &str) -> Vec<u64> {
         let Some(close) = after.find(']') else { break };
         let inside = &after[..close];
         let parsed: Option<Vec<u64>> = inside
-            .split(|c: char| c == ' ' || c == ',')
+            .split([' ', ','])
             .filter(|part| !part.is_empty())
             .map(|part| part.strip_prefix('#').and_then(|digits| digits.parse().ok()))
             .collect();

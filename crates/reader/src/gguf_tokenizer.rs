@@ -130,12 +130,12 @@ impl GgufTokenizer {
         if eos_token_id as usize >= tokens.len() {
             return Err(format!("tokenizer.ggml.eos_token_id {eos_token_id} is out of range"));
         }
-        if let Ok(value) = md("tokenizer.ggml.add_bos_token") {
-            if value.to_bool().map_err(|e| e.to_string())? {
-                return Err("tokenizer.ggml.add_bos_token is true (a BOS prefix is not \
-                            implemented)"
-                    .to_owned());
-            }
+        if let Ok(value) = md("tokenizer.ggml.add_bos_token")
+            && value.to_bool().map_err(|e| e.to_string())?
+        {
+            return Err(
+                "tokenizer.ggml.add_bos_token is true (a BOS prefix is not implemented)".to_owned()
+            );
         }
 
         let mut vocab = serde_json::Map::with_capacity(tokens.len());
