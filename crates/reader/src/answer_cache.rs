@@ -1,0 +1,149 @@
+//! `AnswerCache`: answers stored by (reader identity, prompt digest, decoding settings), so an
+//! interrupted evaluation resumes without reading any prompt twice. One SQLite file; every put
+//! is its own durable transaction.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Mutex,
+};
+
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+use crate::{
+    answer::{Answer, answer},
+    decoding::DecodingSettings,
+    error::{AnswerCacheError, ReadError},
+    prompt::AnswerPrompt,
+    reader::Reader,
+};
+
+/// What identifies an answer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AnswerKey {
+    /// [`crate::ReaderIdentity::digest`].
+    pub reader: String,
+    /// [`AnswerPrompt::digest`].
+    pub prompt: String,
+    /// [`DecodingSettings::cache_key`].
+    pub decoding: String,
+}
+
+impl AnswerKey {
+    /// The key of `prompt` read by `reader` with `decoding`.
+    pub fn new(
+        reader: &dyn Reader,
+        prompt: &AnswerPrompt,
+        decoding: &DecodingSettings,
+    ) -> AnswerKey {
+        AnswerKey {
+            reader: reader.identity().digest(),
+            prompt: prompt.digest(),
+            decoding: decoding.cache_key(),
+        }
+    }
+}
+
+impl std::fmt::Display for AnswerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "reader {} prompt {} {}", &self.reader[..16], &self.prompt[..16], self.decoding)
+    }
+}
+
+/// A persistent answer cache.
+#[derive(Debug)]
+pub struct AnswerCache {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+/// Whether [`AnswerCache::answer`] read the prompt or found it cached.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Found in the cache.
+    Hit,
+    /// Read now and stored.
+    Miss,
+}
+
+/// Reading through the cache failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CachedReadError {
+    /// The reader failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The cache failed.
+    #[error(transparent)]
+    Cache(#[from] AnswerCacheError),
+}
+
+impl AnswerCache {
+    /// Opens (creating if needed) the cache at `path`.
+    pub fn open(path: &Path) -> Result<AnswerCache, AnswerCacheError> {
+        let sqlite = |source| AnswerCacheError::Sqlite { path: path.to_owned(), source };
+        let conn = Connection::open(path).map_err(sqlite)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             PRAGMA synchronous=FULL;
+             CREATE TABLE IF NOT EXISTS answers (
+                 reader TEXT NOT NULL,
+                 prompt TEXT NOT NULL,
+                 decoding TEXT NOT NULL,
+                 answer TEXT NOT NULL,
+                 PRIMARY KEY (reader, prompt, decoding)
+             ) WITHOUT ROWID;",
+        )
+        .map_err(sqlite)?;
+        Ok(AnswerCache { path: path.to_owned(), conn: Mutex::new(conn) })
+    }
+
+    /// The cached answer for `key`, if any.
+    pub fn get(&self, key: &AnswerKey) -> Result<Option<Answer>, AnswerCacheError> {
+        let conn = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let json: Option<String> = conn
+            .query_row(
+                "SELECT answer FROM answers WHERE reader = ?1 AND prompt = ?2 AND decoding = ?3",
+                params![key.reader, key.prompt, key.decoding],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(|source| AnswerCacheError::Sqlite { path: self.path.clone(), source })?;
+        json.map(|json| {
+            serde_json::from_str(&json).map_err(|e| AnswerCacheError::Corrupted {
+                path: self.path.clone(),
+                key: key.to_string(),
+                reason: e.to_string(),
+            })
+        })
+        .transpose()
+    }
+
+    /// Stores `answer` under `key`; a key already stored keeps its first answer.
+    pub fn put(&self, key: &AnswerKey, answer: &Answer) -> Result<(), AnswerCacheError> {
+        let json = serde_json::to_string(answer).expect("answers serialise");
+        let conn = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        conn.execute(
+            "INSERT OR IGNORE INTO answers (reader, prompt, decoding, answer) \
+             VALUES (?1, ?2, ?3, ?4)",
+            params![key.reader, key.prompt, key.decoding, json],
+        )
+        .map_err(|source| AnswerCacheError::Sqlite { path: self.path.clone(), source })?;
+        Ok(())
+    }
+
+    /// The cached answer, or [`answer`] now and cache it.
+    pub fn answer(
+        &self,
+        reader: &dyn Reader,
+        prompt: &AnswerPrompt,
+        decoding: &DecodingSettings,
+    ) -> Result<(Answer, CacheOutcome), CachedReadError> {
+        let key = AnswerKey::new(reader, prompt, decoding);
+        if let Some(found) = self.get(&key)? {
+            return Ok((found, CacheOutcome::Hit));
+        }
+        let fresh = answer(reader, prompt, decoding)?;
+        self.put(&key, &fresh)?;
+        Ok((fresh, CacheOutcome::Miss))
+    }
+}
