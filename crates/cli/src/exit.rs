@@ -1,5 +1,5 @@
-//! Maps an error to the exit code that says what failed. A command that adds an error type
-//! adds one `downcast_ref` line here.
+//! Maps an error to the exit code that says what failed: the facade classifies (see
+//! `evicortex::ErrorClass::of`), and this file turns a class into a code, in one match.
 
 use evicortex::ErrorClass;
 
@@ -8,47 +8,22 @@ use evicortex::ErrorClass;
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// The exit code for `err`: the first cause in its chain that says what it is.
+/// The exit code for `err`: that of the first cause in its chain with a known class.
 pub fn code_for(err: &anyhow::Error) -> u8 {
-    for cause in err.chain() {
-        if let Some(code) = crate::commands::embed::exit_code(cause) {
-            return code;
+    let class = err.chain().find_map(|cause| {
+        if cause.downcast_ref::<UsageError>().is_some() {
+            return Some(ErrorClass::BadInput);
         }
-        let class = if cause.downcast_ref::<UsageError>().is_some() {
-            Some(ErrorClass::BadInput)
-        } else if let Some(e) = cause.downcast_ref::<evicortex::IngestError>() {
-            Some(e.class())
-        } else if let Some(e) = cause.downcast_ref::<evicortex::OpenError>() {
-            Some(e.class())
-        } else if let Some(e) = cause.downcast_ref::<evicortex::AppendError>() {
-            Some(e.class())
-        } else if let Some(e) = cause.downcast_ref::<evicortex::EraseError>() {
-            Some(e.class())
-        } else if let Some(e) = cause.downcast_ref::<evicortex::ExportError>() {
-            Some(e.class())
-        } else if let Some(e) = cause.downcast_ref::<evicortex::CompileError>() {
-            e.class()
-        } else if let Some(e) = cause.downcast_ref::<evicortex::ReadError>() {
-            Some(ErrorClass::of_read(e))
-        } else if let Some(e) = cause.downcast_ref::<evicortex::VerifyError>() {
-            Some(ErrorClass::of_verify(e))
-        } else if let Some(e) = cause.downcast_ref::<evicortex_server::KeyStoreError>() {
-            Some(e.class())
-        } else if cause.downcast_ref::<evicortex_core::IdError>().is_some() {
-            Some(ErrorClass::BadInput)
-        } else if cause.downcast_ref::<std::io::Error>().is_some() {
-            Some(ErrorClass::Io)
-        } else {
-            None
-        };
-        if let Some(class) = class {
-            return match class {
-                ErrorClass::BadInput => 2,
-                ErrorClass::Io => 3,
-                ErrorClass::Integrity => 4,
-                ErrorClass::Internal => 1,
-            };
+        if let Some(e) = cause.downcast_ref::<evicortex_server::KeyStoreError>() {
+            return Some(e.class());
         }
+        ErrorClass::of(cause)
+    });
+    match class {
+        Some(ErrorClass::BadInput) => 2,
+        Some(ErrorClass::Io) => 3,
+        Some(ErrorClass::Integrity) => 4,
+        Some(ErrorClass::ModelMissing) => 5,
+        Some(ErrorClass::Internal) | Some(_) | None => 1,
     }
-    1
 }

@@ -19,6 +19,23 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
     bar
 }
 
+/// A bar over work counted in tokens, with a message of the caller's (rates, counts); hidden
+/// unless stderr is a terminal.
+pub fn tokens_bar(what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{what} [{{bar:40}}] {{percent:>3}}% of tokens, {{msg}}, eta {{eta}}"
+        ))
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    bar
+}
+
 /// A spinner labelled `what` for work of unknown length; hidden unless stderr is a terminal.
 pub fn spinner(what: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {

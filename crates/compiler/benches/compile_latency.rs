@@ -110,6 +110,7 @@ fn main() {
                         index: &dense,
                         query_vector: &query_vectors[i],
                         encoder: &encoder_ref,
+                        pending: 0,
                     }),
                     reader: &reader,
                     reranker: None,

@@ -50,6 +50,9 @@ pub struct DenseInput<'a> {
     pub query_vector: &'a [f32],
     /// That encoder.
     pub encoder: &'a EncoderRef,
+    /// Turns of the corpus that have no vector in `index` yet (not embedded so far): dense
+    /// coverage lags by that many, and the compiled context says so.
+    pub pending: u64,
 }
 
 impl std::fmt::Debug for DenseInput<'_> {
@@ -276,6 +279,7 @@ pub fn compile_timed(
             corpus_last_record: corpus.last_record(),
             lexical: inputs.lexical.covers(),
             dense: inputs.dense.and_then(|d| d.index.covers()),
+            dense_pending: inputs.dense.map(|d| d.pending),
         },
         analyzer: ANALYZER_VERSION.to_owned(),
         config: config.clone(),

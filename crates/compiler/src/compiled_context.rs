@@ -89,6 +89,10 @@ pub struct Coverage {
     pub lexical: Option<TurnId>,
     /// What the vector index covers; `None` when dense is off.
     pub dense: Option<TurnId>,
+    /// Turns of the namespace not embedded yet, so not dense candidates (they are still lexical
+    /// candidates); `None` when dense is off. Non-zero means dense coverage lags the ledger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense_pending: Option<u64>,
 }
 
 /// A retriever's rank (from 1) and raw score for one candidate.
@@ -211,8 +215,7 @@ impl CompiledContext {
             self.config.abstention.signal,
             match &self.abstain_reason {
                 None => "no".to_owned(),
-                Some(reason) =>
-                    format!("yes: {}", serde_json::to_string(reason).unwrap_or_default()),
+                Some(reason) => format!("yes: {reason}"),
             }
         )
         .expect("writing to a String cannot fail");
@@ -227,8 +230,8 @@ impl CompiledContext {
         .expect("writing to a String cannot fail");
         for item in &self.items {
             let selected = match &item.selected_by {
-                Selection::Candidate => "candidate".to_owned(),
-                Selection::Expansion { of } => format!("expansion of {of}"),
+                Selection::Candidate => "retrieved".to_owned(),
+                Selection::Expansion { of } => format!("neighbour of {of}"),
             };
             writeln!(
                 out,
@@ -243,7 +246,7 @@ impl CompiledContext {
             .expect("writing to a String cannot fail");
         }
         for ex in &self.excluded {
-            let reason = serde_json::to_string(&ex.reason).unwrap_or_default();
+            let reason = &ex.reason;
             writeln!(
                 out,
                 "excluded {:<8} fused {:>4} lexical {:>12} dense {:>12}  {reason}",
@@ -255,5 +258,32 @@ impl CompiledContext {
             .expect("writing to a String cannot fail");
         }
         out
+    }
+}
+
+impl std::fmt::Display for AbstainReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AbstainReason::NoCandidates => {
+                write!(f, "no candidates (nothing in the namespace matches the question)")
+            }
+            AbstainReason::BelowThreshold { support, threshold } => {
+                write!(f, "support {support:.4} is below the threshold {threshold}")
+            }
+            AbstainReason::NothingFits => {
+                write!(f, "nothing fits the budget with its header and citation")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ExclusionReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExclusionReason::Budget => write!(f, "over budget"),
+            ExclusionReason::Duplicate { of } => write!(f, "duplicate of {of}"),
+            ExclusionReason::Filtered { filter } => write!(f, "filtered: {filter}"),
+            ExclusionReason::Abstained => write!(f, "abstained"),
+        }
     }
 }

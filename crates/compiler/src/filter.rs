@@ -19,6 +19,17 @@ pub enum FilterReason {
     UnknownRecord,
 }
 
+impl std::fmt::Display for FilterReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FilterReason::AfterAsOf => "said after the as-of time",
+            FilterReason::Erased => "erased",
+            FilterReason::OtherNamespace => "another namespace",
+            FilterReason::UnknownRecord => "not in the ledger",
+        })
+    }
+}
+
 /// The admission test for one query. Indexes call [`Admission::admits`] on every matching record
 /// before their top-N cut, so a filtered record never displaces an admitted one.
 #[derive(Copy, Clone, Debug)]

@@ -65,6 +65,7 @@ mod filter;
 mod fusion;
 mod lexical_document;
 mod pack;
+mod pack_ranked;
 mod pack_turns;
 mod query;
 mod reader_tokens;
@@ -73,7 +74,6 @@ mod rerank;
 
 pub use crate::{
     abstain::lexical_coverage,
-    candidates::{RankedList, Retriever, ScoredKey, dense_candidates, lexical_candidates},
     compile::{CompileInputs, DenseInput, StageTimings, compile, compile_timed},
     compiled_context::{
         AbstainReason, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem, Coverage, EncoderRef,
@@ -84,16 +84,19 @@ pub use crate::{
         LexicalConfig, RerankConfig, SupportSignal,
     },
     corpus::Corpus,
-    dedup::{Duplicate, dedup_ranked_lists},
     error::{CompileError, CorpusError},
-    filter::{Admission, FilterReason},
-    fusion::{FusedHit, rrf_fuse, rrf_term, sort_fused},
+    filter::FilterReason,
     lexical_document::lexical_document,
-    pack::{BudgetPlanner, ExactFit, fill_exactly, fit_exactly},
+    pack_ranked::{PackPolicy, RankedPack, pack_ranked},
     query::CompileQuery,
-    reader_tokens::{
-        HfTokenizerReader, ReaderTokenizer, ReaderTokenizerError, TiktokenReader, reader_tokenizer,
-    },
+    reader_tokens::{ReaderTokenizer, ReaderTokenizerError, TiktokenReader, reader_tokenizer},
     render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_prefix},
     rerank::{MAX_RERANK_DEPTH, RerankError, Reranker, TermOverlapReranker},
+};
+// Pipeline stages, named across the crate's modules but not part of its API.
+pub(crate) use crate::{
+    candidates::{RankedList, Retriever, ScoredKey},
+    filter::Admission,
+    fusion::FusedHit,
+    pack::{BudgetPlanner, fill_exactly, fit_exactly},
 };

@@ -53,6 +53,7 @@ impl BudgetPlanner {
     }
 
     /// The estimated tokens admitted so far.
+    #[cfg(test)]
     pub fn estimated(&self) -> usize {
         self.used
     }

@@ -76,7 +76,7 @@ pub(crate) fn pack(
         let e = corpus.at(pos);
         let also = also_cited(pos);
         let date = e.turn.time.local_date();
-        let prefix = turn_prefix(&RenderTurn { evidence: e, also_cited: &also }, &date);
+        let prefix = turn_prefix(&RenderTurn::whole(e, &also), &date);
         let text_count = match text_tokens.get(&e.id) {
             Some(&n) => n,
             None => {
@@ -155,10 +155,8 @@ pub(crate) fn pack(
     }
 
     let render = |chosen: &[Chosen]| {
-        let turns: Vec<RenderTurn<'_>> = chosen
-            .iter()
-            .map(|c| RenderTurn { evidence: corpus.at(c.pos), also_cited: &c.also_cited })
-            .collect();
+        let turns: Vec<RenderTurn<'_>> =
+            chosen.iter().map(|c| RenderTurn::whole(corpus.at(c.pos), &c.also_cited)).collect();
         render_chronological(&turns)
     };
     let fit = fit_exactly(chosen, query.budget, reader, render)?;

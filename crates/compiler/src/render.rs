@@ -23,6 +23,21 @@ pub struct RenderTurn<'e> {
     pub evidence: &'e Evidence,
     /// Records with the same text, cited with it.
     pub also_cited: &'e [TurnId],
+    /// The part of the turn's text shown, when not the whole of it (a chunk of a chunking
+    /// retriever holds parts of turns); `None` shows the text verbatim and whole.
+    pub excerpt: Option<&'e str>,
+}
+
+impl<'e> RenderTurn<'e> {
+    /// The whole turn, citing `also_cited` with it.
+    pub fn whole(evidence: &'e Evidence, also_cited: &'e [TurnId]) -> RenderTurn<'e> {
+        RenderTurn { evidence, also_cited, excerpt: None }
+    }
+
+    /// The text shown.
+    pub fn text(&self) -> &'e str {
+        self.excerpt.unwrap_or(&self.evidence.turn.text)
+    }
 }
 
 /// The session header line (with the blank line before it).
@@ -72,7 +87,7 @@ pub fn render_chronological(turns: &[RenderTurn<'_>]) -> String {
         out.push_str(&session_header(session, &date));
         for t in members {
             out.push_str(&turn_prefix(t, &date));
-            out.push_str(&t.evidence.turn.text);
+            out.push_str(t.text());
             out.push('\n');
         }
     }

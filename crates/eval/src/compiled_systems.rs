@@ -1,62 +1,31 @@
-//! The systems that run through the context compiler on the evaluation store: `evicortex`
-//! (hybrid BM25 + dense, RRF), `evicortex-rerank` (the same plus the reranker seam), `bm25`
-//! (lexical only) and `dense` (dense only). Each compiles every question at every budget with the
-//! compiler's own exact packing; the packed items, in fused-rank order, are what gets scored.
+//! The systems that run through the product's own compile path, `Memory::compile` (the function
+//! behind `evicortex compile`, HTTP and MCP): `evicortex` (hybrid BM25 + dense, RRF),
+//! `evicortex-rerank` (the same plus the reranker seam), `bm25` (lexical only) and `dense` (dense
+//! only), and the named variants of a run configuration. Each compiles every question at every
+//! budget; the packed items, in fused-rank order, are what gets scored.
 
-use std::{collections::HashMap, sync::Arc, time::Instant};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use anyhow::{Context, bail};
-use evicortex_compiler::{
-    CompileConfig, CompileInputs, CompileQuery, Corpus, DenseConfig, DenseInput, EncoderRef,
-    ReaderTokenizer, RerankConfig, Reranker, Selection, TermOverlapReranker, compile_timed,
+use evicortex::{
+    CompileConfig, CompileQuery, CompileRequest, DenseConfig, ReaderTokenizer, RerankConfig,
+    Selection, TokenBudget, TurnId,
 };
-use evicortex_core::{Namespace, TokenBudget, TurnId};
-use evicortex_embed::Encoder;
-use evicortex_lexical::{Bm25Index, Bm25Params};
-use evicortex_vector::{ExactIndex, VectorError, VectorIndex, WindowedIndex};
 
 use crate::{
     eval_question::EvalQuestion,
-    eval_store::{EvalStore, event_time},
+    eval_store::{EvalStore, RecordsCache, event_time},
     ranking::{Ranking, RankingCorpus, TurnRef},
     systems::{EvalSystem, SystemOutput},
 };
 
-/// Builds the windowed index of a namespace from the cache's rows (several rows per turn for
-/// windowed texts).
-pub fn windowed_index(vectors: &evicortex::NamespaceVectors) -> Result<WindowedIndex, VectorError> {
-    let mut inner = ExactIndex::new(vectors.dimension);
-    let mut windows: HashMap<TurnId, u32> = HashMap::new();
-    for (row, &turn) in vectors.turns.iter().enumerate() {
-        let w = windows.entry(turn).or_insert(0);
-        inner.insert((turn, *w), vectors.row(row))?;
-        *w += 1;
-    }
-    if let Some(last) = vectors.turns.iter().copied().max() {
-        inner.mark_covered(last)?;
-    }
-    Ok(WindowedIndex::new(inner))
-}
-
-/// What a compiled system needs per namespace, built once and reused by its questions.
-#[derive(Debug)]
-struct NamespaceInputs {
-    namespace: Namespace,
-    corpus: Corpus,
-    lexical: Bm25Index,
-    dense: Option<WindowedIndex>,
-    records: HashMap<TurnId, TurnRef>,
-}
-
-/// A system that compiles with the context compiler.
+/// A system that compiles with the product's compile path.
 pub struct CompiledSystem {
     name: String,
     store: Arc<EvalStore>,
-    encoder: Option<Arc<dyn Encoder>>,
     config: CompileConfig,
-    reranker: Option<TermOverlapReranker>,
-    reader: Box<dyn ReaderTokenizer>,
-    current: Option<NamespaceInputs>,
+    reader: Arc<dyn ReaderTokenizer>,
+    records: RecordsCache,
 }
 
 impl std::fmt::Debug for CompiledSystem {
@@ -70,7 +39,8 @@ impl std::fmt::Debug for CompiledSystem {
 
 /// The compile configuration of each compiled system, for `candidate_limit` candidates per
 /// retriever. Everything else is the compiler's stated hybrid starting point (BM25 k1 1.2,
-/// b 0.75, RRF k 10, identical-text dedup, no expansion, no abstention threshold).
+/// b 0.75, RRF k 10, identical-text dedup, no expansion, no abstention threshold), which is also
+/// what `evicortex compile` runs with its default flags and `--top-n <candidate_limit>`.
 pub fn compiled_system_config(name: &str, candidate_limit: usize) -> Option<CompileConfig> {
     let dense = DenseConfig::On { top_n: candidate_limit };
     Some(match name {
@@ -91,69 +61,30 @@ pub fn compiled_system_config(name: &str, candidate_limit: usize) -> Option<Comp
 }
 
 impl CompiledSystem {
-    /// A compiled system named `name` (see [`compiled_system_config`]); `encoder` is required
-    /// when its configuration uses dense retrieval.
+    /// A compiled system named `name` with `config`, over `store` (whose memory must have the
+    /// encoder when the configuration uses dense retrieval).
     pub fn new(
         name: &str,
         config: CompileConfig,
         store: Arc<EvalStore>,
-        encoder: Option<Arc<dyn Encoder>>,
-        reader_tokenizer: &str,
+        reader: Arc<dyn ReaderTokenizer>,
     ) -> anyhow::Result<CompiledSystem> {
         config.validate()?;
-        if matches!(config.dense, DenseConfig::On { .. }) && encoder.is_none() {
+        if matches!(config.dense, DenseConfig::On { .. }) && !store.memory.has_encoder() {
             bail!("system {name} uses dense retrieval and needs the encoder");
         }
-        let reranker =
-            matches!(config.rerank, RerankConfig::On { .. }).then_some(TermOverlapReranker);
         Ok(CompiledSystem {
             name: name.to_owned(),
             store,
-            encoder,
             config,
-            reranker,
-            reader: evicortex_compiler::reader_tokenizer(reader_tokenizer)?,
-            current: None,
+            reader,
+            records: RecordsCache::default(),
         })
     }
 
-    fn inputs(&mut self, q: &EvalQuestion) -> anyhow::Result<&NamespaceInputs> {
-        if self.current.as_ref().is_some_and(|c| c.namespace == q.namespace) {
-            return Ok(self.current.as_ref().expect("checked above"));
-        }
-        let (evidence, records) = self.store.evidence(q)?;
-        let mut lexical =
-            Bm25Index::new(Bm25Params { k1: self.config.lexical.k1, b: self.config.lexical.b });
-        for e in &evidence {
-            lexical.add(e.id, &evicortex_compiler::lexical_document(&e.turn))?;
-        }
-        if let Some(last) = evidence.iter().map(|e| e.id).max() {
-            lexical.mark_covered(last)?;
-        }
-        let dense = match (&self.encoder, self.config.dense) {
-            (Some(encoder), DenseConfig::On { .. }) => {
-                let vectors =
-                    self.store.cache.namespace_vectors(&evidence, &encoder.identity_digest())?;
-                if !vectors.missing.is_empty() {
-                    bail!(
-                        "{} turns of {} have no vector under the encoder: run `evicortex eval ... --embed-only` first",
-                        vectors.missing.len(),
-                        q.namespace
-                    );
-                }
-                Some(windowed_index(&vectors)?)
-            }
-            _ => None,
-        };
-        let corpus = Corpus::new(q.namespace.clone(), evidence, [])?;
-        self.current = Some(NamespaceInputs {
-            namespace: q.namespace.clone(),
-            corpus,
-            lexical,
-            dense,
-            records,
-        });
-        Ok(self.current.as_ref().expect("just set"))
+    /// The compile configuration.
+    pub fn config(&self) -> &CompileConfig {
+        &self.config
     }
 }
 
@@ -167,40 +98,19 @@ impl EvalSystem for CompiledSystem {
         q: &EvalQuestion,
         budgets: &[Option<usize>],
     ) -> anyhow::Result<Vec<SystemOutput>> {
-        let prepare_start = Instant::now();
-        self.inputs(q)?;
-        let prepare = prepare_start.elapsed();
-        let embed_start = Instant::now();
-        let query_vector = match (&self.encoder, self.config.dense) {
-            (Some(encoder), DenseConfig::On { .. }) => {
-                let e = encoder
+        let records = self.records.get(&self.store, q)?;
+        let memory = &self.store.memory;
+        // The question is embedded once for all budgets, by the same function compile uses.
+        let embed_start = std::time::Instant::now();
+        let query_vector = match self.config.dense {
+            DenseConfig::On { .. } => Some(
+                memory
                     .embed_query(&q.query)
-                    .with_context(|| format!("embedding the query of {}", q.id))?;
-                // A query over the limit is windowed; its first window stands for it.
-                Some(e.windows[0].vector.clone())
-            }
-            _ => None,
+                    .with_context(|| format!("embedding the query of {}", q.id))?,
+            ),
+            DenseConfig::Off => None,
         };
         let embed = embed_start.elapsed();
-        let encoder_ref = self.encoder.as_ref().map(|e| EncoderRef {
-            model: e.identity().model.clone(),
-            identity_digest: e.identity_digest().to_hex(),
-        });
-        let inputs = self.current.as_ref().expect("prepared above");
-        let reranker: Option<&dyn Reranker> = self.reranker.as_ref().map(|r| r as &dyn Reranker);
-        let dense = match (&inputs.dense, &query_vector, &encoder_ref) {
-            (Some(index), Some(v), Some(encoder)) => {
-                Some(DenseInput { index, query_vector: v, encoder })
-            }
-            _ => None,
-        };
-        let compile_inputs = CompileInputs {
-            corpus: &inputs.corpus,
-            lexical: &inputs.lexical,
-            dense,
-            reader: self.reader.as_ref(),
-            reranker,
-        };
         let mut outputs = Vec::with_capacity(budgets.len());
         for &budget in budgets {
             // "No budget" compiles with a budget no haystack reaches, so every candidate is packed.
@@ -211,16 +121,20 @@ impl EvalSystem for CompiledSystem {
                 as_of: q.as_of.map(event_time),
                 budget,
             };
-            let (context, timings) = compile_timed(&compile_inputs, &query, &self.config)
-                .with_context(|| format!("compiling {}", q.id))?;
+            let request = CompileRequest {
+                query: &query,
+                config: &self.config,
+                reader: self.reader.as_ref(),
+                query_vector: query_vector.as_ref(),
+            };
+            let report =
+                memory.compile_report(&request).with_context(|| format!("compiling {}", q.id))?;
+            let context = report.context;
             let fused_rank: HashMap<TurnId, u32> =
                 context.items.iter().filter_map(|i| Some((i.record, i.fused_rank?))).collect();
             let mut items: Vec<(u32, bool, u32, TurnRef)> = Vec::with_capacity(context.items.len());
             for (i, item) in context.items.iter().enumerate() {
-                let at = *inputs
-                    .records
-                    .get(&item.record)
-                    .with_context(|| format!("record {} unknown", item.record))?;
+                let at = records.turn_ref(item.record)?;
                 // Fused candidates in fused-rank order, each followed by its expansions in the
                 // order packed; an expansion's rank is its seed's.
                 let rank = match &item.selected_by {
@@ -232,6 +146,14 @@ impl EvalSystem for CompiledSystem {
                 items.push((rank.0, rank.1, i as u32, at));
             }
             items.sort();
+            let stages: Vec<(&'static str, Duration)> = vec![
+                ("prepare", report.index_refresh),
+                ("query_embed", embed),
+                ("lexical", report.stages.lexical),
+                ("dense", report.stages.dense),
+                ("fuse", report.stages.fuse),
+                ("pack", report.stages.pack),
+            ];
             outputs.push(SystemOutput {
                 ranking: Ranking {
                     turns: items.into_iter().map(|(_, _, _, at)| at).collect(),
@@ -241,43 +163,11 @@ impl EvalSystem for CompiledSystem {
                 tokens_used: context.tokens_used as usize,
                 abstained: Some(context.abstain),
                 support: context.support,
-                stages: vec![
-                    ("prepare", prepare),
-                    ("query_embed", embed),
-                    ("lexical", timings.lexical),
-                    ("dense", timings.dense),
-                    ("fuse", timings.fuse),
-                    ("pack", timings.pack),
-                ],
+                stages,
+                text: context.text.clone(),
+                compiled: Some(Box::new(context)),
             });
         }
         Ok(outputs)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use evicortex_vector::VectorIndexRead;
-
-    use super::*;
-
-    #[test]
-    fn windowed_index_scores_a_turn_by_its_best_window_and_returns_each_turn_once() {
-        let t = TurnId::from_raw;
-        let vectors = evicortex::NamespaceVectors {
-            identity: evicortex_embed::EncoderIdentityDigest::from_bytes([0; 32]),
-            dimension: 2,
-            turns: vec![t(1), t(1), t(2), t(3)],
-            data: vec![0.0, 1.0, 1.0, 0.0, 0.6, 0.8, -1.0, 0.0],
-            missing: vec![],
-        };
-        let index = windowed_index(&vectors).unwrap();
-        assert_eq!(index.covers(), Some(t(3)));
-        let hits = index.search(&[1.0, 0.0], 10, &mut |_| true).unwrap();
-        let keys: Vec<TurnId> = hits.iter().map(|h| h.key).collect();
-        assert_eq!(keys, vec![t(1), t(2), t(3)]);
-        assert!((hits[0].score - 1.0).abs() < 1e-6, "turn 1 scores as its second window");
-        let filtered = index.search(&[1.0, 0.0], 1, &mut |k| k != t(1)).unwrap();
-        assert_eq!(filtered[0].key, t(2));
     }
 }

@@ -2,7 +2,7 @@
 //! timestamps, namespace, query, as-of time and evidence keys.
 
 use chrono::NaiveDateTime;
-use evicortex_core::{Namespace, Role};
+use evicortex::{Namespace, Role};
 
 use crate::{
     datasets::{

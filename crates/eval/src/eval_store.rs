@@ -1,23 +1,24 @@
-//! The evaluation's store: every benchmark namespace appended to a real ledger (`Memory`), and
-//! every turn text embedded once into the store's content-addressed embedding cache, so an
-//! interrupted run resumes where it stopped and a second run embeds nothing.
+//! The evaluation's store: every benchmark namespace appended to a real ledger through the
+//! `evicortex` facade, each turn text embedded once into the store's content-addressed cache (so
+//! an interrupted run resumes where it stopped and a second run embeds nothing), and the map from
+//! each question's haystack positions to the ledger records every system cites.
 
 use std::{collections::HashMap, path::Path, sync::Arc};
 
 use anyhow::{Context, bail};
-use evicortex::{CatchUpLimits, EmbedProgress, EmbedReport, EmbeddingCache, Memory, embed_pending};
-use evicortex_core::{EventTime, Evidence, Namespace, SessionId, Turn, TurnIndex};
-use evicortex_embed::Encoder;
+use evicortex::{
+    CatchUpLimits, EmbedProgress, EmbedReport, Encoder, EventTime, Evidence, Memory, Namespace,
+    SessionId, TermOverlapReranker, Turn, TurnId, TurnIndex,
+};
 
 use crate::{eval_question::EvalQuestion, ranking::TurnRef};
 
 /// A store directory holding the benchmark's namespaces.
 #[derive(Debug)]
 pub struct EvalStore {
-    /// The ledger facade.
+    /// The memory every system reads: the product's facade, with the evaluation's encoder (when
+    /// a system needs dense retrieval) and the term-overlap reranker.
     pub memory: Memory,
-    /// The embedding cache of the same directory.
-    pub cache: Arc<EmbeddingCache>,
 }
 
 /// What ingest did.
@@ -40,12 +41,16 @@ pub fn event_time(t: chrono::NaiveDateTime) -> EventTime {
 }
 
 impl EvalStore {
-    /// Opens (creating) the store in `dir`.
-    pub fn open(dir: &Path) -> anyhow::Result<EvalStore> {
+    /// Opens (creating) the store in `dir`, with `encoder` when dense retrieval is evaluated.
+    pub fn open(dir: &Path, encoder: Option<Arc<dyn Encoder>>) -> anyhow::Result<EvalStore> {
+        let mut builder = Memory::builder(dir);
+        builder.reranker(Arc::new(TermOverlapReranker));
+        if let Some(encoder) = encoder {
+            builder.encoder(encoder);
+        }
         let memory =
-            Memory::open(dir).with_context(|| format!("opening the store {}", dir.display()))?;
-        let cache = EmbeddingCache::attach_to(&memory)?;
-        Ok(EvalStore { memory, cache })
+            builder.open().with_context(|| format!("opening the store {}", dir.display()))?;
+        Ok(EvalStore { memory })
     }
 
     /// Appends the haystack of every namespace not yet in the store (one atomic batch per
@@ -97,31 +102,98 @@ impl EvalStore {
         Ok(summary)
     }
 
-    /// Embeds every text of the store that has no vector under `encoder` (resumable).
-    pub fn embed(
-        &self,
-        encoder: &dyn Encoder,
-        progress: &mut dyn FnMut(&EmbedProgress),
-    ) -> anyhow::Result<EmbedReport> {
-        Ok(embed_pending(&self.memory, &self.cache, encoder, CatchUpLimits::default(), progress)?)
+    /// Embeds every text of the store that has no vector under the encoder (resumable).
+    pub fn embed(&self, progress: &mut dyn FnMut(&EmbedProgress)) -> anyhow::Result<EmbedReport> {
+        Ok(self.memory.catch_up(None, CatchUpLimits::default(), progress)?)
     }
 
-    /// The namespace's evidence, and the map from each record to the question's turn position.
-    pub fn evidence(
-        &self,
-        q: &EvalQuestion,
-    ) -> anyhow::Result<(Vec<Evidence>, HashMap<evicortex_core::TurnId, TurnRef>)> {
+    /// The records of `q`'s namespace, by haystack position.
+    pub fn records(&self, q: &EvalQuestion) -> anyhow::Result<QuestionRecords> {
         let evidence = self.memory.evidence(&q.namespace)?;
         let by_key: HashMap<(&str, usize), TurnRef> =
             q.turns.iter().map(|t| ((t.session.as_str(), t.at.turn), t.at)).collect();
-        let mut map = HashMap::with_capacity(evidence.len());
-        for e in &evidence {
+        let mut by_ref = HashMap::with_capacity(evidence.len());
+        let mut by_record = HashMap::with_capacity(evidence.len());
+        for (i, e) in evidence.iter().enumerate() {
             let at =
                 by_key.get(&(e.turn.session.as_str(), e.turn.turn.raw() as usize)).with_context(
                     || format!("record {} of {} is not in the dataset", e.id, q.namespace),
                 )?;
-            map.insert(e.id, *at);
+            by_ref.insert(*at, i);
+            by_record.insert(e.id, *at);
         }
-        Ok((evidence, map))
+        if by_ref.len() != q.turns.len() {
+            bail!(
+                "namespace {} holds {} of the question's {} turns: use a fresh --store",
+                q.namespace,
+                by_ref.len(),
+                q.turns.len()
+            );
+        }
+        Ok(QuestionRecords { namespace: q.namespace.clone(), evidence, by_ref, by_record })
+    }
+}
+
+/// A question's haystack as stored: the ledger record of every turn.
+#[derive(Debug)]
+pub struct QuestionRecords {
+    namespace: Namespace,
+    evidence: Vec<Evidence>,
+    by_ref: HashMap<TurnRef, usize>,
+    by_record: HashMap<TurnId, TurnRef>,
+}
+
+impl QuestionRecords {
+    /// The stored turn at haystack position `at`.
+    pub fn evidence_at(&self, at: TurnRef) -> anyhow::Result<&Evidence> {
+        self.by_ref
+            .get(&at)
+            .map(|&i| &self.evidence[i])
+            .with_context(|| format!("no record of turn {at:?} in {}", self.namespace))
+    }
+
+    /// The haystack position of `record`.
+    pub fn turn_ref(&self, record: TurnId) -> anyhow::Result<TurnRef> {
+        self.by_record
+            .get(&record)
+            .copied()
+            .with_context(|| format!("record {record} is not a turn of {}", self.namespace))
+    }
+}
+
+/// The records of the namespace a system is working on, read once per namespace (questions of
+/// one conversation share it).
+#[derive(Debug, Default)]
+pub struct RecordsCache(Option<Arc<QuestionRecords>>);
+
+impl RecordsCache {
+    /// The records of `q`'s namespace when one of `budgets` packs (rendering cites records);
+    /// `None` when every budget is unbounded.
+    pub fn for_budgets(
+        &mut self,
+        settings: &crate::systems::SharedSettings,
+        q: &EvalQuestion,
+        budgets: &[Option<usize>],
+    ) -> anyhow::Result<Option<Arc<QuestionRecords>>> {
+        if budgets.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        self.get(settings.store()?, q).map(Some)
+    }
+
+    /// The records of `q`'s namespace.
+    pub fn get(
+        &mut self,
+        store: &EvalStore,
+        q: &EvalQuestion,
+    ) -> anyhow::Result<Arc<QuestionRecords>> {
+        match &self.0 {
+            Some(records) if records.namespace == q.namespace => Ok(Arc::clone(records)),
+            _ => {
+                let records = Arc::new(store.records(q)?);
+                self.0 = Some(Arc::clone(&records));
+                Ok(records)
+            }
+        }
     }
 }

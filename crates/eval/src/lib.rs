@@ -33,7 +33,6 @@ pub mod eval_store;
 pub mod metrics;
 pub mod outcomes;
 pub mod packed_outcomes;
-pub mod packing;
 pub mod protocol;
 pub mod ranking;
 pub mod report;

@@ -90,7 +90,7 @@ mod tests {
         let key = |s: usize, t: usize| format!("s{s}_{t}");
         EvalQuestion {
             id: "q1".into(),
-            namespace: evicortex_core::Namespace::new("q1").unwrap(),
+            namespace: evicortex::Namespace::new("q1").unwrap(),
             query: "where did I move?".into(),
             as_of: None,
             kind: "single-session-user".into(),
@@ -117,6 +117,8 @@ mod tests {
             abstained: Some(false),
             support: Some(0.5),
             stages: Vec::new(),
+            text: String::new(),
+            compiled: None,
         }
     }
 

@@ -15,7 +15,7 @@
 
 use std::collections::HashSet;
 
-use evicortex_core::Role;
+use evicortex::Role;
 
 use crate::datasets::longmemeval::{HaystackSession, Question};
 

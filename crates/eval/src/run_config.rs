@@ -71,12 +71,13 @@ pub fn parse_budget(raw: &str) -> anyhow::Result<Option<usize>> {
 /// Checks one abstention threshold: `signal` must name one of the compiler's support signals
 /// (its snake_case name, as `SupportSignal` serialises), and `value` must be finite.
 pub fn check_abstention_threshold(signal: &str, value: f32) -> anyhow::Result<()> {
-    serde_json::from_value::<evicortex_compiler::SupportSignal>(serde_json::Value::from(signal))
-        .map_err(|_| {
+    serde_json::from_value::<evicortex::SupportSignal>(serde_json::Value::from(signal)).map_err(
+        |_| {
             anyhow::anyhow!(
                 "{signal:?} is not a support signal (max_dense_cosine or lexical_coverage)"
             )
-        })?;
+        },
+    )?;
     if !value.is_finite() {
         bail!("the threshold of {signal} must be finite, got {value}");
     }

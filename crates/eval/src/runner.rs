@@ -4,10 +4,12 @@
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
+    sync::Arc,
     time::Instant,
 };
 
 use anyhow::{Context, bail};
+use evicortex::{EmbedReport, Encoder, EncoderConfig, Overlength, ReaderTokenizer};
 use serde::Serialize;
 
 use crate::{
@@ -16,15 +18,15 @@ use crate::{
         longmemeval::{AS_OF_POLICY, LongMemEvalDataset},
     },
     eval_question::EvalQuestion,
+    eval_store::{EvalStore, IngestSummary},
     outcomes::QuestionOutcome,
-    packing::ReaderTokenizer,
     protocol::Exclusion,
     report::{BudgetAccumulator, QuestionCounts, Report, SystemReport, budget_key},
     scoring::score_ranking,
     split::{SplitFile, SplitName},
     systems::{
-        Bm25OfficialSystem, EvalSystem, FullHistorySystem, NoMemorySystem, OracleSystem,
-        SharedSettings,
+        Bm25OfficialSystem, EvalSystem, FullHistorySystem, KNOWN_SYSTEMS, NoMemorySystem,
+        OracleSystem, SharedSettings,
     },
     variants::SystemVariant,
 };
@@ -73,19 +75,6 @@ pub struct RunSpec {
     /// The committed configuration file this run came from, and its SHA-256 (preregistration).
     pub config_file: Option<(PathBuf, String)>,
 }
-
-/// The systems the runner knows, in the order reports list them.
-pub const KNOWN_SYSTEMS: &[&str] = &[
-    "evicortex",
-    "evicortex-rerank",
-    "comparator",
-    "bm25-official",
-    "bm25",
-    "dense",
-    "no-memory",
-    "full-history",
-    "oracle",
-];
 
 /// Builds the systems that need neither encoder nor compiler; others come from `extra`.
 pub type SystemFactory<'a> =
@@ -151,12 +140,19 @@ pub fn load_questions(
     }
 }
 
-/// Runs `spec`. `factory` builds systems beyond the built-in controls (compiler- and
+/// Runs `spec` over `store` (which systems that pack into a budget need: every context cites the
+/// store's records). `factory` builds systems beyond the built-in controls (compiler- and
 /// encoder-backed ones); it returns `None` for names it does not know.
-pub fn run(spec: &RunSpec, factory: SystemFactory<'_>) -> anyhow::Result<Report> {
+pub fn run(
+    spec: &RunSpec,
+    store: Option<Arc<EvalStore>>,
+    factory: SystemFactory<'_>,
+) -> anyhow::Result<Report> {
     let load_start = Instant::now();
-    let reader = ReaderTokenizer::by_name(&spec.reader_tokenizer)?;
-    let settings = SharedSettings { reader, candidate_limit: spec.candidate_limit };
+    let reader: Arc<dyn ReaderTokenizer> = evicortex::reader_tokenizer(&spec.reader_tokenizer)
+        .with_context(|| format!("reader tokenizer {}", spec.reader_tokenizer))?
+        .into();
+    let settings = SharedSettings { reader, candidate_limit: spec.candidate_limit, store };
     let (artefact, adapter, mut questions, mut counts, as_of_policy) = load_questions(spec)?;
     subset(&mut questions, spec);
     counts.selected = questions.len();
@@ -226,6 +222,7 @@ pub fn run(spec: &RunSpec, factory: SystemFactory<'_>) -> anyhow::Result<Report>
         "metrics are computed after packing: a system is credited only for evidence inside its packed context, in its own rank order".to_owned(),
         "session metrics of turn-level systems come from the released turn-to-session widening; bm25-official without a budget ranks sessions directly, as the release does".to_owned(),
         format!("budgets are counted exactly in the {} reader tokenizer, headers and citations included", settings.reader.name()),
+        "every system's context is rendered in the product's layout (preamble, session headers, one cited line per turn or part of a turn) and counted by the same exact count; compiled systems run the product's compile path (Memory::compile)".to_owned(),
     ];
     if !artefact.official {
         notes.push(format!(
@@ -264,10 +261,10 @@ fn build_system(
     factory: SystemFactory<'_>,
 ) -> anyhow::Result<Box<dyn EvalSystem>> {
     Ok(match name {
-        "bm25-official" => Box::new(Bm25OfficialSystem { settings: settings.clone() }),
+        "bm25-official" => Box::new(Bm25OfficialSystem::new(settings.clone())),
         "no-memory" => Box::new(NoMemorySystem),
-        "full-history" => Box::new(FullHistorySystem { settings: settings.clone() }),
-        "oracle" => Box::new(OracleSystem { settings: settings.clone() }),
+        "full-history" => Box::new(FullHistorySystem::new(settings.clone())),
+        "oracle" => Box::new(OracleSystem::new(settings.clone())),
         other => match factory(other, settings)? {
             Some(system) => system,
             None if KNOWN_SYSTEMS.contains(&other) || variants.contains_key(other) => {
@@ -307,20 +304,30 @@ pub fn config_digest(path: &Path) -> anyhow::Result<String> {
 /// The encoder every encoder-backed system uses: the pinned all-MiniLM-L6-v2 with its 256-token
 /// limit; longer turns are embedded as windows of 256 tokens overlapping by 64 (each window its
 /// own vector; a turn scores as its best window).
-pub fn eval_encoder_config() -> evicortex_embed::EncoderConfig {
-    evicortex_embed::EncoderConfig::all_minilm_l6_v2()
-        .with_overlength(evicortex_embed::Overlength::Window { overlap_tokens: 64 })
+pub fn eval_encoder_config() -> EncoderConfig {
+    evicortex::pinned_encoder_config(eval_overlength())
 }
 
-/// Ingests the selected questions into the store in `dir` and embeds every pending text.
+/// The overlength policy of [`eval_encoder_config`] (`evicortex compile --overlength window:64`).
+pub fn eval_overlength() -> Overlength {
+    Overlength::Window { overlap_tokens: 64 }
+}
+
+/// Loads the evaluation's encoder ([`eval_encoder_config`]).
+pub fn eval_encoder() -> anyhow::Result<Arc<dyn Encoder>> {
+    evicortex::load_pinned_encoder(eval_overlength()).context("loading the pinned encoder")
+}
+
+/// Opens the store in `dir` (with `encoder` when given), ingests the selected questions and, with
+/// an encoder, embeds every pending text (resumably).
 pub fn prepare_store(
     spec: &RunSpec,
     dir: &Path,
-    encoder: &dyn evicortex_embed::Encoder,
-) -> anyhow::Result<(crate::eval_store::IngestSummary, evicortex::EmbedReport)> {
+    encoder: Option<Arc<dyn Encoder>>,
+) -> anyhow::Result<(EvalStore, IngestSummary, Option<EmbedReport>)> {
     let (_, _, mut questions, _, _) = load_questions(spec)?;
     subset(&mut questions, spec);
-    let store = crate::eval_store::EvalStore::open(dir)?;
+    let store = EvalStore::open(dir, encoder)?;
     let ingest = store.ingest(&questions)?;
     eprintln!(
         "ingest: {} namespaces appended ({} turns), {} already present, {:.1} s",
@@ -329,9 +336,12 @@ pub fn prepare_store(
         ingest.namespaces_present,
         ingest.seconds
     );
+    if !store.memory.has_encoder() {
+        return Ok((store, ingest, None));
+    }
     let bar = progress_bar(0, "embed");
     let mut last_print = Instant::now();
-    let report = store.embed(encoder, &mut |p| {
+    let report = store.embed(&mut |p| {
         bar.set_length(p.total_tokens);
         bar.set_position(p.done_tokens);
         if last_print.elapsed().as_secs() >= 60 {
@@ -352,20 +362,26 @@ pub fn prepare_store(
         report.refused.len(),
         report.seconds
     );
-    Ok((ingest, report))
+    Ok((store, ingest, Some(report)))
 }
 
-/// Whether `system` runs through the compiler (and so needs the evaluation store).
+/// Whether `system` cites the store's records: compiled systems and the comparator always,
+/// controls that pack whenever the run has a budget.
 pub fn needs_store(spec: &RunSpec, system: &str) -> anyhow::Result<bool> {
-    Ok(system == "comparator"
-        || crate::variants::resolve(&spec.variants, system, spec.candidate_limit)?.is_some())
+    let packs = spec.budgets.iter().any(Option::is_some);
+    Ok(match system {
+        "comparator" => true,
+        "no-memory" => false,
+        "bm25-official" | "full-history" | "oracle" => packs,
+        _ => crate::variants::resolve(&spec.variants, system, spec.candidate_limit)?.is_some(),
+    })
 }
 
 /// Whether `system` needs the encoder.
 pub fn needs_encoder(spec: &RunSpec, system: &str) -> anyhow::Result<bool> {
     Ok(system == "comparator"
         || crate::variants::resolve(&spec.variants, system, spec.candidate_limit)?
-            .is_some_and(|c| matches!(c.dense, evicortex_compiler::DenseConfig::On { .. })))
+            .is_some_and(|c| matches!(c.dense, evicortex::DenseConfig::On { .. })))
 }
 
 fn any_system(
@@ -383,42 +399,26 @@ fn any_system(
 /// Runs `spec` with every system: controls in memory, compiled systems and the comparator on the
 /// store in `store_dir` (ingested and embedded first, resumably).
 pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
-    use std::sync::Arc;
-    let encoder: Option<Arc<dyn evicortex_embed::Encoder>> = if any_system(spec, needs_encoder)? {
-        Some(Arc::new(evicortex_embed::load_pinned_minilm(eval_encoder_config())?))
-    } else {
-        None
-    };
+    let encoder = if any_system(spec, needs_encoder)? { Some(eval_encoder()?) } else { None };
     let mut prepare_s = None;
     let store = if any_system(spec, needs_store)? {
         let start = Instant::now();
-        match &encoder {
-            Some(e) => {
-                prepare_store(spec, store_dir, e.as_ref())?;
-            }
-            None => {
-                let (_, _, mut questions, _, _) = load_questions(spec)?;
-                subset(&mut questions, spec);
-                crate::eval_store::EvalStore::open(store_dir)?.ingest(&questions)?;
-            }
-        }
+        let (store, _, _) = prepare_store(spec, store_dir, encoder.clone())?;
         prepare_s = Some(start.elapsed().as_secs_f64());
-        Some(Arc::new(crate::eval_store::EvalStore::open(store_dir)?))
+        Some(Arc::new(store))
     } else {
         None
     };
     let mut factory = |name: &str,
                        settings: &SharedSettings|
      -> anyhow::Result<Option<Box<dyn EvalSystem>>> {
-        let Some(store) = &store else { return Ok(None) };
+        let Some(store) = &settings.store else { return Ok(None) };
         if name == "comparator" {
-            let encoder = encoder.clone().expect("the comparator needs the encoder, loaded above");
             return Ok(Some(Box::new(crate::comparator::hybrid_chunk_rag::HybridChunkRag::new(
                 crate::comparator::hybrid_chunk_rag::ChunkRagConfig::preregistered(
                     settings.candidate_limit,
                 ),
                 store.clone(),
-                encoder,
                 settings.clone(),
             )?)));
         }
@@ -430,16 +430,14 @@ pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
         let signal = serde_json::to_value(config.abstention.signal)?;
         config.abstention.threshold =
             signal.as_str().and_then(|s| spec.abstention_thresholds.get(s)).copied();
-        let enc = if needs_encoder(spec, name)? { encoder.clone() } else { None };
         Ok(Some(Box::new(crate::compiled_systems::CompiledSystem::new(
             name,
             config,
             store.clone(),
-            enc,
-            &spec.reader_tokenizer,
+            settings.reader.clone(),
         )?)))
     };
-    let mut report = run(spec, &mut factory)?;
+    let mut report = run(spec, store, &mut factory)?;
     if let Some(s) = prepare_s {
         report.wall_time_s.insert("ingest and embed".to_owned(), s);
     }

@@ -3,18 +3,39 @@
 //!
 //! Every system gets the same [`EvalQuestion`] (turns, timestamps, namespace, query, as-of) and the
 //! same budgets, reader tokenizer and candidate limit; it returns, per budget, the evidence that
-//! actually fits, in its own rank order.
+//! actually fits, in its own rank order. Every system's context is rendered in the product's
+//! layout and counted exactly in the reader's tokenizer (the compiler's renderer and count, see
+//! [`pack_turns`]), so all pay for the same preamble, session headers and citations.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
-use evicortex_core::Role;
+use anyhow::Context;
+use evicortex::{
+    CompiledContext, PackPolicy, ReaderTokenizer, RenderTurn, Role, TokenBudget, pack_ranked,
+};
 
 use crate::{
     controls::bm25_okapi::{Bm25Okapi, Bm25OkapiParams},
     eval_question::{EvalQuestion, EvalTurn},
-    packing::{PackItem, PackPolicy, ReaderTokenizer, pack},
+    eval_store::{EvalStore, QuestionRecords, RecordsCache},
     ranking::{Ranking, RankingCorpus, TurnRef},
 };
+
+/// The systems the runner knows, in the order reports list them.
+pub const KNOWN_SYSTEMS: &[&str] = &[
+    "evicortex",
+    "evicortex-rerank",
+    "comparator",
+    "bm25-official",
+    "bm25",
+    "dense",
+    "no-memory",
+    "full-history",
+    "oracle",
+];
 
 /// What a system produced for one question at one budget.
 #[derive(Clone, Debug, Default)]
@@ -29,6 +50,10 @@ pub struct SystemOutput {
     pub support: Option<f32>,
     /// Time per stage.
     pub stages: Vec<(&'static str, Duration)>,
+    /// The packed context, as the reader would get it.
+    pub text: String,
+    /// The whole compiled context, for systems that run the product's compile path.
+    pub compiled: Option<Box<CompiledContext>>,
 }
 
 /// A system under evaluation.
@@ -46,33 +71,26 @@ pub trait EvalSystem {
 /// Settings every system shares.
 #[derive(Clone, Debug)]
 pub struct SharedSettings {
-    /// The reader tokenizer budgets are counted in.
-    pub reader: ReaderTokenizer,
+    /// The reader tokenizer budgets are counted in (the product's).
+    pub reader: Arc<dyn ReaderTokenizer>,
     /// The most candidates a retriever may offer the packer.
     pub candidate_limit: usize,
+    /// The store holding every question's haystack: contexts cite its ledger records.
+    pub store: Option<Arc<EvalStore>>,
 }
 
-/// The reader line of a turn: `[#<n>] <YYYY-MM-DD HH:MM> <role>[ (<speaker>)]: <text>`, `n` the
-/// 1-based position of the turn in the question's haystack (its ledger order on ingest).
-pub fn turn_line(q: &EvalQuestion, turn: &EvalTurn) -> String {
-    let n = q.turns.iter().position(|t| t.at == turn.at).map_or(0, |p| p + 1);
-    let speaker = turn.speaker.as_ref().map(|s| format!(" ({s})")).unwrap_or_default();
-    format!("[#{n}] {} {}{speaker}: {}", turn.time.format("%Y-%m-%d %H:%M"), turn.role, turn.text)
-}
-
-/// A turn as a pack item.
-pub fn turn_item(q: &EvalQuestion, turn: &EvalTurn) -> PackItem {
-    PackItem {
-        session: turn.session.clone(),
-        time: turn.time,
-        order: turn.at.turn,
-        line: turn_line(q, turn),
+impl SharedSettings {
+    /// The store; systems that pack need it to cite records.
+    pub fn store(&self) -> anyhow::Result<&Arc<EvalStore>> {
+        self.store.as_ref().context("packing into a budget needs the evaluation store")
     }
 }
 
-/// Packs ranked turns at every budget and times the packing.
+/// Packs ranked turns at every budget with the product's layout and exact count, and times it.
+/// Without a budget nothing is rendered: the whole ranking is scored as it is.
+#[allow(clippy::too_many_arguments)] // the shared packing step of every control: its whole input
 pub fn pack_turns(
-    q: &EvalQuestion,
+    records: Option<&QuestionRecords>,
     ranked: &[TurnRef],
     budgets: &[Option<usize>],
     settings: &SharedSettings,
@@ -80,27 +98,38 @@ pub fn pack_turns(
     corpus: RankingCorpus,
     retrieve_time: Duration,
 ) -> anyhow::Result<Vec<SystemOutput>> {
-    let items: Vec<PackItem> = ranked
-        .iter()
-        .map(|&at| {
-            q.turn(at).map(|t| turn_item(q, t)).ok_or_else(|| anyhow::anyhow!("no turn {at:?}"))
-        })
-        .collect::<anyhow::Result<_>>()?;
+    let items: Vec<Vec<RenderTurn<'_>>> = match records {
+        Some(records) => ranked
+            .iter()
+            .map(|&at| Ok(vec![RenderTurn::whole(records.evidence_at(at)?, &[])]))
+            .collect::<anyhow::Result<_>>()?,
+        None => Vec::new(),
+    };
     budgets
         .iter()
         .map(|&budget| {
             let start = Instant::now();
-            let packed = pack(&items, budget, &settings.reader, policy)?;
+            let Some(budget) = budget else {
+                return Ok(SystemOutput {
+                    ranking: Ranking { turns: ranked.to_vec(), sessions: None, corpus },
+                    stages: vec![("retrieve", retrieve_time)],
+                    ..SystemOutput::default()
+                });
+            };
+            let budget = TokenBudget::new(u32::try_from(budget).unwrap_or(u32::MAX));
+            let packed = pack_ranked(&items, Some(budget), settings.reader.as_ref(), policy)?;
             Ok(SystemOutput {
                 ranking: Ranking {
                     turns: packed.included.iter().map(|&i| ranked[i]).collect(),
                     sessions: None,
                     corpus,
                 },
-                tokens_used: packed.tokens_used,
+                tokens_used: packed.tokens,
                 abstained: None,
                 support: None,
                 stages: vec![("retrieve", retrieve_time), ("pack", start.elapsed())],
+                text: packed.text,
+                compiled: None,
             })
         })
         .collect()
@@ -111,8 +140,15 @@ pub fn pack_turns(
 /// ranking (first `candidate_limit` turns) and its session metrics come from the widening.
 #[derive(Debug)]
 pub struct Bm25OfficialSystem {
-    /// Shared settings.
-    pub settings: SharedSettings,
+    settings: SharedSettings,
+    records: RecordsCache,
+}
+
+impl Bm25OfficialSystem {
+    /// The released BM25 under `settings`.
+    pub fn new(settings: SharedSettings) -> Bm25OfficialSystem {
+        Bm25OfficialSystem { settings, records: RecordsCache::default() }
+    }
 }
 
 impl EvalSystem for Bm25OfficialSystem {
@@ -137,12 +173,15 @@ impl EvalSystem for Bm25OfficialSystem {
                     abstained: None,
                     support: None,
                     stages: vec![("retrieve", retrieve)],
+                    text: String::new(),
+                    compiled: None,
                 }),
                 Some(_) => {
                     let top: Vec<TurnRef> =
                         full.turns.iter().copied().take(self.settings.candidate_limit).collect();
+                    let records = self.records.get(self.settings.store()?, q)?;
                     let mut out = pack_turns(
-                        q,
+                        Some(&records),
                         &top,
                         &[budget],
                         &self.settings,
@@ -214,8 +253,15 @@ impl EvalSystem for NoMemorySystem {
 /// question (ranked newest first).
 #[derive(Debug)]
 pub struct FullHistorySystem {
-    /// Shared settings.
-    pub settings: SharedSettings,
+    settings: SharedSettings,
+    records: RecordsCache,
+}
+
+impl FullHistorySystem {
+    /// Full history under `settings`.
+    pub fn new(settings: SharedSettings) -> FullHistorySystem {
+        FullHistorySystem { settings, records: RecordsCache::default() }
+    }
 }
 
 impl EvalSystem for FullHistorySystem {
@@ -231,8 +277,9 @@ impl EvalSystem for FullHistorySystem {
         let mut turns: Vec<&EvalTurn> = q.admitted().collect();
         turns.sort_by_key(|t| (t.time, t.at));
         let ranked: Vec<TurnRef> = turns.iter().rev().map(|t| t.at).collect();
+        let records = self.records.for_budgets(&self.settings, q, budgets)?;
         pack_turns(
-            q,
+            records.as_deref(),
             &ranked,
             budgets,
             &self.settings,
@@ -246,8 +293,15 @@ impl EvalSystem for FullHistorySystem {
 /// Oracle: only the gold evidence turns, oldest first. Its scores are the ceiling a budget allows.
 #[derive(Debug)]
 pub struct OracleSystem {
-    /// Shared settings.
-    pub settings: SharedSettings,
+    settings: SharedSettings,
+    records: RecordsCache,
+}
+
+impl OracleSystem {
+    /// The oracle under `settings`.
+    pub fn new(settings: SharedSettings) -> OracleSystem {
+        OracleSystem { settings, records: RecordsCache::default() }
+    }
 }
 
 impl EvalSystem for OracleSystem {
@@ -265,8 +319,9 @@ impl EvalSystem for OracleSystem {
             .filter(|t| q.keys.gold_turns.contains(q.keys.turn_key(t.at)))
             .map(|t| t.at)
             .collect();
+        let records = self.records.for_budgets(&self.settings, q, budgets)?;
         pack_turns(
-            q,
+            records.as_deref(),
             &ranked,
             budgets,
             &self.settings,

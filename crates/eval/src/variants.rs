@@ -3,14 +3,14 @@
 //! They make dev exploration a committed configuration instead of a code change; the run's
 //! report records each variant's settings with the rest of the configuration.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
-use evicortex_compiler::CompileConfig;
+use evicortex::{CompileConfig, apply_compile_options};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{compiled_systems::compiled_system_config, runner::KNOWN_SYSTEMS};
+use crate::{compiled_systems::compiled_system_config, systems::KNOWN_SYSTEMS};
 
 /// One variant: `base`'s compile configuration with the fields in `set` replaced.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,7 +33,6 @@ pub fn resolve(
     let Some(variant) = variants.get(name) else {
         return Ok(compiled_system_config(name, candidate_limit));
     };
-    let context = || format!("variant {name:?}");
     if KNOWN_SYSTEMS.contains(&name) {
         bail!("variant {name:?}: the name is a built-in system's; choose another");
     }
@@ -43,23 +42,8 @@ pub fn resolve(
             variant.base
         );
     };
-    let mut merged = serde_json::to_value(&base).with_context(context)?;
-    merge(&mut merged, &variant.set);
-    let config: CompileConfig = serde_json::from_value(merged.clone()).with_context(|| {
-        format!("variant {name:?}: field `set` does not give a compile configuration")
-    })?;
-    // Serde ignores fields a configuration does not have; a misspelt setting must not vanish.
-    let mut given = BTreeSet::new();
-    key_paths(&merged, "", &mut given);
-    let mut known = BTreeSet::new();
-    key_paths(&serde_json::to_value(&config).with_context(context)?, "", &mut known);
-    let unknown: Vec<&String> = given.difference(&known).collect();
-    if !unknown.is_empty() {
-        bail!(
-            "variant {name:?}: field `set` names settings a compile configuration does not have: {unknown:?}"
-        );
-    }
-    config.validate().with_context(context)?;
+    let config = apply_compile_options(&base, &variant.set)
+        .with_context(|| format!("variant {name:?}: field `set`"))?;
     Ok(Some(config))
 }
 
@@ -72,35 +56,6 @@ pub fn check_all(
         resolve(variants, name, candidate_limit)?;
     }
     Ok(())
-}
-
-fn key_paths(value: &Value, prefix: &str, out: &mut BTreeSet<String>) {
-    if let Value::Object(map) = value {
-        for (key, inner) in map {
-            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
-            key_paths(inner, &path, out);
-            out.insert(path);
-        }
-    }
-}
-
-fn merge(target: &mut Value, set: &Map<String, Value>) {
-    let Value::Object(target) = target else {
-        *target = Value::Object(set.clone());
-        return;
-    };
-    for (key, value) in set {
-        match (target.get_mut(key), value) {
-            (Some(existing @ Value::Object(_)), Value::Object(inner))
-                if !inner.contains_key("mode") =>
-            {
-                merge(existing, inner)
-            }
-            _ => {
-                target.insert(key.clone(), value.clone());
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -131,7 +86,7 @@ mod tests {
         let got = resolve(&v, "x", 50).unwrap().unwrap();
         assert_eq!(
             got.expansion,
-            evicortex_compiler::Expansion::AdjacentTurns { radius: 1, max_tokens: None }
+            evicortex::Expansion::AdjacentTurns { radius: 1, max_tokens: None }
         );
     }
 

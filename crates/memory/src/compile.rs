@@ -1,71 +1,35 @@
-//! `Memory::compile`: the context compiler over this store's ledger, with per-namespace indexes
-//! built from the ledger (and the embedding cache for dense retrieval), cached in memory, and
-//! refreshed when the ledger head moves.
+//! `Memory::compile`: the context compiler over this store's ledger, with the namespace's
+//! indexes taken from the index cache (brought up to the ledger head first), dense candidates
+//! from the memory's encoder and embedding cache, and the memory's reranker.
 //!
-//! Indexes record the ledger head they cover. New turns are added incrementally; an erasure
-//! anywhere in the ledger (a new redaction record) rebuilds the namespace's indexes from the
-//! ledger, so erased text never survives in a derived index.
+//! The configuration decides what runs; the memory supplies what it has. Asking for dense
+//! retrieval from a memory without an encoder, or for reranking without a reranker, is refused.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex, PoisonError},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use evicortex_compiler::{
-    CompileConfig, CompileInputs, CompileQuery, CompiledContext, Corpus, CorpusError, DenseConfig,
-    DenseInput, EncoderRef, ReaderTokenizer, Reranker, StageTimings, compile_timed,
+    CompileConfig, CompileInputs, CompileQuery, CompiledContext, DenseConfig, DenseInput,
+    EncoderRef, ReaderTokenizer, RerankConfig, StageTimings, compile_timed,
 };
-use evicortex_core::{Namespace, TurnId};
-use evicortex_embed::{
-    EmbedError, Encoder, EncoderIdentity, EncoderIdentityDigest, IdentifiedVector,
-};
-use evicortex_lexical::{Bm25Index, Bm25Params, LexicalError};
-use evicortex_vector::{ExactIndex, VectorError, VectorIndex, WindowedIndex};
+use evicortex_core::Namespace;
+use evicortex_embed::{EmbedError, IdentifiedVector};
+use evicortex_lexical::{Bm25Params, LexicalError};
+use evicortex_vector::VectorError;
 
-use crate::{EmbeddingCache, EmbeddingCacheError, Memory, ReadError};
+use crate::{EmbeddingCacheError, ErrorClass, Memory, ReadError};
 
 /// What to compile and how.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct CompileRequest<'a> {
     /// Namespace, question, as-of time and budget.
-    pub query: CompileQuery,
+    pub query: &'a CompileQuery,
     /// Every result-changing setting.
-    pub config: CompileConfig,
-    /// The reader's tokenizer (see [`evicortex_compiler::reader_tokenizer`]).
+    pub config: &'a CompileConfig,
+    /// The reader's tokenizer (see [`crate::reader_tokenizer`]).
     pub reader: &'a dyn ReaderTokenizer,
-    /// The dense side; required exactly when `config.dense` is on.
-    pub dense: Option<DenseRequest<'a>>,
-    /// The reranker; required exactly when `config.rerank` is on.
-    pub reranker: Option<&'a dyn Reranker>,
-}
-
-/// Where dense candidates come from.
-#[derive(Debug)]
-pub struct DenseRequest<'a> {
-    /// The store's embedding cache, holding the turns' vectors.
-    pub cache: &'a EmbeddingCache,
-    /// The encoder identity the vectors must have.
-    pub identity: &'a EncoderIdentity,
-    /// The question's vector, given or computed.
-    pub query: QueryVector<'a>,
-}
-
-/// The question's embedding.
-pub enum QueryVector<'a> {
-    /// Already embedded (no model needed); its identity must match.
-    Precomputed(&'a IdentifiedVector),
-    /// Embed it with this encoder, whose identity must match.
-    Encode(&'a dyn Encoder),
-}
-
-impl std::fmt::Debug for QueryVector<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            QueryVector::Precomputed(v) => f.debug_tuple("Precomputed").field(&v.identity).finish(),
-            QueryVector::Encode(e) => f.debug_tuple("Encode").field(&e.identity().model).finish(),
-        }
-    }
+    /// The question's embedding when the caller already has it ([`Memory::embed_query`]);
+    /// `None` embeds it here when dense retrieval is on.
+    pub query_vector: Option<&'a IdentifiedVector>,
 }
 
 /// A compiled context with the time each part took.
@@ -77,7 +41,7 @@ pub struct CompileReport {
     pub stages: StageTimings,
     /// Bringing the namespace's indexes up to the ledger head (zero when already current).
     pub index_refresh: Duration,
-    /// Embedding the question (zero when precomputed or dense is off).
+    /// Embedding the question (zero when given or dense is off).
     pub query_embedding: Duration,
 }
 
@@ -85,6 +49,15 @@ pub struct CompileReport {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CompileError {
+    /// The question is empty or only whitespace.
+    #[error("the question is empty")]
+    EmptyQuestion,
+    /// The configuration asks for dense retrieval from a memory opened without an encoder.
+    #[error("dense retrieval is not available: this memory has no encoder (lexical only)")]
+    DenseUnavailable,
+    /// The configuration turns reranking on for a memory opened without a reranker.
+    #[error("reranking is not available: this memory has no reranker")]
+    RerankerUnavailable,
     /// The compiler refused the inputs or configuration.
     #[error(transparent)]
     Compile(#[from] evicortex_compiler::CompileError),
@@ -97,7 +70,7 @@ pub enum CompileError {
         /// The namespace.
         namespace: Namespace,
         /// The failure.
-        source: CorpusError,
+        source: evicortex_compiler::CorpusError,
     },
     /// Building the lexical index failed.
     #[error("namespace {namespace}: lexical index: {source}")]
@@ -116,26 +89,33 @@ pub enum CompileError {
         source: VectorError,
     },
     /// Reading vectors from the embedding cache failed.
-    #[error("reading turn vectors from the embedding cache")]
+    #[error("reading turn vectors: {0}")]
     EmbeddingCache(#[from] EmbeddingCacheError),
-    /// Embedding the question failed, or its identity does not match the stored vectors'.
-    #[error("embedding the question")]
+    /// Embedding the question failed, or a given question vector has another identity.
+    #[error("embedding the question: {0}")]
     Embed(#[from] EmbedError),
-    /// The question embedded into several windows (longer than the encoder's maximum).
-    #[error("the question is longer than the encoder's maximum ({windows} windows); shorten it")]
+    /// The question is longer than the encoder's maximum.
+    #[error(
+        "the question is {tokens} encoder tokens, over the encoder's maximum of {max_tokens}; \
+         shorten it"
+    )]
     QueryTooLong {
-        /// Windows produced.
-        windows: usize,
+        /// The question's length in encoder tokens.
+        tokens: usize,
+        /// The encoder's maximum.
+        max_tokens: usize,
     },
 }
 
 impl CompileError {
-    /// What kind of failure this is, for exit codes and HTTP statuses; `None` for embedding and
-    /// cache failures, whose source (e.g. a missing model) says it better.
-    pub fn class(&self) -> Option<crate::ErrorClass> {
-        use crate::ErrorClass;
+    /// What kind of failure this is.
+    pub fn class(&self) -> ErrorClass {
         use evicortex_compiler::CompileError as Inner;
-        Some(match self {
+        match self {
+            CompileError::EmptyQuestion
+            | CompileError::DenseUnavailable
+            | CompileError::RerankerUnavailable
+            | CompileError::QueryTooLong { .. } => ErrorClass::BadInput,
             CompileError::Compile(inner) => match inner {
                 Inner::ReaderTokenizer(evicortex_compiler::ReaderTokenizerError::Encode {
                     ..
@@ -144,12 +124,30 @@ impl CompileError {
                 Inner::Vector(_) => ErrorClass::Integrity,
                 _ => ErrorClass::BadInput,
             },
-            CompileError::Read(e) => ErrorClass::of_read(e),
+            CompileError::Read(e) => crate::error::read_class(e),
             CompileError::Corpus { .. } | CompileError::Vector { .. } => ErrorClass::Integrity,
-            CompileError::QueryTooLong { .. } => ErrorClass::BadInput,
-            CompileError::EmbeddingCache(_) | CompileError::Embed(_) => return None,
             CompileError::Lexical { .. } => ErrorClass::Internal,
-        })
+            CompileError::EmbeddingCache(e) => e.class(),
+            CompileError::Embed(e) => crate::error::embed_class(e),
+        }
+    }
+
+    /// The request field to blame when the caller's input is at fault (`query`, `dense`,
+    /// `rerank`, or a configuration field such as `rerank.depth`).
+    pub fn field(&self) -> Option<String> {
+        use evicortex_compiler::CompileError as Inner;
+        match self {
+            CompileError::EmptyQuestion | CompileError::QueryTooLong { .. } => {
+                Some("query".to_owned())
+            }
+            CompileError::Embed(e) if crate::error::embed_class(e) == ErrorClass::BadInput => {
+                Some("query".to_owned())
+            }
+            CompileError::DenseUnavailable => Some("dense".to_owned()),
+            CompileError::RerankerUnavailable => Some("rerank".to_owned()),
+            CompileError::Compile(Inner::InvalidConfig { field, .. }) => Some((*field).to_owned()),
+            _ => None,
+        }
     }
 }
 
@@ -160,308 +158,104 @@ impl Memory {
         self.compile_report(request).map(|r| r.context)
     }
 
+    /// The question's embedding under the memory's encoder, for callers that compile one
+    /// question several times ([`CompileRequest::query_vector`]).
+    pub fn embed_query(&self, question: &str) -> Result<IdentifiedVector, CompileError> {
+        let dense = self.inner.dense.as_ref().ok_or(CompileError::DenseUnavailable)?;
+        let embedding = dense.encoder.embed_query(question)?;
+        match embedding.single() {
+            Some(vector) => Ok(IdentifiedVector {
+                identity: dense.encoder.identity_digest(),
+                vector: vector.to_vec(),
+            }),
+            None => Err(CompileError::QueryTooLong {
+                tokens: embedding.token_count,
+                max_tokens: dense.encoder.identity().max_tokens,
+            }),
+        }
+    }
+
     /// [`Memory::compile`] with timings.
     pub fn compile_report(
         &self,
         request: &CompileRequest<'_>,
     ) -> Result<CompileReport, CompileError> {
-        let namespace = &request.query.namespace;
-        let params = Bm25Params { k1: request.config.lexical.k1, b: request.config.lexical.b };
-        let started = Instant::now();
-        let slot = self.indexes.slot(namespace, params);
-        let mut indexes = slot.lock().unwrap_or_else(PoisonError::into_inner);
-        indexes.refresh(self, namespace)?;
-        let dense_identity = match (&request.dense, request.config.dense) {
-            (Some(dense), DenseConfig::On { .. }) => {
-                Some(indexes.dense_index(dense.cache, dense.identity, namespace)?)
+        let CompileRequest { query, config, reader, query_vector } = *request;
+        if query.question.trim().is_empty() {
+            return Err(CompileError::EmptyQuestion);
+        }
+        config.validate()?;
+        let dense = match config.dense {
+            DenseConfig::On { .. } => {
+                Some(self.inner.dense.as_ref().ok_or(CompileError::DenseUnavailable)?)
             }
-            _ => None,
+            DenseConfig::Off => None,
+        };
+        let reranker = match config.rerank {
+            RerankConfig::On { .. } => {
+                Some(self.inner.reranker.as_deref().ok_or(CompileError::RerankerUnavailable)?)
+            }
+            RerankConfig::Off => None,
+        };
+
+        let started = Instant::now();
+        let namespace = &query.namespace;
+        let slot = self.inner.indexes.slot(namespace);
+        let mut indexes = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        indexes.refresh(self, namespace, dense)?;
+        self.inner.indexes.resized(namespace, &slot, indexes.heap_bytes());
+        let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
+        // BM25 settings other than the cached index's get an index of their own, not cached:
+        // the cache is keyed by namespace alone, never by values a client sends.
+        let adhoc = if params == indexes.lexical.params() {
+            None
+        } else {
+            Some(indexes.lexical_with(params, namespace)?)
         };
         let index_refresh = started.elapsed();
 
         let started = Instant::now();
-        let query_vector: Option<Vec<f32>> = match &request.dense {
-            None => None,
-            Some(dense) => Some(query_vector(dense, &request.query.question)?),
+        let query_vector = match (dense, query_vector) {
+            (None, _) => None,
+            (Some(dense), Some(given)) => {
+                dense.encoder.identity_digest().ensure_matches(&given.identity)?;
+                Some(given.vector.clone())
+            }
+            (Some(_), None) => Some(self.embed_query(&query.question)?.vector),
         };
         let query_embedding = started.elapsed();
 
         let encoder_ref;
-        let dense = match (&dense_identity, &query_vector, &request.dense) {
-            (Some(digest), Some(vector), Some(dense)) => {
-                let index = &indexes.dense[digest];
+        let dense_input = match (dense, &query_vector, &indexes.dense) {
+            (Some(dense), Some(vector), Some(index)) => {
+                let identity = dense.encoder.identity();
                 encoder_ref = EncoderRef {
-                    model: match &dense.identity.revision {
-                        Some(revision) => format!("{}@{revision}", dense.identity.model),
-                        None => dense.identity.model.clone(),
+                    model: match &identity.revision {
+                        Some(revision) => format!("{}@{revision}", identity.model),
+                        None => identity.model.clone(),
                     },
-                    identity_digest: digest.to_hex(),
+                    identity_digest: identity.digest().to_hex(),
                 };
-                Some(DenseInput { index, query_vector: vector, encoder: &encoder_ref })
+                Some(DenseInput {
+                    index: &index.index,
+                    query_vector: vector,
+                    encoder: &encoder_ref,
+                    pending: index.missing.len() as u64,
+                })
             }
             _ => None,
         };
         let inputs = CompileInputs {
             corpus: &indexes.corpus,
-            lexical: &indexes.lexical,
-            dense,
-            reader: request.reader,
-            reranker: request.reranker,
+            lexical: adhoc.as_ref().unwrap_or(&indexes.lexical),
+            dense: dense_input,
+            reader,
+            reranker,
         };
-        let (context, stages) = compile_timed(&inputs, &request.query, &request.config)?;
+        let (context, stages) = compile_timed(&inputs, query, config)?;
         Ok(CompileReport { context, stages, index_refresh, query_embedding })
     }
 }
 
-fn query_vector(dense: &DenseRequest<'_>, question: &str) -> Result<Vec<f32>, CompileError> {
-    let expected = dense.identity.digest();
-    match dense.query {
-        QueryVector::Precomputed(vector) => {
-            expected.ensure_matches(&vector.identity)?;
-            Ok(vector.vector.clone())
-        }
-        QueryVector::Encode(encoder) => {
-            expected.ensure_matches(&encoder.identity().digest())?;
-            let embedding = encoder.embed_query(question)?;
-            match embedding.single() {
-                Some(vector) => Ok(vector.to_vec()),
-                None => Err(CompileError::QueryTooLong { windows: embedding.windows.len() }),
-            }
-        }
-    }
-}
-
-/// The in-memory indexes of every namespace compiled so far.
-#[derive(Debug, Default)]
-pub(crate) struct IndexCache {
-    namespaces: Mutex<HashMap<IndexKey, Arc<Mutex<NamespaceIndexes>>>>,
-}
-
-/// A namespace and the bit patterns of its BM25 `k1` and `b`.
-type IndexKey = (Namespace, [u32; 2]);
-
-impl IndexCache {
-    fn slot(&self, namespace: &Namespace, params: Bm25Params) -> Arc<Mutex<NamespaceIndexes>> {
-        let key = (namespace.clone(), [params.k1.to_bits(), params.b.to_bits()]);
-        let mut map = self.namespaces.lock().unwrap_or_else(PoisonError::into_inner);
-        map.entry(key)
-            .or_insert_with(|| Arc::new(Mutex::new(NamespaceIndexes::empty(namespace, params))))
-            .clone()
-    }
-}
-
-/// One namespace's corpus and indexes, and the ledger position they cover.
-#[derive(Debug)]
-struct NamespaceIndexes {
-    corpus: Corpus,
-    lexical: Bm25Index,
-    params: Bm25Params,
-    /// The ledger head these cover (`None`: never built).
-    head: Option<TurnId>,
-    /// Redaction records seen at the last build; a change means an erasure.
-    redactions: u64,
-    dense: HashMap<EncoderIdentityDigest, WindowedIndex>,
-}
-
-impl NamespaceIndexes {
-    fn empty(namespace: &Namespace, params: Bm25Params) -> NamespaceIndexes {
-        NamespaceIndexes {
-            corpus: Corpus::new(namespace.clone(), Vec::new(), [])
-                .expect("an empty corpus is valid"),
-            lexical: Bm25Index::new(params),
-            params,
-            head: None,
-            redactions: 0,
-            dense: HashMap::new(),
-        }
-    }
-
-    /// Brings the corpus and lexical index to the ledger head: new turns incrementally, a full
-    /// rebuild after any erasure.
-    fn refresh(&mut self, memory: &Memory, namespace: &Namespace) -> Result<(), CompileError> {
-        let head = memory.head()?;
-        if head.is_some() && head == self.head {
-            return Ok(());
-        }
-        let _span = tracing::debug_span!("refresh_indexes", %namespace).entered();
-        let redactions = memory.stats()?.ledger.redactions;
-        let new_records = if self.head.is_none() || redactions != self.redactions {
-            *self = NamespaceIndexes::empty(namespace, self.params);
-            memory.evidence(namespace)?
-        } else {
-            match self.corpus.last_record() {
-                Some(last) => memory.evidence_after(namespace, last)?,
-                None => memory.evidence(namespace)?,
-            }
-        };
-        if !new_records.is_empty() {
-            self.dense.clear();
-        }
-        for e in new_records {
-            self.lexical
-                .add(e.id, &evicortex_compiler::lexical_document(&e.turn))
-                .map_err(|source| CompileError::Lexical { namespace: namespace.clone(), source })?;
-            self.corpus
-                .push(e)
-                .map_err(|source| CompileError::Corpus { namespace: namespace.clone(), source })?;
-        }
-        if let Some(head) = head {
-            self.lexical
-                .mark_covered(head)
-                .map_err(|source| CompileError::Lexical { namespace: namespace.clone(), source })?;
-        }
-        self.head = head;
-        self.redactions = redactions;
-        Ok(())
-    }
-
-    /// The vector index of this namespace under `identity`, built from the embedding cache.
-    fn dense_index(
-        &mut self,
-        cache: &EmbeddingCache,
-        identity: &EncoderIdentity,
-        namespace: &Namespace,
-    ) -> Result<EncoderIdentityDigest, CompileError> {
-        let digest = identity.digest();
-        if self.dense.contains_key(&digest) {
-            return Ok(digest);
-        }
-        let _span = tracing::debug_span!("build_vector_index", %namespace).entered();
-        let vectors = cache.namespace_vectors(self.corpus.evidence(), &digest)?;
-        let vector_err = |source| CompileError::Vector { namespace: namespace.clone(), source };
-        let mut index = ExactIndex::new(vectors.dimension.max(identity.dimension));
-        let mut window = 0u32;
-        for (row, turn) in vectors.turns.iter().enumerate() {
-            window = if row > 0 && vectors.turns[row - 1] == *turn { window + 1 } else { 0 };
-            index.insert((*turn, window), vectors.row(row)).map_err(vector_err)?;
-        }
-        if let Some(head) = self.head {
-            index.mark_covered(head).map_err(vector_err)?;
-        }
-        if !vectors.missing.is_empty() {
-            tracing::warn!(
-                %namespace,
-                missing = vectors.missing.len(),
-                "turns without a vector under this encoder are not dense candidates (run `evicortex embed`)"
-            );
-        }
-        self.dense.insert(digest, WindowedIndex::new(index));
-        Ok(digest)
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use evicortex_compiler::{CompileConfig, TiktokenReader};
-    use evicortex_core::{EventTime, TokenBudget};
-
-    use super::*;
-    use crate::{EraseTarget, IngestOptions, parse_jsonl};
-
-    fn append(memory: &Memory, lines: &[&str]) {
-        let jsonl = lines.join("\n");
-        let turns = parse_jsonl("test", jsonl.as_bytes(), &IngestOptions::default()).unwrap();
-        memory.append(&turns).unwrap();
-    }
-
-    fn line(ns: &str, session: &str, turn: u32, time: &str, text: &str) -> String {
-        format!(
-            r#"{{"namespace":"{ns}","session":"{session}","turn":{turn},"role":"user","text":"{text}","time":"{time}"}}"#
-        )
-    }
-
-    fn compile(memory: &Memory, question: &str, as_of: Option<&str>) -> CompiledContext {
-        let reader = TiktokenReader::o200k_base();
-        let request = CompileRequest {
-            query: CompileQuery {
-                namespace: Namespace::new("alice").unwrap(),
-                question: question.to_owned(),
-                as_of: as_of.map(|t| EventTime::parse_rfc3339(t).unwrap()),
-                budget: TokenBudget::new(200),
-            },
-            config: CompileConfig::hybrid(10, DenseConfig::Off),
-            reader: &reader,
-            dense: None,
-            reranker: None,
-        };
-        memory.compile(&request).unwrap()
-    }
-
-    /// BM25 indexes the speaker's name with the text: a question naming Melanie finds what
-    /// Melanie said, not the turns that address her by name.
-    #[test]
-    fn a_question_naming_a_speaker_finds_that_speakers_turn() {
-        let dir = tempfile::tempdir().unwrap();
-        let memory = Memory::open(dir.path()).unwrap();
-        let said = |turn: u32, speaker: &str, text: &str| {
-            format!(
-                r#"{{"namespace":"alice","session":"s1","turn":{turn},"role":"user","speaker":"{speaker}","text":"{text}","time":"2024-05-02T10:0{turn}:00Z"}}"#
-            )
-        };
-        append(
-            &memory,
-            &[
-                &said(0, "Caroline", "Hi Melanie!"),
-                &said(1, "Melanie", "The race was great."),
-                &said(2, "Caroline", "My race is next week."),
-                &said(3, "Caroline", "The race route is by the river."),
-            ],
-        );
-        let reader = TiktokenReader::o200k_base();
-        let request = CompileRequest {
-            query: CompileQuery {
-                namespace: Namespace::new("alice").unwrap(),
-                question: "Melanie race".to_owned(),
-                as_of: None,
-                budget: TokenBudget::new(200),
-            },
-            config: CompileConfig::hybrid(1, DenseConfig::Off),
-            reader: &reader,
-            dense: None,
-            reranker: None,
-        };
-        let context = memory.compile(&request).unwrap();
-        assert_eq!(context.items.len(), 1, "{}", context.explain());
-        assert_eq!(context.items[0].text, "The race was great.", "{}", context.explain());
-    }
-
-    #[test]
-    fn follows_appends_and_erasures_and_is_reproducible_across_opens() {
-        let dir = tempfile::tempdir().unwrap();
-        let memory = Memory::open(dir.path()).unwrap();
-        append(
-            &memory,
-            &[
-                &line("alice", "s1", 0, "2024-05-02T10:00:00Z", "I moved to Lisbon in May."),
-                &line("bob", "b1", 0, "2024-05-02T10:00:00Z", "Bob also moved to Lisbon."),
-            ],
-        );
-        let first = compile(&memory, "where did I move?", None);
-        assert_eq!(first.items.len(), 1, "{}", first.explain());
-        assert!(first.text.contains("I moved to Lisbon in May."));
-
-        // A new turn is picked up incrementally; the as-of filter hides it.
-        append(
-            &memory,
-            &[&line("alice", "s2", 0, "2024-07-01T09:00:00Z", "Then I moved again, to Porto.")],
-        );
-        let second = compile(&memory, "where did I move?", None);
-        assert_eq!(second.items.len(), 2, "{}", second.explain());
-        let before = compile(&memory, "where did I move?", Some("2024-06-01T00:00:00Z"));
-        assert_eq!(before.items.len(), 1);
-
-        // Erasure rebuilds the indexes: the erased text is gone from every context.
-        let lisbon = second.items.iter().find(|i| i.text.contains("Lisbon")).unwrap().record;
-        memory.erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), lisbon)).unwrap();
-        let after = compile(&memory, "where did I move to Lisbon?", None);
-        assert!(!after.text.contains("Lisbon in May"), "{}", after.text);
-        assert!(after.items.iter().all(|i| i.record != lisbon));
-
-        // A fresh open compiles the same bytes.
-        let reopened = Memory::open(dir.path()).unwrap();
-        assert_eq!(
-            compile(&reopened, "where did I move?", None).to_json(),
-            compile(&memory, "where did I move?", None).to_json()
-        );
-    }
-}
+mod tests;

@@ -10,24 +10,27 @@ use std::{
     collections::{HashMap, HashSet},
     path::{Path, PathBuf},
     sync::Mutex,
-    time::Instant,
 };
 
 use evicortex_core::{Evidence, TextDigest, TurnId};
 use evicortex_embed::{
-    EmbedError, Encoder, EncoderIdentity, EncoderIdentityDigest, IdentifiedVector, Overlength,
+    EmbeddedWindow, EncoderIdentity, EncoderIdentityDigest, Overlength, TextEmbedding,
 };
+use evicortex_ledger::Ledger;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::{DerivedStore, DerivedStoreError, EraseReceipt, Memory, ReadError};
+use crate::{DerivedStore, DerivedStoreError, EraseReceipt, ErrorClass, ReadError, RefusedTurn};
 
 /// The embedding cache's file name inside a store directory.
 pub const EMBEDDINGS_FILE: &str = "embeddings.sqlite";
 
 /// The cache's [`DerivedStore::name`].
-pub(crate) const CACHE_NAME: &str = "embedding cache";
+const CACHE_NAME: &str = "embedding cache";
 
 const FORMAT_VERSION: &str = "1";
+
+/// Meta key: the identity of the last catch-up.
+const LAST_IDENTITY: &str = "last_identity";
 
 /// The embedding cache of one store directory.
 #[derive(Debug)]
@@ -57,28 +60,41 @@ pub enum EmbeddingCacheError {
         /// What is wrong.
         detail: String,
     },
-    /// Embedding failed.
-    #[error(transparent)]
-    Embed(#[from] EmbedError),
-    /// Reading the ledger failed.
+    /// A vector does not have its identity's dimension.
+    #[error("{path}: vector of dimension {got} under an identity of dimension {expected}")]
+    Dimension {
+        /// The cache file.
+        path: PathBuf,
+        /// The vector's dimension.
+        got: usize,
+        /// The identity's.
+        expected: usize,
+    },
+    /// Reading the ledger (to reconcile) failed.
     #[error(transparent)]
     Read(#[from] ReadError),
 }
 
 impl EmbeddingCacheError {
-    /// Whether the failure is about integrity (corruption, identity mismatch).
-    pub fn is_integrity_failure(&self) -> bool {
-        matches!(
-            self,
-            EmbeddingCacheError::Corrupted { .. }
-                | EmbeddingCacheError::Embed(EmbedError::IdentityMismatch { .. })
-        )
+    /// What kind of failure this is: corrupted cache data is an integrity failure.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            EmbeddingCacheError::Corrupted { .. } => ErrorClass::Integrity,
+            EmbeddingCacheError::Dimension { .. } => ErrorClass::Internal,
+            EmbeddingCacheError::Sqlite { source, .. } => match source.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+                    ErrorClass::Integrity
+                }
+                _ => ErrorClass::Io,
+            },
+            EmbeddingCacheError::Read(e) => crate::error::read_class(e),
+        }
     }
 }
 
 /// The vectors of one namespace's evidence under one identity, in one contiguous matrix.
 #[derive(Clone, Debug, PartialEq)]
-pub struct NamespaceVectors {
+pub(crate) struct NamespaceVectors {
     /// The identity every row was produced under.
     pub identity: EncoderIdentityDigest,
     /// Vector dimension.
@@ -87,9 +103,11 @@ pub struct NamespaceVectors {
     pub turns: Vec<TurnId>,
     /// Row-major `turns.len() x dimension` vectors.
     pub data: Vec<f32>,
-    /// Live turns with no vector under this identity (not embedded yet, or refused as
-    /// overlength), in ledger order.
+    /// Turns with no vector under this identity yet (not embedded so far), in ledger order.
     pub missing: Vec<TurnId>,
+    /// Turns that will have no vector under this identity: their text is longer than the
+    /// encoder's maximum and its overlength policy is `refuse`.
+    pub refused: Vec<TurnId>,
 }
 
 impl NamespaceVectors {
@@ -98,95 +116,22 @@ impl NamespaceVectors {
         &self.data[row * self.dimension..(row + 1) * self.dimension]
     }
 
+    #[cfg(test)]
     /// Number of rows.
     pub fn len(&self) -> usize {
         self.turns.len()
     }
 
+    #[cfg(test)]
     /// Whether there is no row.
     pub fn is_empty(&self) -> bool {
         self.turns.is_empty()
-    }
-
-    /// Fails closed unless `query` was produced under the same identity as these vectors.
-    pub fn check_query(&self, query: &IdentifiedVector) -> Result<(), EmbedError> {
-        self.identity.ensure_matches(&query.identity)?;
-        if query.vector.len() != self.dimension {
-            return Err(EmbedError::InvalidConfig {
-                field: "query.vector",
-                reason: format!(
-                    "dimension {} differs from the stored {}",
-                    query.vector.len(),
-                    self.dimension
-                ),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// Progress of [`embed_pending`], reported after every committed chunk.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct EmbedProgress {
-    /// Distinct texts embedded so far in this run.
-    pub done_texts: u64,
-    /// Distinct texts this run has to embed.
-    pub total_texts: u64,
-    /// Encoder tokens embedded so far in this run.
-    pub done_tokens: u64,
-    /// Encoder tokens this run has to embed.
-    pub total_tokens: u64,
-}
-
-/// A turn whose text was not embedded because it is longer than the encoder's maximum and the
-/// overlength policy is `refuse`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RefusedTurn {
-    /// The first live turn holding the text.
-    pub turn: TurnId,
-    /// The text's length in encoder tokens.
-    pub tokens: usize,
-}
-
-/// What [`embed_pending`] did.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EmbedReport {
-    /// The identity the vectors were stored under.
-    pub identity: EncoderIdentityDigest,
-    /// Live turns in the ledger.
-    pub live_turns: u64,
-    /// Distinct live texts.
-    pub distinct_texts: u64,
-    /// Distinct texts that already had vectors (or an earlier refusal) under this identity.
-    pub already_cached: u64,
-    /// Distinct texts embedded by this run.
-    pub embedded_texts: u64,
-    /// Encoder tokens embedded by this run (special tokens included, before windowing).
-    pub embedded_tokens: u64,
-    /// Vectors written by this run (more than texts when windows are used).
-    pub vectors_written: u64,
-    /// Texts refused as overlength (this run and earlier ones), by first live turn.
-    pub refused: Vec<RefusedTurn>,
-    /// Seconds spent.
-    pub seconds: f64,
-}
-
-/// How [`embed_pending`] groups work. Changes speed and resumability granularity, not results.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct CatchUpLimits {
-    /// Most texts embedded and committed together.
-    pub chunk_texts: usize,
-}
-
-impl Default for CatchUpLimits {
-    fn default() -> CatchUpLimits {
-        CatchUpLimits { chunk_texts: 512 }
     }
 }
 
 impl EmbeddingCache {
     /// Opens (creating if absent) `DIR/embeddings.sqlite`.
-    pub fn open(dir: &Path) -> Result<EmbeddingCache, EmbeddingCacheError> {
+    pub(crate) fn open(dir: &Path) -> Result<EmbeddingCache, EmbeddingCacheError> {
         let path = dir.join(EMBEDDINGS_FILE);
         let sql = |source| EmbeddingCacheError::Sqlite { path: dir.join(EMBEDDINGS_FILE), source };
         let conn = Connection::open(&path).map_err(sql)?;
@@ -226,27 +171,25 @@ impl EmbeddingCache {
         Ok(EmbeddingCache { path, conn: Mutex::new(conn) })
     }
 
-    /// Opens the cache of `memory`'s store and drops vectors of texts no live turn holds when
-    /// the ledger recorded an erasure since the last reconciliation (a crash between the ledger
-    /// erasure and the purge leaves such vectors behind).
-    pub fn open_reconciled(memory: &Memory) -> Result<EmbeddingCache, EmbeddingCacheError> {
-        let cache = EmbeddingCache::open(memory.dir())?;
-        let redactions = memory.stats()?.ledger.redactions.to_string();
-        let seen = cache.meta("reconciled_redactions")?;
+    /// Drops vectors of texts no live turn holds when the ledger recorded an erasure since the
+    /// last reconciliation: a crash between the ledger erasure and the purge, or a vector written
+    /// by another process while this one erased, leaves such vectors behind. Purges do not move
+    /// the mark, so the first open after any erasure reconciles once.
+    pub(crate) fn reconcile(&self, ledger: &Ledger) -> Result<(), EmbeddingCacheError> {
+        let redactions = ledger.stats()?.redactions.to_string();
+        let seen = self.meta("reconciled_redactions")?;
         if seen.as_deref() != Some(redactions.as_str()) {
-            let mut live = HashSet::new();
-            memory.ledger().for_each_evidence(None, None, |e| {
-                live.insert(TextDigest::of(&e.turn.text));
-                Ok::<(), ReadError>(())
-            })?;
-            cache.retain_texts(&live)?;
-            cache.set_meta("reconciled_redactions", &redactions)?;
+            let _span = tracing::info_span!("reconcile_embedding_cache").entered();
+            let live = live_texts(ledger)?;
+            self.retain_texts(&live)?;
+            self.set_meta("reconciled_redactions", &redactions)?;
         }
-        Ok(cache)
+        Ok(())
     }
 
+    #[cfg(test)]
     /// The cache file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -261,6 +204,14 @@ impl EmbeddingCache {
             .map_err(sql_err(&self.path))
     }
 
+    /// Records `identity` as the one the store was last caught up with.
+    pub(crate) fn set_last_identity(
+        &self,
+        identity: &EncoderIdentityDigest,
+    ) -> Result<(), EmbeddingCacheError> {
+        self.set_meta(LAST_IDENTITY, &identity.to_hex())
+    }
+
     fn set_meta(&self, key: &str, value: &str) -> Result<(), EmbeddingCacheError> {
         self.lock()
             .execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", [key, value])
@@ -269,7 +220,7 @@ impl EmbeddingCache {
     }
 
     /// Records `identity`; fails closed if its digest is already stored with another encoding.
-    pub fn register_identity(
+    pub(crate) fn register_identity(
         &self,
         identity: &EncoderIdentity,
     ) -> Result<EncoderIdentityDigest, EmbeddingCacheError> {
@@ -306,7 +257,7 @@ impl EmbeddingCache {
     }
 
     /// The stored identity with `digest`, checked against its digest.
-    pub fn identity(
+    pub(crate) fn identity(
         &self,
         digest: &EncoderIdentityDigest,
     ) -> Result<Option<EncoderIdentity>, EmbeddingCacheError> {
@@ -335,24 +286,63 @@ impl EmbeddingCache {
         Ok(Some(identity))
     }
 
-    /// Text digests that have vectors, or a recorded refusal, under `identity`.
-    pub fn known_texts(
+    /// Whether `text` has vectors, or a recorded refusal, under `identity`.
+    pub(crate) fn is_known(
         &self,
         identity: &EncoderIdentityDigest,
-    ) -> Result<HashSet<TextDigest>, EmbeddingCacheError> {
+        text: &TextDigest,
+    ) -> Result<bool, EmbeddingCacheError> {
         let conn = self.lock();
-        let mut out = HashSet::new();
-        for sql in [
-            "SELECT DISTINCT text_digest FROM vectors WHERE identity = ?1",
-            "SELECT text_digest FROM refused WHERE identity = ?1",
+        let sql = sql_err(&self.path);
+        for query in [
+            "SELECT 1 FROM vectors WHERE identity = ?1 AND text_digest = ?2 AND window_index = 0",
+            "SELECT 1 FROM refused WHERE identity = ?1 AND text_digest = ?2",
         ] {
-            let mut stmt = conn.prepare(sql).map_err(sql_err(&self.path))?;
-            let rows = stmt
-                .query_map([identity.as_bytes()], |r| r.get::<_, Vec<u8>>(0))
-                .map_err(sql_err(&self.path))?;
-            for row in rows {
-                out.insert(self.text_digest(row.map_err(sql_err(&self.path))?)?);
+            let mut stmt = conn.prepare_cached(query).map_err(&sql)?;
+            if stmt.exists(params![identity.as_bytes(), text.as_bytes()]).map_err(&sql)? {
+                return Ok(true);
             }
+        }
+        Ok(false)
+    }
+
+    /// The stored embedding of `text` under `identity` (every window, with its token range).
+    pub(crate) fn embedding(
+        &self,
+        identity: &EncoderIdentityDigest,
+        text: &TextDigest,
+    ) -> Result<Option<TextEmbedding>, EmbeddingCacheError> {
+        let conn = self.lock();
+        let sql = sql_err(&self.path);
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT window_index, token_count, token_start, token_end, vector FROM vectors
+                 WHERE identity = ?1 AND text_digest = ?2 ORDER BY window_index",
+            )
+            .map_err(&sql)?;
+        let mut rows = stmt.query(params![identity.as_bytes(), text.as_bytes()]).map_err(&sql)?;
+        let mut out: Option<TextEmbedding> = None;
+        while let Some(row) = rows.next().map_err(&sql)? {
+            let window_index: i64 = row.get(0).map_err(&sql)?;
+            let token_count: i64 = row.get(1).map_err(&sql)?;
+            let (start, end): (i64, i64) = (row.get(2).map_err(&sql)?, row.get(3).map_err(&sql)?);
+            let blob: Vec<u8> = row.get(4).map_err(&sql)?;
+            let embedding = out.get_or_insert(TextEmbedding {
+                token_count: token_count as usize,
+                windows: Vec::new(),
+            });
+            if window_index != embedding.windows.len() as i64 || !blob.len().is_multiple_of(4) {
+                return Err(EmbeddingCacheError::Corrupted {
+                    path: self.path.clone(),
+                    detail: format!(
+                        "text {text}: window {window_index} malformed or out of sequence"
+                    ),
+                });
+            }
+            embedding.windows.push(EmbeddedWindow {
+                content_tokens: start as usize..end as usize,
+                vector: decode_vector(&blob),
+            });
         }
         Ok(out)
     }
@@ -368,10 +358,10 @@ impl EmbeddingCache {
 
     /// Stores the embeddings of `texts` (text digest, embedding) under `identity` in one
     /// transaction.
-    pub fn put(
+    pub(crate) fn put(
         &self,
         identity: &EncoderIdentity,
-        texts: &[(TextDigest, &evicortex_embed::TextEmbedding)],
+        texts: &[(TextDigest, &TextEmbedding)],
     ) -> Result<u64, EmbeddingCacheError> {
         let digest = self.register_identity(identity)?;
         let mut conn = self.lock();
@@ -389,15 +379,11 @@ impl EmbeddingCache {
             for (text, embedding) in texts {
                 for (window_index, window) in embedding.windows.iter().enumerate() {
                     if window.vector.len() != identity.dimension {
-                        return Err(EmbedError::InvalidConfig {
-                            field: "vector",
-                            reason: format!(
-                                "dimension {} differs from the identity's {}",
-                                window.vector.len(),
-                                identity.dimension
-                            ),
-                        }
-                        .into());
+                        return Err(EmbeddingCacheError::Dimension {
+                            path: self.path.clone(),
+                            got: window.vector.len(),
+                            expected: identity.dimension,
+                        });
                     }
                     let blob: Vec<u8> =
                         window.vector.iter().flat_map(|x| x.to_le_bytes()).collect();
@@ -419,7 +405,10 @@ impl EmbeddingCache {
         Ok(written)
     }
 
-    fn put_refused(
+    /// Records that the texts `refused` (text digest, encoder tokens) are longer than the
+    /// encoder's maximum under `identity`'s `refuse` policy, so catch-up does not measure them
+    /// again and compile can tell them from texts not embedded yet.
+    pub(crate) fn put_refused(
         &self,
         identity: &EncoderIdentityDigest,
         refused: &[(TextDigest, usize)],
@@ -439,8 +428,9 @@ impl EmbeddingCache {
         tx.commit().map_err(&sql)
     }
 
+    #[cfg(test)]
     /// The vectors of `text` under `identity`, one per window, in window order.
-    pub fn get(
+    pub(crate) fn get(
         &self,
         identity: &EncoderIdentityDigest,
         text: &TextDigest,
@@ -468,7 +458,7 @@ impl EmbeddingCache {
         let mut out = Vec::new();
         for row in rows {
             let (window_index, blob) = row.map_err(sql_err(&self.path))?;
-            if window_index != out.len() as i64 || blob.len() % 4 != 0 {
+            if window_index != out.len() as i64 || !blob.len().is_multiple_of(4) {
                 return Err(EmbeddingCacheError::Corrupted {
                     path: self.path.clone(),
                     detail: format!(
@@ -476,18 +466,15 @@ impl EmbeddingCache {
                     ),
                 });
             }
-            out.push(
-                blob.chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect(),
-            );
+            out.push(decode_vector(&blob));
         }
         Ok(out)
     }
 
-    /// The vectors of `evidence` (one namespace's live turns) under `identity`. Vectors of any
-    /// other identity are never returned; turns without a vector are listed as missing.
-    pub fn namespace_vectors(
+    /// The vectors of `evidence` (live turns of one namespace, in ledger order) under
+    /// `identity`. Vectors of any other identity are never returned; turns without a vector are
+    /// listed as missing or refused.
+    pub(crate) fn namespace_vectors(
         &self,
         evidence: &[Evidence],
         identity: &EncoderIdentityDigest,
@@ -509,12 +496,20 @@ impl EmbeddingCache {
             turns: Vec::new(),
             data: Vec::new(),
             missing: Vec::new(),
+            refused: Vec::new(),
         };
         let conn = self.lock();
+        let mut refused = conn
+            .prepare_cached("SELECT 1 FROM refused WHERE identity = ?1 AND text_digest = ?2")
+            .map_err(sql_err(&self.path))?;
         for e in evidence {
-            let vectors = self.vectors_of(&conn, identity, &TextDigest::of(&e.turn.text))?;
+            let text = TextDigest::of(&e.turn.text);
+            let vectors = self.vectors_of(&conn, identity, &text)?;
             if vectors.is_empty() {
-                out.missing.push(e.id);
+                let is_refused = refused
+                    .exists(params![identity.as_bytes(), text.as_bytes()])
+                    .map_err(sql_err(&self.path))?;
+                if is_refused { out.refused.push(e.id) } else { out.missing.push(e.id) }
             }
             for vector in vectors {
                 if vector.len() != dimension {
@@ -535,7 +530,7 @@ impl EmbeddingCache {
     }
 
     /// Removes every vector and refusal of the given texts, under every identity.
-    pub fn purge_texts(&self, texts: &[TextDigest]) -> Result<u64, EmbeddingCacheError> {
+    pub(crate) fn purge_texts(&self, texts: &[TextDigest]) -> Result<u64, EmbeddingCacheError> {
         let mut conn = self.lock();
         let sql = sql_err(&self.path);
         let tx = conn.transaction().map_err(&sql)?;
@@ -580,8 +575,12 @@ impl EmbeddingCache {
         self.purge_texts(&stale)
     }
 
+    #[cfg(test)]
     /// Number of stored vectors under `identity`.
-    pub fn count(&self, identity: &EncoderIdentityDigest) -> Result<u64, EmbeddingCacheError> {
+    pub(crate) fn count(
+        &self,
+        identity: &EncoderIdentityDigest,
+    ) -> Result<u64, EmbeddingCacheError> {
         let n: i64 = self
             .lock()
             .query_row(
@@ -600,120 +599,41 @@ impl DerivedStore for EmbeddingCache {
     }
 
     fn purge(&self, receipt: &EraseReceipt) -> Result<(), DerivedStoreError> {
-        self.purge_texts(&receipt.orphaned_texts).map_err(as_derived_error)?;
+        self.purge_texts(&receipt.orphaned_texts)
+            .map_err(|e| DerivedStoreError::new(CACHE_NAME, e.class(), e))?;
         Ok(())
     }
 }
 
-impl EmbeddingCache {
-    /// Purges the cache file of `dir`, if there is one, for an erasure made while no cache was
-    /// attached to the store (a library caller that never called [`EmbeddingCache::attach_to`]).
-    pub(crate) fn purge_unattached(
-        dir: &Path,
-        receipt: &EraseReceipt,
-    ) -> Result<(), DerivedStoreError> {
-        if !dir.join(EMBEDDINGS_FILE).exists() {
-            return Ok(());
-        }
-        EmbeddingCache::open(dir).map_err(as_derived_error)?.purge(receipt)
+/// The overlength policy of the encoder the store's turns were last caught up with
+/// ([`crate::Memory::catch_up`]), if the store has an embedding cache and it was ever caught up:
+/// front ends default to it, so that a store embedded with windows is compiled with windows.
+pub fn last_overlength(dir: &Path) -> Result<Option<Overlength>, EmbeddingCacheError> {
+    if !dir.join(EMBEDDINGS_FILE).is_file() {
+        return Ok(None);
     }
+    let cache = EmbeddingCache::open(dir)?;
+    let Some(hex) = cache.meta(LAST_IDENTITY)? else { return Ok(None) };
+    let digest = digest_from_hex(&hex).ok_or_else(|| EmbeddingCacheError::Corrupted {
+        path: cache.path.clone(),
+        detail: format!("meta {LAST_IDENTITY} is not a 32-byte hex digest: {hex:?}"),
+    })?;
+    Ok(cache.identity(&digest)?.map(|identity| identity.overlength))
 }
 
-fn as_derived_error(err: EmbeddingCacheError) -> DerivedStoreError {
-    DerivedStoreError {
-        store: CACHE_NAME,
-        detail: err.to_string(),
-        corrupted: err.is_integrity_failure(),
-    }
-}
-
-/// Embeds every live text of the store that has no vector under `encoder`'s identity.
-///
-/// Texts are deduplicated by digest (identical text is embedded once across namespaces),
-/// measured first, sorted by token count and embedded in chunks that are each committed in one
-/// transaction, so a killed run resumes where it stopped. Under the `refuse` overlength policy,
-/// longer texts are not embedded: they are recorded and reported (by first turn and token count).
-pub fn embed_pending(
-    memory: &Memory,
-    cache: &EmbeddingCache,
-    encoder: &dyn Encoder,
-    limits: CatchUpLimits,
-    progress: &mut dyn FnMut(&EmbedProgress),
-) -> Result<EmbedReport, EmbeddingCacheError> {
-    let _span = tracing::info_span!("embed_pending").entered();
-    let started = Instant::now();
-    let identity = encoder.identity();
-    let digest = cache.register_identity(identity)?;
-    let known = cache.known_texts(&digest)?;
-
-    let mut live_turns = 0u64;
-    let mut first_turn: HashMap<TextDigest, TurnId> = HashMap::new();
-    let mut pending: Vec<(TextDigest, String)> = Vec::new();
-    memory.ledger().for_each_evidence(None, None, |e| {
-        live_turns += 1;
-        let text = TextDigest::of(&e.turn.text);
-        if let std::collections::hash_map::Entry::Vacant(slot) = first_turn.entry(text) {
-            slot.insert(e.id);
-            if !known.contains(&text) {
-                pending.push((text, e.turn.text));
-            }
-        }
+/// The digests of every live text of the ledger.
+pub(crate) fn live_texts(ledger: &Ledger) -> Result<HashSet<TextDigest>, ReadError> {
+    let mut live = HashSet::new();
+    ledger.for_each_evidence(None, None, |e| {
+        live.insert(TextDigest::of(&e.turn.text));
         Ok::<(), ReadError>(())
     })?;
-    let distinct_texts = first_turn.len() as u64;
-    let already_cached = distinct_texts - pending.len() as u64;
-
-    let texts: Vec<&str> = pending.iter().map(|(_, t)| t.as_str()).collect();
-    let counts = encoder.count_tokens_many(evicortex_embed::EmbeddingRole::Document, &texts)?;
-    let mut order: Vec<usize> = (0..pending.len()).collect();
-    let mut newly_refused = Vec::new();
-    if identity.overlength == Overlength::Refuse {
-        order.retain(|&i| {
-            let fits = counts[i] <= identity.max_tokens;
-            if !fits {
-                newly_refused.push((pending[i].0, counts[i]));
-            }
-            fits
-        });
-    }
-    cache.put_refused(&digest, &newly_refused)?;
-    order.sort_by_key(|&i| (counts[i], i));
-
-    let mut state = EmbedProgress {
-        done_texts: 0,
-        total_texts: order.len() as u64,
-        done_tokens: 0,
-        total_tokens: order.iter().map(|&i| counts[i] as u64).sum(),
-    };
-    progress(&state);
-    let mut vectors_written = 0;
-    for chunk in order.chunks(limits.chunk_texts.max(1)) {
-        let chunk_texts: Vec<&str> = chunk.iter().map(|&i| pending[i].1.as_str()).collect();
-        let embedded = encoder.embed_documents(&chunk_texts)?;
-        let rows: Vec<(TextDigest, &evicortex_embed::TextEmbedding)> =
-            chunk.iter().zip(&embedded).map(|(&i, e)| (pending[i].0, e)).collect();
-        vectors_written += cache.put(identity, &rows)?;
-        state.done_texts += chunk.len() as u64;
-        state.done_tokens += chunk.iter().map(|&i| counts[i] as u64).sum::<u64>();
-        progress(&state);
-    }
-
-    let refused = cache.refused_turns(&digest, &first_turn)?;
-    Ok(EmbedReport {
-        identity: digest,
-        live_turns,
-        distinct_texts,
-        already_cached,
-        embedded_texts: state.done_texts,
-        embedded_tokens: state.done_tokens,
-        vectors_written,
-        refused,
-        seconds: started.elapsed().as_secs_f64(),
-    })
+    Ok(live)
 }
 
 impl EmbeddingCache {
-    fn refused_turns(
+    /// The refusals under `identity`, by the first live turn holding each refused text.
+    pub(crate) fn refused_turns(
         &self,
         identity: &EncoderIdentityDigest,
         first_turn: &HashMap<TextDigest, TurnId>,
@@ -739,21 +659,21 @@ impl EmbeddingCache {
     }
 }
 
+fn digest_from_hex(hex: &str) -> Option<EncoderIdentityDigest> {
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut bytes = [0u8; 32];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(EncoderIdentityDigest::from_bytes(bytes))
+}
+
+fn decode_vector(blob: &[u8]) -> Vec<f32> {
+    blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
 fn sql_err(path: &Path) -> impl Fn(rusqlite::Error) -> EmbeddingCacheError + '_ {
     move |source| EmbeddingCacheError::Sqlite { path: path.to_owned(), source }
 }
-
-impl EmbeddingCache {
-    /// Opens `memory`'s cache reconciled with its ledger ([`EmbeddingCache::open_reconciled`]) and
-    /// attaches it, so that [`Memory::erase`] purges the vectors of erased texts.
-    pub fn attach_to(
-        memory: &Memory,
-    ) -> Result<std::sync::Arc<EmbeddingCache>, EmbeddingCacheError> {
-        let cache = std::sync::Arc::new(EmbeddingCache::open_reconciled(memory)?);
-        memory.attach(cache.clone());
-        Ok(cache)
-    }
-}
-
-#[cfg(test)]
-mod tests;

@@ -1,14 +1,23 @@
-//! Errors of the facade, one per operation, and their classification for callers that map
-//! failures to exit codes or HTTP statuses.
+//! Errors of the facade, one per operation, and the one classification every front end maps to
+//! its own vocabulary (exit codes, HTTP statuses): [`ErrorClass::of`].
+//!
+//! Where the facade adds nothing to a lower crate's error, that error is re-exported unchanged
+//! (`AppendError`, `ReadError`, `VerifyError` from the ledger; `EmbedError` from the encoder), so
+//! callers match on its variants without depending on the lower crate.
 
-use std::path::PathBuf;
+use std::{error::Error, path::PathBuf};
 
-use crate::{DerivedStoreError, IngestError};
+use evicortex_embed::{ArtifactError, EmbedError, FetchError};
+use evicortex_ledger::StorageError;
 
-pub use evicortex_ledger::{ReadError, VerifyError};
+use crate::{DerivedStoreError, EmbeddingCacheError, IngestError};
 
-/// What kind of failure an error is: bad input, I/O, integrity, or a bug.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub use evicortex_ledger::{AppendError, ReadError, VerifyError};
+
+/// What kind of failure an error is. Front ends derive their exit codes and statuses from this
+/// alone, in one `match` each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorClass {
     /// The caller's input is invalid or conflicts with what is stored; nothing changed.
     BadInput,
@@ -16,11 +25,13 @@ pub enum ErrorClass {
     Io,
     /// Stored data failed an integrity check (digest, chain, format, identity).
     Integrity,
+    /// A model the operation needs is not installed (`evicortex model fetch` installs it).
+    ModelMissing,
     /// Anything else: a bug.
     Internal,
 }
 
-/// Why [`crate::Memory::open`] failed.
+/// Why [`crate::Memory`] failed to open.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
@@ -36,18 +47,12 @@ pub enum OpenError {
     /// The ledger refused to open.
     #[error(transparent)]
     Ledger(#[from] evicortex_ledger::OpenError),
-    /// A derived store refused to open.
+    /// The embedding cache refused to open or to reconcile with the ledger.
     #[error(transparent)]
-    Derived(#[from] DerivedStoreError),
-}
-
-/// Why [`crate::Memory::append`] failed. Nothing of the batch was stored.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AppendError {
-    /// The ledger refused the batch.
-    #[error(transparent)]
-    Ledger(#[from] evicortex_ledger::AppendError),
+    EmbeddingCache(#[from] EmbeddingCacheError),
+    /// The background embedder's thread could not be started.
+    #[error("starting the background embedder: {0}")]
+    BackgroundEmbedder(#[source] std::io::Error),
 }
 
 /// Why [`crate::Memory::erase`] failed.
@@ -75,37 +80,81 @@ pub enum ExportError {
     Write(#[source] std::io::Error),
 }
 
+/// Why [`crate::Memory::catch_up`] failed. Chunks committed before the failure stay committed;
+/// running it again resumes.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatchUpError {
+    /// The memory was opened without an encoder.
+    #[error("this memory has no encoder: open it with one to embed turns")]
+    NoEncoder,
+    /// Reading the ledger failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The encoder failed.
+    #[error("embedding turns: {0}")]
+    Embed(#[from] EmbedError),
+    /// The embedding cache failed.
+    #[error(transparent)]
+    Cache(#[from] EmbeddingCacheError),
+}
+
+impl ErrorClass {
+    /// The class of the first error in `err`'s chain (itself, then its sources) that the facade
+    /// knows, or `None` when no cause is one of its errors.
+    pub fn of(err: &(dyn Error + 'static)) -> Option<ErrorClass> {
+        let mut cause = Some(err);
+        while let Some(e) = cause {
+            if let Some(class) = direct_class(e) {
+                return Some(class);
+            }
+            cause = e.source();
+        }
+        None
+    }
+}
+
+/// The class of `e` itself, if it is an error type the facade's API can return.
+fn direct_class(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
+    macro_rules! try_types {
+        ($($ty:ty => $class:expr),* $(,)?) => {
+            $(if let Some(e) = e.downcast_ref::<$ty>() { return Some($class(e)); })*
+        };
+    }
+    try_types! {
+        OpenError => OpenError::class,
+        AppendError => append_class,
+        EraseError => EraseError::class,
+        ExportError => ExportError::class,
+        IngestError => IngestError::class,
+        crate::CompileError => crate::CompileError::class,
+        CatchUpError => CatchUpError::class,
+        ReadError => read_class,
+        VerifyError => verify_class,
+        evicortex_ledger::OpenError => ledger_open_class,
+        evicortex_ledger::EraseError => ledger_erase_class,
+        StorageError => storage_class,
+        EmbeddingCacheError => EmbeddingCacheError::class,
+        DerivedStoreError => DerivedStoreError::class,
+        EmbedError => embed_class,
+        ArtifactError => artifact_class,
+        FetchError => fetch_class,
+        evicortex_core::IdError => |_| ErrorClass::BadInput,
+        evicortex_core::TimeError => |_| ErrorClass::BadInput,
+        evicortex_compiler::ReaderTokenizerError => |_| ErrorClass::BadInput,
+        std::io::Error => |_| ErrorClass::Io,
+    }
+    None
+}
+
 impl OpenError {
     /// What kind of failure this is.
     pub fn class(&self) -> ErrorClass {
         match self {
             OpenError::CreateDir { .. } => ErrorClass::Io,
-            OpenError::Ledger(e) => match e {
-                evicortex_ledger::OpenError::NotFound { .. } => ErrorClass::BadInput,
-                evicortex_ledger::OpenError::UnsupportedFormat { .. }
-                | evicortex_ledger::OpenError::Corrupted { .. } => ErrorClass::Integrity,
-                evicortex_ledger::OpenError::Storage(s) => storage_class(s),
-                _ => ErrorClass::Internal,
-            },
-            OpenError::Derived(d) => derived_class(d),
-        }
-    }
-}
-
-impl AppendError {
-    /// What kind of failure this is.
-    pub fn class(&self) -> ErrorClass {
-        use evicortex_ledger::AppendError as L;
-        match self {
-            AppendError::Ledger(e) => match e {
-                L::InvalidTurn { .. }
-                | L::Conflict { .. }
-                | L::Erased { .. }
-                | L::ReadOnly { .. } => ErrorClass::BadInput,
-                L::Corrupted { .. } => ErrorClass::Integrity,
-                L::Storage(s) => storage_class(s),
-                _ => ErrorClass::Internal,
-            },
+            OpenError::Ledger(e) => ledger_open_class(e),
+            OpenError::EmbeddingCache(e) => e.class(),
+            OpenError::BackgroundEmbedder(_) => ErrorClass::Internal,
         }
     }
 }
@@ -113,18 +162,9 @@ impl AppendError {
 impl EraseError {
     /// What kind of failure this is.
     pub fn class(&self) -> ErrorClass {
-        use evicortex_ledger::EraseError as L;
         match self {
-            EraseError::Ledger(e) => match e {
-                L::NotFound { .. } | L::WrongNamespace { .. } | L::ReadOnly { .. } => {
-                    ErrorClass::BadInput
-                }
-                L::Corrupted { .. } => ErrorClass::Integrity,
-                L::ScrubIncomplete { .. } => ErrorClass::Io,
-                L::Storage(s) => storage_class(s),
-                _ => ErrorClass::Internal,
-            },
-            EraseError::Derived(d) => derived_class(d),
+            EraseError::Ledger(e) => ledger_erase_class(e),
+            EraseError::Derived(d) => d.class(),
         }
     }
 }
@@ -146,23 +186,32 @@ impl IngestError {
     }
 }
 
-impl ErrorClass {
-    /// The class of a [`ReadError`].
-    pub fn of_read(e: &ReadError) -> ErrorClass {
-        read_class(e)
-    }
-
-    /// The class of a [`VerifyError`].
-    pub fn of_verify(e: &VerifyError) -> ErrorClass {
-        match e {
-            VerifyError::BadRecord { .. } | VerifyError::BadHead { .. } => ErrorClass::Integrity,
-            VerifyError::Storage(s) => storage_class(s),
-            _ => ErrorClass::Internal,
+impl CatchUpError {
+    /// What kind of failure this is.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            CatchUpError::NoEncoder => ErrorClass::BadInput,
+            CatchUpError::Read(e) => read_class(e),
+            CatchUpError::Embed(e) => embed_class(e),
+            CatchUpError::Cache(e) => e.class(),
         }
     }
 }
 
-fn read_class(e: &ReadError) -> ErrorClass {
+/// The class of an append failure.
+pub(crate) fn append_class(e: &AppendError) -> ErrorClass {
+    match e {
+        AppendError::InvalidTurn { .. }
+        | AppendError::Conflict { .. }
+        | AppendError::Erased { .. }
+        | AppendError::ReadOnly { .. } => ErrorClass::BadInput,
+        AppendError::Corrupted { .. } => ErrorClass::Integrity,
+        AppendError::Storage(s) => storage_class(s),
+        _ => ErrorClass::Internal,
+    }
+}
+
+pub(crate) fn read_class(e: &ReadError) -> ErrorClass {
     match e {
         ReadError::Corrupted { .. } => ErrorClass::Integrity,
         ReadError::Storage(s) => storage_class(s),
@@ -170,10 +219,86 @@ fn read_class(e: &ReadError) -> ErrorClass {
     }
 }
 
-fn storage_class(s: &evicortex_ledger::StorageError) -> ErrorClass {
+fn verify_class(e: &VerifyError) -> ErrorClass {
+    match e {
+        VerifyError::BadRecord { .. } | VerifyError::BadHead { .. } => ErrorClass::Integrity,
+        VerifyError::Storage(s) => storage_class(s),
+        _ => ErrorClass::Internal,
+    }
+}
+
+fn ledger_open_class(e: &evicortex_ledger::OpenError) -> ErrorClass {
+    use evicortex_ledger::OpenError as L;
+    match e {
+        L::NotFound { .. } => ErrorClass::BadInput,
+        L::UnsupportedFormat { .. } | L::Corrupted { .. } => ErrorClass::Integrity,
+        L::Storage(s) => storage_class(s),
+        _ => ErrorClass::Internal,
+    }
+}
+
+fn ledger_erase_class(e: &evicortex_ledger::EraseError) -> ErrorClass {
+    use evicortex_ledger::EraseError as L;
+    match e {
+        L::NotFound { .. } | L::WrongNamespace { .. } | L::ReadOnly { .. } => ErrorClass::BadInput,
+        L::Corrupted { .. } => ErrorClass::Integrity,
+        L::ScrubIncomplete { .. } => ErrorClass::Io,
+        L::Storage(s) => storage_class(s),
+        _ => ErrorClass::Internal,
+    }
+}
+
+fn storage_class(s: &StorageError) -> ErrorClass {
     if s.is_corruption() { ErrorClass::Integrity } else { ErrorClass::Io }
 }
 
-fn derived_class(d: &DerivedStoreError) -> ErrorClass {
-    if d.corrupted { ErrorClass::Integrity } else { ErrorClass::Io }
+pub(crate) fn embed_class(e: &EmbedError) -> ErrorClass {
+    match e {
+        EmbedError::Artifact(a) => artifact_class(a),
+        EmbedError::IdentityMismatch { .. } => ErrorClass::Integrity,
+        EmbedError::Overlength { .. }
+        | EmbedError::Tokenizer { .. }
+        | EmbedError::InvalidConfig { .. } => ErrorClass::BadInput,
+        _ => ErrorClass::Internal,
+    }
+}
+
+fn artifact_class(e: &ArtifactError) -> ErrorClass {
+    match e {
+        ArtifactError::ModelMissing { .. } => ErrorClass::ModelMissing,
+        _ if e.is_integrity_failure() => ErrorClass::Integrity,
+        ArtifactError::Io { .. } => ErrorClass::Io,
+        _ => ErrorClass::BadInput,
+    }
+}
+
+fn fetch_class(e: &FetchError) -> ErrorClass {
+    match e {
+        FetchError::Artifact(a) => artifact_class(a),
+        _ if e.is_integrity_failure() => ErrorClass::Integrity,
+        _ => ErrorClass::Io,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_class_is_found_anywhere_in_the_chain() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("wrapping")]
+        struct Wrapper(#[source] ExportError);
+        let inner = ExportError::Write(std::io::Error::other("disk full"));
+        assert_eq!(ErrorClass::of(&Wrapper(inner)), Some(ErrorClass::Io));
+        let missing = EmbedError::Artifact(ArtifactError::ModelMissing {
+            model: "m".into(),
+            dir: "/nowhere".into(),
+        });
+        assert_eq!(ErrorClass::of(&missing), Some(ErrorClass::ModelMissing));
+        #[derive(Debug, thiserror::Error)]
+        #[error("unknown")]
+        struct Unknown;
+        assert_eq!(ErrorClass::of(&Unknown), None);
+    }
 }

@@ -1,53 +1,113 @@
 //! EviCortex: evidence-first long-term memory for LLM assistants.
 //!
-//! [`Memory`] is the library users depend on: it owns a store directory whose ledger
-//! (`ledger.sqlite`) is the only source of truth, and the derived stores (embedding cache,
-//! indexes) built from it. Turns go in with [`Memory::append`] (atomic, durable, idempotent);
-//! [`Memory::evidence`] reads a namespace back in ledger order; [`Memory::erase`] forgets a
-//! namespace, session or record everywhere; [`Memory::verify`] proves nothing was altered.
+//! [`Memory`] is the library users depend on, and the one door every front end (CLI, HTTP, MCP,
+//! evaluation) goes through. It owns a store directory whose ledger (`ledger.sqlite`) is the
+//! only source of truth, the derived stores built from it (the embedding cache, the compile
+//! indexes), and optionally the encoder and reranker:
+//!
+//! - [`Memory::append`] stores turns atomically and durably (idempotent per turn);
+//! - [`Memory::catch_up`] embeds the turns with no vector yet (content-addressed, resumable);
+//! - [`Memory::compile`] packs the turns that support a question into a reader-token budget, or
+//!   abstains (lexical, dense or hybrid, as its [`CompileConfig`] says);
+//! - [`Memory::erase`] forgets a namespace, session or record everywhere, derived data included;
+//! - [`Memory::verify`] proves nothing was altered; [`Memory::export`] writes it back as JSONL.
+//!
+//! Every error has an [`ErrorClass`] ([`ErrorClass::of`] finds it in any error chain), from which
+//! front ends derive exit codes and HTTP statuses.
 //!
 //! ```
-//! use evicortex::{IngestOptions, Memory, parse_jsonl};
-//! use evicortex_core::Namespace;
+//! use evicortex::{
+//!     CompileConfig, CompileQuery, CompileRequest, DenseConfig, IngestOptions, Memory,
+//!     Namespace, TiktokenReader, TokenBudget, parse_jsonl,
+//! };
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let memory = Memory::open(dir.path()).unwrap();
 //! let jsonl = br#"{"namespace":"alice","session":"s1","turn":0,"role":"user","text":"I moved to Lisbon in May.","time":"2024-05-02T10:00:00+01:00"}"#;
 //! let turns = parse_jsonl("inline", jsonl, &IngestOptions::default()).unwrap();
 //! memory.append(&turns).unwrap();
-//! let evidence = memory.evidence(&Namespace::new("alice").unwrap()).unwrap();
-//! assert_eq!(evidence[0].turn.text, "I moved to Lisbon in May.");
+//!
+//! let query = CompileQuery {
+//!     namespace: Namespace::new("alice").unwrap(),
+//!     question: "Where did I move?".to_owned(),
+//!     as_of: None,
+//!     budget: TokenBudget::new(100),
+//! };
+//! let config = CompileConfig::hybrid(10, DenseConfig::Off);
+//! let reader = TiktokenReader::o200k_base();
+//! let request = CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+//! let context = memory.compile(&request).unwrap();
+//! assert!(context.text.contains("I moved to Lisbon in May."));
 //! memory.verify().unwrap();
 //! ```
 #![warn(missing_docs)]
 
+mod background;
+mod catch_up;
 mod compile;
+mod compile_options;
 mod derived;
 mod embedding_cache;
+mod encoder;
 mod error;
 mod export;
+mod index_cache;
 mod jsonl;
 mod memory;
 mod stats;
 
 pub use crate::{
-    compile::{CompileError, CompileReport, CompileRequest, DenseRequest, QueryVector},
+    catch_up::{CatchUpLimits, EmbedProgress, EmbedReport, RefusedTurn},
+    compile::{CompileError, CompileReport, CompileRequest},
+    compile_options::{CompileOptionsError, apply_compile_options},
     derived::{DerivedStore, DerivedStoreError},
-    embedding_cache::{
-        CatchUpLimits, EMBEDDINGS_FILE, EmbedProgress, EmbedReport, EmbeddingCache,
-        EmbeddingCacheError, NamespaceVectors, RefusedTurn, embed_pending,
+    embedding_cache::{EMBEDDINGS_FILE, EmbeddingCacheError, last_overlength},
+    encoder::{load_pinned_encoder, pinned_encoder_config},
+    error::{
+        AppendError, CatchUpError, EraseError, ErrorClass, ExportError, OpenError, ReadError,
+        VerifyError,
     },
-    error::{AppendError, EraseError, ErrorClass, ExportError, OpenError, ReadError, VerifyError},
     export::{ExportSummary, export_line},
+    index_cache::DEFAULT_INDEX_CACHE_BYTES,
     jsonl::{
         DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, parse_jsonl, turn_from_json,
     },
-    memory::{LEDGER_FILE, Memory},
+    memory::{LEDGER_FILE, Memory, MemoryBuilder},
     stats::Stats,
 };
-/// The context compiler's types (configuration, query, output, tokenizers, rerankers).
-pub use evicortex_compiler as compiler;
+
+/// Domain types: turns, ids, times, namespaces, budgets.
+pub use evicortex_core::{
+    EventTime, Evidence, EvidenceDigest, IdError, Namespace, Role, SessionId, TextDigest,
+    TimeError, TokenBudget, Turn, TurnId, TurnIndex,
+};
+
+/// What the ledger reports: receipts of appends and erasures, statistics, verification.
 pub use evicortex_ledger::{
-    AppendOutcome, AppendReceipt, AppendStatus, ChainHash, ConflictingRecord, EraseReceipt,
-    EraseTarget, ErasedTurn, LedgerStats, OpenMode, VerifyReport,
+    AppendOutcome, AppendReceipt, AppendStatus, ChainHash, ConflictingRecord,
+    EraseError as LedgerEraseError, EraseReceipt, EraseTarget, ErasedTurn, LedgerStats,
+    OpenError as LedgerOpenError, VerifyReport,
+};
+
+/// The compile configuration, the question, the compiled context, reader tokenizers and
+/// rerankers.
+pub use evicortex_compiler::{
+    AbstainReason, AbstentionConfig, COMPILED_CONTEXT_FORMAT, CompileConfig, CompileQuery,
+    CompiledContext, ContextItem, Coverage, DedupPolicy, DenseConfig, EncoderRef,
+    ExcludedCandidate, ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig,
+    MAX_RERANK_DEPTH, RankScore, ReaderTokenizer, ReaderTokenizerError, RerankConfig, Reranker,
+    Selection, StageTimings, SupportSignal, TermOverlapReranker, TiktokenReader, reader_tokenizer,
+};
+
+/// The layout every compiled context is rendered in, and the packer with the compiler's exact
+/// count for evidence ranked elsewhere (the evaluation's controls and comparator pack with it, so
+/// every system pays for the same preamble, headers and citations).
+pub use evicortex_compiler::{
+    PREAMBLE, PackPolicy, RankedPack, RenderTurn, pack_ranked, render_chronological,
+};
+
+/// The encoder a memory embeds with, and its errors.
+pub use evicortex_embed::{
+    EmbedError, EmbeddingRole, Encoder, EncoderConfig, EncoderIdentity, EncoderIdentityDigest,
+    IdentifiedVector, Overlength, TextEmbedding,
 };

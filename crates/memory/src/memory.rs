@@ -1,122 +1,367 @@
-//! `Memory`: the store directory, its ledger and the derived stores hooked to it.
+//! `Memory`: the store directory, its ledger, the derived stores built from it, and the one
+//! writer lock under which derived data is written and purged.
 
 use std::{
+    collections::{HashSet, VecDeque},
     io::Write,
     path::{Path, PathBuf},
-    sync::{Arc, RwLock},
+    sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock},
 };
 
-use evicortex_core::{Evidence, Namespace, Turn, TurnId};
+use evicortex_compiler::Reranker;
+use evicortex_core::{Evidence, Namespace, TextDigest, Turn, TurnId};
+use evicortex_embed::Encoder;
 use evicortex_ledger::{Ledger, OpenMode};
 
 use crate::{
-    AppendError, AppendReceipt, DerivedStore, EraseError, EraseReceipt, EraseTarget, ExportError,
-    ExportSummary, OpenError, ReadError, Stats, VerifyError, VerifyReport, export_line,
+    AppendError, AppendReceipt, DerivedStore, EMBEDDINGS_FILE, EraseError, EraseReceipt,
+    EraseTarget, ExportError, ExportSummary, OpenError, ReadError, Stats, VerifyError,
+    VerifyReport,
+    background::BackgroundEmbedder,
+    embedding_cache::EmbeddingCache,
+    export_line,
+    index_cache::{DEFAULT_INDEX_CACHE_BYTES, IndexCache},
 };
 
 /// The ledger's file name inside a store directory.
 pub const LEDGER_FILE: &str = "ledger.sqlite";
 
-/// An open store. `Send + Sync` with `&self` methods: share it in an `Arc` (the HTTP server
-/// does). Appends and erasures are serialised; reads run concurrently on pooled connections.
-#[derive(Debug)]
+/// An open store: the ledger, and what is derived from it (the embedding cache, the in-memory
+/// indexes), with the encoder that embeds turns and the reranker compile may use.
+///
+/// `Send + Sync` with `&self` methods, and cheap to clone (clones share everything): the HTTP
+/// server shares one. Ledger writes are serialised by the ledger; writes into derived stores
+/// (vectors from [`Memory::catch_up`]) and erasures share one writer lock, so an erased text's
+/// vectors can never be written back after the erasure purged them.
+#[derive(Debug, Clone)]
 pub struct Memory {
-    dir: PathBuf,
-    ledger: Ledger,
-    /// Stores derived from the ledger, purged on erasure. Modules that add a derived store
-    /// (embedding cache, indexes) attach it in [`Memory::open`] or with [`Memory::attach`].
-    derived: RwLock<Vec<Arc<dyn DerivedStore>>>,
-    /// Per-namespace compiler indexes, rebuilt from the ledger (see `compile.rs`).
-    pub(crate) indexes: crate::compile::IndexCache,
+    pub(crate) inner: Arc<Inner>,
 }
 
-impl Memory {
-    /// Opens the store in `dir`, creating the directory and an empty ledger if absent. Refuses a
-    /// store whose ledger fails the open-time integrity check (see [`Memory::open_read_only`]).
-    pub fn open(dir: impl AsRef<Path>) -> Result<Memory, OpenError> {
-        let dir = dir.as_ref();
-        fs_err::create_dir_all(dir)
-            .map_err(|source| OpenError::CreateDir { path: dir.to_owned(), source })?;
-        Memory::open_with(dir, OpenMode::ReadWrite)
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) dir: PathBuf,
+    pub(crate) ledger: Ledger,
+    /// The encoder and the cache its vectors live in; `None` for lexical-only use.
+    pub(crate) dense: Option<Dense>,
+    pub(crate) reranker: Option<Arc<dyn Reranker>>,
+    /// Every derived store, purged on erasure: the embedding cache (when the store has one), the
+    /// compile indexes, and any store a caller attaches.
+    derived: RwLock<Vec<Arc<dyn DerivedStore>>>,
+    pub(crate) writes: Mutex<WriteState>,
+    pub(crate) indexes: Arc<IndexCache>,
+    /// The thread that embeds appended turns, when asked for.
+    embedder: OnceLock<BackgroundEmbedder>,
+    /// Fault injection: runs between the erasure check and the write of derived data.
+    #[cfg(test)]
+    pub(crate) before_put: TestHook,
+}
+
+/// A closure tests run at one point of the write path, to force an interleaving.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct TestHook(Mutex<Option<Box<dyn FnMut() + Send>>>);
+
+#[cfg(test)]
+impl TestHook {
+    pub(crate) fn set(&self, hook: impl FnMut() + Send + 'static) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(hook));
+    }
+
+    pub(crate) fn run(&self) {
+        if let Some(hook) = self.0.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+            hook();
+        }
+    }
+}
+
+#[cfg(test)]
+impl std::fmt::Debug for TestHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TestHook")
+    }
+}
+
+/// The encoder a memory embeds with, and the content-addressed cache of its vectors.
+#[derive(Debug)]
+pub(crate) struct Dense {
+    pub(crate) encoder: Arc<dyn Encoder>,
+    pub(crate) cache: Arc<EmbeddingCache>,
+}
+
+/// What the writer lock guards besides mutual exclusion: the erasures made through this memory,
+/// so that a writer of derived data that read its texts before an erasure can drop the texts the
+/// erasure orphaned.
+#[derive(Debug, Default)]
+pub(crate) struct WriteState {
+    /// Erasures committed through this memory.
+    pub(crate) erasures: u64,
+    /// The texts each recent erasure orphaned, by erasure number (the oldest dropped first).
+    orphans: VecDeque<(u64, Vec<TextDigest>)>,
+}
+
+/// Erasures whose orphaned texts are remembered; a writer older than that rescans the ledger.
+const ORPHAN_LOG: usize = 256;
+
+impl WriteState {
+    /// The texts orphaned by erasures after erasure number `since`, or `None` when the log no
+    /// longer reaches back that far.
+    pub(crate) fn orphaned_since(&self, since: u64) -> Option<HashSet<TextDigest>> {
+        if self.erasures == since {
+            return Some(HashSet::new());
+        }
+        let oldest = self.orphans.front().map_or(self.erasures + 1, |(n, _)| *n);
+        if oldest > since + 1 {
+            return None;
+        }
+        Some(
+            self.orphans
+                .iter()
+                .filter(|(n, _)| *n > since)
+                .flat_map(|(_, texts)| texts.iter().copied())
+                .collect(),
+        )
+    }
+
+    fn record(&mut self, receipt: &EraseReceipt) {
+        self.erasures += 1;
+        self.orphans.push_back((self.erasures, receipt.orphaned_texts.clone()));
+        while self.orphans.len() > ORPHAN_LOG {
+            self.orphans.pop_front();
+        }
+    }
+}
+
+/// How to open a [`Memory`]: the store directory, and optionally the encoder (dense retrieval,
+/// embedding of turns) and the reranker.
+///
+/// ```
+/// # fn main() -> Result<(), evicortex::OpenError> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let memory = evicortex::Memory::builder(dir.path())
+///     .reranker(std::sync::Arc::new(evicortex::TermOverlapReranker))
+///     .open()?;
+/// assert!(!memory.has_encoder());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct MemoryBuilder {
+    dir: PathBuf,
+    encoder: Option<Arc<dyn Encoder>>,
+    reranker: Option<Arc<dyn Reranker>>,
+    index_cache_bytes: usize,
+    background_embedding: bool,
+}
+
+impl MemoryBuilder {
+    /// The encoder that embeds turns ([`Memory::catch_up`]) and questions: dense retrieval
+    /// needs one. Its vectors live in the store's embedding cache, keyed by its identity.
+    pub fn encoder(&mut self, encoder: Arc<dyn Encoder>) -> &mut MemoryBuilder {
+        self.encoder = Some(encoder);
+        self
+    }
+
+    /// The reranker compile uses when the configuration turns reranking on.
+    pub fn reranker(&mut self, reranker: Arc<dyn Reranker>) -> &mut MemoryBuilder {
+        self.reranker = Some(reranker);
+        self
+    }
+
+    /// Embeds appended turns on a thread of the memory's own, so that [`Memory::append`]
+    /// returns as soon as the turns are durable. Needs an encoder. Until a turn is embedded it
+    /// is a lexical candidate only, and compiled contexts say how many turns wait
+    /// ([`Coverage::dense_pending`](crate::Coverage)).
+    pub fn background_embedding(&mut self) -> &mut MemoryBuilder {
+        self.background_embedding = true;
+        self
+    }
+
+    /// The most memory the compile indexes of all namespaces may take together (estimated), the
+    /// least recently compiled namespaces being dropped first; default
+    /// [`DEFAULT_INDEX_CACHE_BYTES`]. Changes speed, not results.
+    pub fn index_cache_bytes(&mut self, bytes: usize) -> &mut MemoryBuilder {
+        self.index_cache_bytes = bytes;
+        self
+    }
+
+    /// Opens the store, creating the directory and an empty ledger if absent. Refuses a store
+    /// whose ledger fails the open-time integrity check. The embedding cache (when there is an
+    /// encoder, or when the store already has one) is opened and reconciled with the ledger:
+    /// vectors of texts that an interrupted erasure left behind are dropped.
+    pub fn open(&self) -> Result<Memory, OpenError> {
+        fs_err::create_dir_all(&self.dir)
+            .map_err(|source| OpenError::CreateDir { path: self.dir.clone(), source })?;
+        let ledger = Ledger::open_with(&self.dir.join(LEDGER_FILE), OpenMode::ReadWrite)?;
+        let cache = if self.encoder.is_some() || self.dir.join(EMBEDDINGS_FILE).exists() {
+            let cache = EmbeddingCache::open(&self.dir)?;
+            cache.reconcile(&ledger)?;
+            Some(Arc::new(cache))
+        } else {
+            None
+        };
+        let dense = match (&self.encoder, &cache) {
+            (Some(encoder), Some(cache)) => {
+                cache.register_identity(encoder.identity())?;
+                Some(Dense { encoder: Arc::clone(encoder), cache: Arc::clone(cache) })
+            }
+            _ => None,
+        };
+        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes));
+        let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];
+        if let Some(cache) = cache {
+            derived.push(cache);
+        }
+        let background = self.background_embedding && dense.is_some();
+        let memory = Memory::from_inner(Inner {
+            dir: self.dir.clone(),
+            ledger,
+            dense,
+            reranker: self.reranker.clone(),
+            derived: RwLock::new(derived),
+            writes: Mutex::default(),
+            indexes,
+            embedder: OnceLock::new(),
+            #[cfg(test)]
+            before_put: TestHook::default(),
+        });
+        if background {
+            let embedder =
+                BackgroundEmbedder::start(&memory.inner).map_err(OpenError::BackgroundEmbedder)?;
+            memory.inner.embedder.set(embedder).expect("a new memory has no embedder yet");
+        }
+        Ok(memory)
     }
 
     /// Opens an existing store for inspection: nothing can be written, and a failed open-time
     /// check is reported by [`Memory::open_problem`] instead of refusing, so that
-    /// [`Memory::verify`] can name the first bad record.
-    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Memory, OpenError> {
-        Memory::open_with(dir.as_ref(), OpenMode::Inspect)
+    /// [`Memory::verify`] can name the first bad record. No derived store is opened.
+    pub fn open_read_only(&self) -> Result<Memory, OpenError> {
+        let ledger = Ledger::open_with(&self.dir.join(LEDGER_FILE), OpenMode::Inspect)?;
+        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes));
+        Ok(Memory::from_inner(Inner {
+            dir: self.dir.clone(),
+            ledger,
+            dense: None,
+            reranker: self.reranker.clone(),
+            derived: RwLock::new(vec![indexes.clone()]),
+            writes: Mutex::default(),
+            indexes,
+            embedder: OnceLock::new(),
+            #[cfg(test)]
+            before_put: TestHook::default(),
+        }))
+    }
+}
+
+impl Memory {
+    /// How to open the store in `dir` with an encoder or a reranker.
+    pub fn builder(dir: impl AsRef<Path>) -> MemoryBuilder {
+        MemoryBuilder {
+            dir: dir.as_ref().to_owned(),
+            encoder: None,
+            reranker: None,
+            index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
+            background_embedding: false,
+        }
     }
 
-    fn open_with(dir: &Path, mode: OpenMode) -> Result<Memory, OpenError> {
-        let ledger = Ledger::open_with(&dir.join(LEDGER_FILE), mode)?;
-        Ok(Memory {
-            dir: dir.to_owned(),
-            ledger,
-            derived: RwLock::new(Vec::new()),
-            indexes: Default::default(),
-        })
+    /// Opens the store in `dir` without an encoder (lexical retrieval only; turns are stored but
+    /// not embedded), creating it if absent. See [`MemoryBuilder::open`].
+    pub fn open(dir: impl AsRef<Path>) -> Result<Memory, OpenError> {
+        Memory::builder(dir).open()
+    }
+
+    /// Opens an existing store for inspection only. See [`MemoryBuilder::open_read_only`].
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Memory, OpenError> {
+        Memory::builder(dir).open_read_only()
+    }
+
+    fn from_inner(inner: Inner) -> Memory {
+        Memory { inner: Arc::new(inner) }
     }
 
     /// The store directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.inner.dir
     }
 
-    /// The ledger, for read access beyond what `Memory` offers.
-    pub fn ledger(&self) -> &Ledger {
-        &self.ledger
+    /// The ledger file.
+    pub fn ledger_path(&self) -> &Path {
+        self.inner.ledger.path()
+    }
+
+    /// Whether this memory embeds (it was opened with an encoder).
+    pub fn has_encoder(&self) -> bool {
+        self.inner.dense.is_some()
+    }
+
+    /// The encoder, when the memory has one.
+    pub fn encoder(&self) -> Option<&Arc<dyn Encoder>> {
+        self.inner.dense.as_ref().map(|d| &d.encoder)
     }
 
     /// What the open-time integrity check found wrong (only for [`Memory::open_read_only`]).
     pub fn open_problem(&self) -> Option<&str> {
-        self.ledger.open_problem()
+        self.inner.ledger.open_problem()
     }
 
     /// Refuses, as [`Memory::open`] does, a store opened with [`Memory::open_read_only`] whose
     /// open-time check failed.
     pub fn require_intact(&self) -> Result<(), OpenError> {
-        match self.ledger.open_problem() {
+        match self.inner.ledger.open_problem() {
             None => Ok(()),
             Some(detail) => Err(OpenError::Ledger(evicortex_ledger::OpenError::Corrupted {
-                path: self.ledger.path().to_owned(),
+                path: self.inner.ledger.path().to_owned(),
                 detail: detail.to_owned(),
             })),
         }
     }
 
-    /// Hooks a derived store so that erasures purge it.
+    /// Hooks a caller's derived store, so that erasures purge it (under the writer lock).
     pub fn attach(&self, store: Arc<dyn DerivedStore>) {
-        self.derived.write().unwrap_or_else(std::sync::PoisonError::into_inner).push(store);
+        self.inner.derived.write().unwrap_or_else(PoisonError::into_inner).push(store);
     }
 
-    /// Appends `turns` atomically and durably (see [`Ledger::append`]): identical turns already
-    /// stored are no-ops, conflicting ones refuse the whole batch.
+    /// Appends `turns` atomically and durably: when this returns `Ok`, the whole batch is on
+    /// disk; identical turns already stored are no-ops, conflicting ones refuse the whole batch.
+    /// The turns are lexical candidates of the next compile at once; their vectors come from
+    /// [`Memory::catch_up`] (content-addressed: a text already embedded is not embedded again).
     pub fn append(&self, turns: &[Turn]) -> Result<AppendReceipt, AppendError> {
-        Ok(self.ledger.append(turns)?)
-    }
-
-    /// Erases `target` from the ledger (a redaction record; texts scrubbed from every file),
-    /// then purges every attached derived store.
-    pub fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
-        let receipt = self.ledger.erase(target)?;
-        let derived =
-            self.derived.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        let mut cache_purged = false;
-        for store in derived {
-            store.purge(&receipt)?;
-            cache_purged |= store.name() == crate::embedding_cache::CACHE_NAME;
-        }
-        // A caller that never attached the embedding cache still must not leave the erased
-        // texts' vectors behind.
-        if !cache_purged {
-            crate::EmbeddingCache::purge_unattached(&self.dir, &receipt)?;
+        let receipt = self.inner.ledger.append(turns)?;
+        if let Some(embedder) = self.inner.embedder.get() {
+            embedder.notify();
         }
         Ok(receipt)
     }
 
+    /// With [`MemoryBuilder::background_embedding`]: waits until every turn appended before the
+    /// call has been offered to the encoder, or `timeout` passes; returns whether it got there.
+    /// Without a background embedder there is nothing to wait for.
+    pub fn wait_for_embedding(&self, timeout: std::time::Duration) -> bool {
+        self.inner.embedder.get().is_none_or(|e| e.wait_idle(timeout))
+    }
+
+    /// Erases `target` from the ledger (a redaction record; texts scrubbed from every file),
+    /// then purges every derived store, all under the writer lock.
+    pub fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
+        let mut writes = self.lock_writes();
+        let receipt = self.inner.ledger.erase(target)?;
+        writes.record(&receipt);
+        let derived = self.inner.derived.read().unwrap_or_else(PoisonError::into_inner).clone();
+        for store in derived {
+            store.purge(&receipt)?;
+        }
+        Ok(receipt)
+    }
+
+    /// The writer lock of derived data (see [`WriteState`]).
+    pub(crate) fn lock_writes(&self) -> MutexGuard<'_, WriteState> {
+        self.inner.writes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Recomputes every digest and the whole chain; names the first bad record.
     pub fn verify(&self) -> Result<VerifyReport, VerifyError> {
-        self.ledger.verify()
+        self.inner.ledger.verify()
     }
 
     /// [`Memory::verify`] with a progress callback `(done, total)`.
@@ -124,28 +369,27 @@ impl Memory {
         &self,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<VerifyReport, VerifyError> {
-        self.ledger.verify_with_progress(progress)
+        self.inner.ledger.verify_with_progress(progress)
     }
 
     /// Counts of turns, namespaces, sessions, erasures and bytes on disk.
     pub fn stats(&self) -> Result<Stats, ReadError> {
-        Ok(Stats { ledger: self.ledger.stats()? })
+        Ok(Stats { ledger: self.inner.ledger.stats()? })
     }
 
     /// The live turns of `namespace`, in ledger order (what indexes and the compiler read).
     pub fn evidence(&self, namespace: &Namespace) -> Result<Vec<Evidence>, ReadError> {
-        self.ledger.evidence(namespace)
+        self.inner.ledger.evidence(namespace)
     }
 
-    /// The live turns of `namespace` recorded after `after`, in ledger order (for derived stores
-    /// catching up from the position they cover).
+    /// The live turns of `namespace` recorded after `after`, in ledger order.
     pub fn evidence_after(
         &self,
         namespace: &Namespace,
         after: TurnId,
     ) -> Result<Vec<Evidence>, ReadError> {
         let mut out = Vec::new();
-        self.ledger.for_each_evidence(Some(namespace), Some(after), |e| {
+        self.inner.ledger.for_each_evidence(Some(namespace), Some(after), |e| {
             out.push(e);
             Ok::<(), ReadError>(())
         })?;
@@ -154,13 +398,12 @@ impl Memory {
 
     /// The namespaces with at least one live turn, sorted.
     pub fn namespaces(&self) -> Result<Vec<Namespace>, ReadError> {
-        self.ledger.namespaces()
+        self.inner.ledger.namespaces()
     }
 
-    /// The ledger head: the last record (turn or redaction), if any. Derived data records the
-    /// head it covers.
+    /// The ledger head: the last record (turn or redaction), if any.
     pub fn head(&self) -> Result<Option<TurnId>, ReadError> {
-        self.ledger.head()
+        self.inner.ledger.head()
     }
 
     /// Writes the live turns (of `namespace`, or all) as JSONL in ledger order; `ingest` takes
@@ -170,7 +413,7 @@ impl Memory {
         namespace: Option<&Namespace>,
         out: &mut dyn Write,
     ) -> Result<ExportSummary, ExportError> {
-        let turns = self.ledger.for_each_evidence(namespace, None, |e| {
+        let turns = self.inner.ledger.for_each_evidence(namespace, None, |e| {
             out.write_all(export_line(&e.turn).as_bytes()).map_err(ExportError::Write)?;
             out.write_all(b"\n").map_err(ExportError::Write)
         })?;
@@ -187,5 +430,26 @@ mod tests {
     fn memory_is_send_and_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<Memory>();
+    }
+
+    #[test]
+    fn the_orphan_log_answers_only_as_far_back_as_it_reaches() {
+        let mut state = WriteState::default();
+        assert_eq!(state.orphaned_since(0), Some(HashSet::new()));
+        let receipt = |text: &str| EraseReceipt {
+            redaction: None,
+            erased: Vec::new(),
+            already_erased: 0,
+            orphaned_texts: vec![TextDigest::of(text)],
+        };
+        state.record(&receipt("a"));
+        state.record(&receipt("b"));
+        assert_eq!(state.orphaned_since(1), Some(HashSet::from([TextDigest::of("b")])));
+        assert_eq!(state.orphaned_since(0).map(|s| s.len()), Some(2));
+        for _ in 0..ORPHAN_LOG {
+            state.record(&receipt("c"));
+        }
+        assert_eq!(state.orphaned_since(0), None);
+        assert!(state.orphaned_since(state.erasures - 1).is_some());
     }
 }

@@ -3,7 +3,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use evicortex_core::Namespace;
+use evicortex::Namespace;
 
 use crate::{ApiError, AppState, KeyScope};
 

@@ -4,7 +4,7 @@
 //! ignored. Ids and times reuse the validating `evicortex-core` types, so a bad value is refused
 //! while parsing, with the path of the field.
 
-use evicortex_core::{EventTime, SessionId, TurnId};
+use evicortex::{EventTime, SessionId, TurnId};
 use rmcp::schemars;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use evicortex_core::Namespace;
+use evicortex::Namespace;
 use rand::TryRngCore;
 use rusqlite::{Connection, OptionalExtension, params};
 

@@ -12,15 +12,15 @@
 //! ```
 //! use std::sync::Arc;
 //! use axum::{body::Body, http::Request};
-//! use evicortex_core::Namespace;
-//! use evicortex_server::{AppState, KeyScope, KeyStore, Retrieval, ServerConfig, router};
+//! use evicortex::{Memory, Namespace};
+//! use evicortex_server::{AppState, KeyScope, KeyStore, ServerConfig, router};
 //! use tower::ServiceExt;
 //!
 //! let dir = tempfile::tempdir().unwrap();
-//! let memory = evicortex::Memory::open(dir.path()).unwrap();
+//! let memory = Memory::open(dir.path()).unwrap(); // BM25 only: no encoder
 //! let keys = KeyStore::open(dir.path()).unwrap();
 //! let key = keys.create(&KeyScope::Namespace(Namespace::new("alice").unwrap())).unwrap();
-//! let state = AppState::new(Arc::new(memory), Arc::new(Retrieval::lexical_only()), keys, ServerConfig::default());
+//! let state = AppState::new(Arc::new(memory), keys, ServerConfig::default());
 //! let body = r#"{"turns": [{"session": "s1", "turn": 0, "role": "user",
 //!     "text": "I moved to Lisbon in May.", "time": "2024-05-02T10:00:00+01:00"}]}"#;
 //! let request = Request::post("/v1/namespaces/alice/turns")
@@ -35,31 +35,32 @@
 
 mod api_error;
 mod auth;
+mod compile_request;
 mod dto;
-mod facade_errors;
+mod facade_error;
 mod http_server;
 mod json_body;
 mod key_store;
 mod mcp;
 mod openapi;
 mod operations;
-mod retrieval;
 mod routes;
 mod state;
 
 pub use crate::{
     api_error::{ApiError, ErrorBody},
     auth::Caller,
+    compile_request::{DEFAULT_TOP_N, READER_TOKENIZERS, Readers, default_config},
     dto::{
         AppendRequest, AppendResponse, AppendedTurn, CompileRequest, EraseRequest, EraseResponse,
         HealthResponse, NamespaceStatsResponse, TurnInput, VerifyResponse,
     },
+    facade_error::facade_error,
     http_server::{ServeError, serve_http, termination_signal},
     json_body::{JsonBody, parse_json},
     key_store::{KEY_STORE_FILE, KeyListing, KeyScope, KeyStore, KeyStoreError, NewKey},
     mcp::{ForgetArgs, McpServer, RecallArgs, RememberArgs, serve_mcp_stdio},
     openapi::openapi,
-    retrieval::{DEFAULT_TOP_N, PreparedEmbeddings, READER_TOKENIZERS, Retrieval},
     routes::router,
     state::{AppState, ServerConfig},
 };

@@ -7,8 +7,7 @@
 
 use std::sync::Arc;
 
-use evicortex::Memory;
-use evicortex_core::Namespace;
+use evicortex::{Memory, Namespace};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
@@ -16,10 +15,13 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt, schemars, tool, tool_handler, t
 use serde::{Deserialize, Serialize};
 
 use crate::dto::{AppendRequest, CompileRequest, EraseRequest, TurnInput};
-use crate::{ApiError, Retrieval, ServerConfig as Limits, json_body::parse_json, operations};
+use crate::{
+    ApiError, ServerConfig as Limits, compile_request::Readers, json_body::parse_json, operations,
+};
 
 /// Arguments of the `remember` tool.
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RememberArgs {
     /// The turns to store, as one atomic batch.
     pub turns: Vec<TurnInput>,
@@ -27,6 +29,7 @@ pub struct RememberArgs {
 
 /// Arguments of the `recall` tool.
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RecallArgs {
     /// The question to recall evidence for.
     pub query: String,
@@ -37,13 +40,15 @@ pub struct RecallArgs {
     /// Only evidence said at or before this RFC 3339 time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub as_of: Option<String>,
-    /// A full compile configuration replacing the server's default (see the HTTP API).
+    /// Compile settings that differ from the server's default, e.g. `{"rrf_k": 5.0}` (the
+    /// compiled context records the full configuration); unknown settings are refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Arguments of the `forget` tool: exactly one of the three.
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ForgetArgs {
     /// Erase every turn of this session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,7 +65,7 @@ pub struct ForgetArgs {
 #[derive(Debug, Clone)]
 pub struct McpServer {
     memory: Arc<Memory>,
-    retrieval: Arc<Retrieval>,
+    readers: Arc<Readers>,
     namespace: Namespace,
     limits: Limits,
     tool_router: ToolRouter<McpServer>,
@@ -68,14 +73,11 @@ pub struct McpServer {
 
 #[tool_router]
 impl McpServer {
-    /// A server exposing `namespace` of `memory`.
-    pub fn new(
-        memory: Arc<Memory>,
-        retrieval: Arc<Retrieval>,
-        namespace: Namespace,
-        limits: Limits,
-    ) -> McpServer {
-        McpServer { memory, retrieval, namespace, limits, tool_router: McpServer::tool_router() }
+    /// A server exposing `namespace` of `memory` (hybrid retrieval when the memory has an
+    /// encoder, BM25 only otherwise).
+    pub fn new(memory: Arc<Memory>, namespace: Namespace, limits: Limits) -> McpServer {
+        let readers = Arc::new(Readers::default());
+        McpServer { memory, readers, namespace, limits, tool_router: McpServer::tool_router() }
     }
 
     #[tool(
@@ -87,9 +89,9 @@ impl McpServer {
         Parameters(args): Parameters<RememberArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let max_turns = self.limits.max_turns_per_request;
-        self.run(move |memory, retrieval, namespace| {
+        self.run(move |memory, _, namespace| {
             let request: AppendRequest = reparse(&args)?;
-            operations::append(memory, retrieval, namespace, request, max_turns)
+            operations::append(memory, namespace, request, max_turns)
         })
         .await
     }
@@ -104,9 +106,9 @@ impl McpServer {
         &self,
         Parameters(args): Parameters<RecallArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.run(move |memory, retrieval, namespace| {
+        self.run(move |memory, readers, namespace| {
             let request: CompileRequest = reparse(&args)?;
-            operations::compile(memory, retrieval, namespace, request)
+            operations::compile(memory, readers, namespace, request)
         })
         .await
     }
@@ -119,9 +121,9 @@ impl McpServer {
         &self,
         Parameters(args): Parameters<ForgetArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.run(move |memory, retrieval, namespace| {
+        self.run(move |memory, _, namespace| {
             let request: EraseRequest = reparse(&args)?;
-            operations::erase(memory, retrieval, namespace, request)
+            operations::erase(memory, namespace, request)
         })
         .await
     }
@@ -132,12 +134,12 @@ impl McpServer {
     async fn run<T, F>(&self, call: F) -> Result<CallToolResult, ErrorData>
     where
         T: Serialize + Send + 'static,
-        F: FnOnce(&Memory, &Retrieval, &Namespace) -> Result<T, ApiError> + Send + 'static,
+        F: FnOnce(&Memory, &Readers, &Namespace) -> Result<T, ApiError> + Send + 'static,
     {
         let memory = Arc::clone(&self.memory);
-        let retrieval = Arc::clone(&self.retrieval);
+        let readers = Arc::clone(&self.readers);
         let namespace = self.namespace.clone();
-        let outcome = tokio::task::spawn_blocking(move || call(&memory, &retrieval, &namespace))
+        let outcome = tokio::task::spawn_blocking(move || call(&memory, &readers, &namespace))
             .await
             .map_err(|e| ErrorData::internal_error(format!("store task failed: {e}"), None))?;
         Ok(tool_result(outcome))

@@ -1,20 +1,19 @@
 //! The operations both front ends (HTTP and MCP) offer, on validated input: append, erase,
 //! namespace statistics, verify. Synchronous: callers run them on a blocking thread.
 
-use evicortex::{IngestOptions, Memory, turn_from_json};
-use evicortex_core::{Namespace, Turn};
+use evicortex::{IngestOptions, Memory, Namespace, Turn, turn_from_json};
 use serde_json::{Map, Value};
 
 use crate::dto::{
     AppendRequest, AppendResponse, AppendedTurn, CompileRequest, EraseRequest, EraseResponse,
     NamespaceStatsResponse, VerifyResponse,
 };
-use crate::{ApiError, Retrieval, facade_errors};
+use crate::{ApiError, compile_request::Readers, facade_error};
 
 /// Appends `request.turns` to `namespace` as one atomic, durable batch of at most `max_turns`.
+/// The response comes once the batch is on disk; the memory embeds the turns afterwards.
 pub fn append(
     memory: &Memory,
-    retrieval: &Retrieval,
     namespace: &Namespace,
     request: AppendRequest,
     max_turns: usize,
@@ -29,14 +28,7 @@ pub fn append(
         ));
     }
     let turns = validate_turns(namespace, &request.turns)?;
-    retrieval.check_embeddable(&turns)?;
-    let embeddings = retrieval.embed(&turns)?;
-    let receipt = {
-        let _writes = retrieval.write_lock();
-        let receipt = memory.append(&turns).map_err(facade_errors::append)?;
-        retrieval.store(&embeddings)?;
-        receipt
-    };
+    let receipt = memory.append(&turns).map_err(|e| facade_error(&e))?;
     let turns = receipt
         .outcomes
         .iter()
@@ -84,7 +76,6 @@ fn validate_turns(
 /// Erases the one target `request` names inside `namespace`.
 pub fn erase(
     memory: &Memory,
-    retrieval: &Retrieval,
     namespace: &Namespace,
     request: EraseRequest,
 ) -> Result<EraseResponse, ApiError> {
@@ -98,10 +89,7 @@ pub fn erase(
         }
         _ => return Err(ApiError::invalid("body", "give exactly one of session, record or all")),
     };
-    let receipt = {
-        let _writes = retrieval.write_lock();
-        memory.erase(&target).map_err(facade_errors::erase)?
-    };
+    let receipt = memory.erase(&target).map_err(|e| facade_error(&e))?;
     Ok(EraseResponse {
         redaction: receipt.redaction,
         erased: receipt.erased.iter().map(|t| t.id).collect(),
@@ -112,11 +100,11 @@ pub fn erase(
 /// Compiles a cited context for `request` from `namespace`, as JSON.
 pub fn compile(
     memory: &Memory,
-    retrieval: &Retrieval,
+    readers: &Readers,
     namespace: &Namespace,
     request: CompileRequest,
 ) -> Result<Value, ApiError> {
-    let context = retrieval.compile(memory, namespace, request)?;
+    let context = crate::compile_request::compile(memory, readers, namespace, request)?;
     serde_json::to_value(&context)
         .map_err(|e| ApiError::Storage { message: format!("rendering the compiled context: {e}") })
 }
@@ -126,7 +114,7 @@ pub fn namespace_stats(
     memory: &Memory,
     namespace: &Namespace,
 ) -> Result<NamespaceStatsResponse, ApiError> {
-    let evidence = memory.evidence(namespace).map_err(facade_errors::read)?;
+    let evidence = memory.evidence(namespace).map_err(|e| facade_error(&e))?;
     let sessions: std::collections::BTreeSet<_> =
         evidence.iter().map(|e| &e.turn.session).collect();
     Ok(NamespaceStatsResponse {
@@ -139,7 +127,7 @@ pub fn namespace_stats(
 
 /// The full-ledger integrity check.
 pub fn verify(memory: &Memory) -> Result<VerifyResponse, ApiError> {
-    let report = memory.verify().map_err(facade_errors::verify)?;
+    let report = memory.verify().map_err(|e| facade_error(&e))?;
     Ok(VerifyResponse {
         ok: true,
         records: report.records,

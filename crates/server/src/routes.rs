@@ -34,7 +34,7 @@ pub fn router(state: AppState) -> Router {
 pub(crate) fn path_namespace(
     caller: &Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<evicortex_core::Namespace, ApiError> {
+) -> Result<evicortex::Namespace, ApiError> {
     match path {
         Ok(Path(raw)) => caller.namespace(&raw),
         Err(rejection) => match caller.require_admin() {
@@ -81,9 +81,7 @@ pub(crate) async fn append_turns(
     let namespace = path_namespace(&caller, path)?;
     let max_turns = state.config().max_turns_per_request;
     state
-        .blocking(move |memory, retrieval| {
-            operations::append(memory, retrieval, &namespace, request, max_turns)
-        })
+        .blocking(move |memory, _| operations::append(memory, &namespace, request, max_turns))
         .await
         .map(Json)
 }
@@ -111,9 +109,7 @@ pub(crate) async fn compile(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let namespace = path_namespace(&caller, path)?;
     state
-        .blocking(move |memory, retrieval| {
-            operations::compile(memory, retrieval, &namespace, request)
-        })
+        .blocking(move |memory, readers| operations::compile(memory, readers, &namespace, request))
         .await
         .map(Json)
 }
@@ -139,12 +135,7 @@ pub(crate) async fn erase(
     JsonBody(request): JsonBody<EraseRequest>,
 ) -> Result<Json<EraseResponse>, ApiError> {
     let namespace = path_namespace(&caller, path)?;
-    state
-        .blocking(move |memory, retrieval| {
-            operations::erase(memory, retrieval, &namespace, request)
-        })
-        .await
-        .map(Json)
+    state.blocking(move |memory, _| operations::erase(memory, &namespace, request)).await.map(Json)
 }
 
 /// Counts of one namespace. Nothing about other namespaces is revealed.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use evicortex::Memory;
 
-use crate::{ApiError, KeyStore, Retrieval};
+use crate::{ApiError, KeyStore, compile_request::Readers};
 
 /// Limits of the HTTP server. None of them changes results; they only bound what one request may
 /// ask for.
@@ -31,30 +31,22 @@ pub struct AppState {
 #[derive(Debug)]
 struct Inner {
     memory: Arc<Memory>,
-    retrieval: Arc<Retrieval>,
+    readers: Arc<Readers>,
     keys: KeyStore,
     config: ServerConfig,
 }
 
 impl AppState {
-    /// State over an opened memory, its retrieval side and key store.
-    pub fn new(
-        memory: Arc<Memory>,
-        retrieval: Arc<Retrieval>,
-        keys: KeyStore,
-        config: ServerConfig,
-    ) -> AppState {
-        AppState { inner: Arc::new(Inner { memory, retrieval, keys, config }) }
+    /// State over an opened memory (with its encoder, for hybrid retrieval, or without: BM25
+    /// only) and its key store.
+    pub fn new(memory: Arc<Memory>, keys: KeyStore, config: ServerConfig) -> AppState {
+        let readers = Arc::new(Readers::default());
+        AppState { inner: Arc::new(Inner { memory, readers, keys, config }) }
     }
 
     /// The memory.
     pub fn memory(&self) -> &Arc<Memory> {
         &self.inner.memory
-    }
-
-    /// How compile requests are served.
-    pub fn retrieval(&self) -> &Arc<Retrieval> {
-        &self.inner.retrieval
     }
 
     /// The key store.
@@ -72,12 +64,12 @@ impl AppState {
     /// serialised writers).
     pub async fn blocking<T, F>(&self, call: F) -> Result<T, ApiError>
     where
-        F: FnOnce(&Memory, &Retrieval) -> Result<T, ApiError> + Send + 'static,
+        F: FnOnce(&Memory, &Readers) -> Result<T, ApiError> + Send + 'static,
         T: Send + 'static,
     {
         let memory = Arc::clone(&self.inner.memory);
-        let retrieval = Arc::clone(&self.inner.retrieval);
-        tokio::task::spawn_blocking(move || call(&memory, &retrieval))
+        let readers = Arc::clone(&self.inner.readers);
+        tokio::task::spawn_blocking(move || call(&memory, &readers))
             .await
             .map_err(|e| ApiError::Storage { message: format!("store task failed: {e}") })?
     }

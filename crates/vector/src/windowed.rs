@@ -2,7 +2,7 @@
 
 use evicortex_core::TurnId;
 
-use crate::{ExactIndex, VectorError, VectorHit, VectorIndexRead};
+use crate::{ExactIndex, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow};
 
 /// An exact index over window vectors keyed by (turn, window number), read as an index of turns.
 #[derive(Debug)]
@@ -14,6 +14,25 @@ impl WindowedIndex {
     /// Wraps an index whose keys are (turn, window number).
     pub fn new(index: ExactIndex<(TurnId, u32)>) -> WindowedIndex {
         WindowedIndex { index }
+    }
+
+    /// Adds window `key.1` of turn `key.0` (see [`VectorIndex::insert`]).
+    pub fn insert_window(
+        &mut self,
+        key: (TurnId, u32),
+        vector: &[f32],
+    ) -> Result<VectorRow, VectorError> {
+        self.index.insert(key, vector)
+    }
+
+    /// Records the ledger position the index covers (see [`VectorIndex::mark_covered`]).
+    pub fn mark_covered(&mut self, position: TurnId) -> Result<(), VectorError> {
+        self.index.mark_covered(position)
+    }
+
+    /// Heap bytes of the vectors and their tables.
+    pub fn heap_bytes(&self) -> usize {
+        self.index.heap_bytes()
     }
 }
 

@@ -1,19 +1,14 @@
 //! `evicortex compile`: a cited context for a question, packed into a reader-token budget, or an
 //! abstention.
 
-use std::{io::Write, path::Path};
+use std::{io::Write, path::Path, sync::Arc};
 
 use anyhow::Context;
 use evicortex::{
-    CatchUpLimits, CompileRequest, DenseRequest, EmbeddingCache, Memory, QueryVector,
-    compiler::{
-        AbstentionConfig, CompileConfig, CompileQuery, DenseConfig, Expansion, RerankConfig,
-        Reranker, SupportSignal, TermOverlapReranker, reader_tokenizer,
-    },
-    embed_pending,
+    AbstentionConfig, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, CompiledContext,
+    DenseConfig, EventTime, Expansion, Memory, Namespace, RerankConfig, SupportSignal,
+    TermOverlapReranker, TokenBudget, reader_tokenizer,
 };
-use evicortex_core::{EventTime, Namespace, TokenBudget};
-use evicortex_embed::{Encoder, EncoderConfig, Overlength};
 
 use crate::exit::UsageError;
 
@@ -49,6 +44,11 @@ pub struct CompileArgs {
     /// Dense retrieval with the pinned encoder.
     #[arg(long, value_enum, default_value = "on")]
     pub dense: Switch,
+    /// Turns longer than the encoder's 256 tokens: refuse (lexical candidates only), truncate,
+    /// window (64-token overlap) or window:N. Default: the policy the store was last embedded
+    /// with (`ingest`/`embed --overlength`), else refuse.
+    #[arg(long, value_name = "POLICY", value_parser = crate::commands::embed::parse_overlength)]
+    pub overlength: Option<evicortex::Overlength>,
     /// Candidates taken from each retriever.
     #[arg(long, default_value_t = 50, value_name = "N")]
     pub top_n: usize,
@@ -131,81 +131,80 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
+    let mut builder = Memory::builder(store);
+    if args.rerank == Switch::On {
+        builder.reranker(Arc::new(TermOverlapReranker));
+    }
+    if dense != DenseConfig::Off {
+        let overlength = crate::commands::embed::store_overlength(store, args.overlength)?;
+        builder.encoder(crate::commands::embed::load_encoder(overlength)?);
+    }
     let memory =
-        Memory::open(store).with_context(|| format!("opening the store {}", store.display()))?;
+        builder.open().with_context(|| format!("opening the store {}", store.display()))?;
     let query = CompileQuery {
         namespace,
         question: args.query.clone(),
         as_of,
         budget: TokenBudget::new(args.budget),
     };
-    let term_overlap = TermOverlapReranker;
-    let reranker = (args.rerank == Switch::On).then_some(&term_overlap as &dyn Reranker);
-
-    let context = match dense {
-        DenseConfig::Off => memory.compile(&CompileRequest {
-            query,
-            config,
-            reader: reader.as_ref(),
-            dense: None,
-            reranker,
-        })?,
-        DenseConfig::On { .. } => {
-            let encoder_config =
-                EncoderConfig::all_minilm_l6_v2().with_overlength(Overlength::Refuse);
-            let encoder = evicortex_embed::load_pinned_minilm(encoder_config)
-                .context("loading the pinned encoder")?;
-            let cache =
-                EmbeddingCache::attach_to(&memory).context("opening the embedding cache")?;
-            catch_up(&memory, &cache, &encoder)?;
-            let dense = DenseRequest {
-                cache: &cache,
-                identity: encoder.identity(),
-                query: QueryVector::Encode(&encoder),
-            };
-            memory.compile(&CompileRequest {
-                query,
-                config,
-                reader: reader.as_ref(),
-                dense: Some(dense),
-                reranker,
-            })?
-        }
+    if memory.has_encoder() {
+        catch_up(&memory, &query.namespace)?;
+    }
+    let request = CompileRequest {
+        query: &query,
+        config: &config,
+        reader: reader.as_ref(),
+        query_vector: None,
     };
+    let context = memory.compile(&request)?;
 
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", context.to_json())?;
     } else {
-        if context.abstain {
-            let reason = context.abstain_reason.as_ref().map(serde_json::to_string).transpose()?;
-            writeln!(out, "abstain: {}", reason.unwrap_or_default())?;
-        } else {
-            write!(out, "{}", context.text)?;
+        match &context.abstain_reason {
+            Some(reason) => writeln!(out, "abstain: {reason}")?,
+            None => write!(out, "{}", context.text)?,
         }
         if args.explain {
             writeln!(out, "---")?;
             write!(out, "{}", context.explain())?;
         }
     }
+    note_dense_lag(&context);
     Ok(())
 }
 
-/// Embeds turns not yet in the cache, with a progress bar on a terminal.
-fn catch_up(memory: &Memory, cache: &EmbeddingCache, encoder: &dyn Encoder) -> anyhow::Result<()> {
+/// Embeds the namespace's turns not yet in the cache, with a progress bar on a terminal.
+fn catch_up(memory: &Memory, namespace: &Namespace) -> anyhow::Result<()> {
     let bar = crate::progress::bar(0, "embedding");
-    let report = embed_pending(memory, cache, encoder, CatchUpLimits::default(), &mut |p| {
-        bar.set_length(p.total_texts);
-        bar.set_position(p.done_texts);
-    })
-    .context("embedding turns not yet in the cache")?;
+    let report = memory
+        .catch_up(Some(namespace), CatchUpLimits::default(), &mut |p| {
+            bar.set_length(p.total_texts);
+            bar.set_position(p.done_texts);
+        })
+        .context("embedding turns not yet in the cache")?;
     bar.finish_and_clear();
-    if !report.refused.is_empty() {
+    if let Some(first) = report.refused.first() {
         eprintln!(
-            "note: {} turn(s) longer than the encoder's maximum have no vector and are lexical candidates only \
-             (embed them with `evicortex embed --overlength window`)",
-            report.refused.len()
+            "note: {} turn(s) of namespace {namespace} are longer than the encoder's maximum and \
+             are lexical candidates only (first: record {}, {} tokens); compile with \
+             --overlength window to embed them as windows",
+            report.refused.len(),
+            first.turn.raw(),
+            first.tokens
         );
     }
     Ok(())
+}
+
+/// Says on stderr when turns of the namespace are not dense candidates yet.
+fn note_dense_lag(context: &CompiledContext) {
+    if let Some(pending) = context.coverage.dense_pending.filter(|&n| n > 0) {
+        eprintln!(
+            "note: {pending} turn(s) of namespace {} have no vector yet and were lexical \
+             candidates only",
+            context.namespace
+        );
+    }
 }

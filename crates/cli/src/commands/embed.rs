@@ -1,17 +1,10 @@
 //! `evicortex embed`: embed one text with the pinned encoder, or catch the store's embedding
 //! cache up with its ledger.
 
-use std::{io::IsTerminal, path::Path, time::Instant};
+use std::{path::Path, sync::Arc, time::Instant};
 
 use anyhow::Context;
-use evicortex::{
-    CatchUpLimits, EmbedReport, EmbeddingCache, EmbeddingCacheError, Memory, embed_pending,
-};
-use evicortex_embed::{
-    ArtifactError, BertEncoder, EmbedError, EmbeddingRole, Encoder, EncoderConfig, FetchError,
-    Overlength,
-};
-use indicatif::{ProgressBar, ProgressStyle};
+use evicortex::{CatchUpLimits, EmbedReport, EmbeddingRole, Encoder, Memory, Overlength};
 
 use crate::exit::UsageError;
 
@@ -34,8 +27,9 @@ pub struct EmbedArgs {
     #[arg(long, value_enum)]
     pub role: Option<RoleArg>,
     /// Longer than 256 tokens: refuse, truncate, window (64-token overlap) or window:N.
-    #[arg(long, default_value = "refuse", value_parser = parse_overlength)]
-    pub overlength: Overlength,
+    /// Default: the policy the store was last embedded with, else refuse.
+    #[arg(long, value_name = "POLICY", value_parser = parse_overlength)]
+    pub overlength: Option<Overlength>,
     /// Print JSON (with TEXT): identity, token count and every vector.
     #[arg(long)]
     pub json: bool,
@@ -59,9 +53,28 @@ pub fn parse_overlength(value: &str) -> Result<Overlength, String> {
 }
 
 /// Loads the pinned encoder with the given overlength policy.
-pub fn load_encoder(overlength: Overlength) -> anyhow::Result<BertEncoder> {
-    let config = EncoderConfig::all_minilm_l6_v2().with_overlength(overlength);
-    evicortex_embed::load_pinned_minilm(config).context("loading the pinned encoder")
+pub fn load_encoder(overlength: Overlength) -> anyhow::Result<Arc<dyn Encoder>> {
+    evicortex::load_pinned_encoder(overlength).context("loading the pinned encoder")
+}
+
+/// The overlength policy to embed the store in `store` with: the one given, else the one the
+/// store was last embedded with, else `refuse`.
+pub fn store_overlength(store: &Path, given: Option<Overlength>) -> anyhow::Result<Overlength> {
+    match given {
+        Some(policy) => Ok(policy),
+        None => Ok(evicortex::last_overlength(store)
+            .context("reading the store's embedding cache")?
+            .unwrap_or(Overlength::Refuse)),
+    }
+}
+
+/// Opens the store in `store` with the pinned encoder.
+pub fn open_with_encoder(store: &Path, overlength: Overlength) -> anyhow::Result<Memory> {
+    let encoder = load_encoder(overlength)?;
+    Memory::builder(store)
+        .encoder(encoder)
+        .open()
+        .with_context(|| format!("opening the store {}", store.display()))
 }
 
 /// Runs `evicortex embed`.
@@ -91,12 +104,10 @@ pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
             if args.json {
                 return Err(UsageError("--json needs TEXT".to_owned()).into());
             }
-            let memory = crate::commands::open_existing(store)?;
-            let report = catch_up(
-                &memory,
-                args.overlength,
-                CatchUpLimits { chunk_texts: args.chunk_texts.max(1) },
-            )?;
+            crate::commands::open_existing(store)?;
+            let overlength = store_overlength(store, args.overlength)?;
+            let memory = open_with_encoder(store, overlength)?;
+            let report = catch_up(&memory, CatchUpLimits { chunk_texts: args.chunk_texts.max(1) })?;
             print_report(&report);
             if !report.refused.is_empty() {
                 return Err(UsageError(format!(
@@ -114,7 +125,7 @@ pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
 }
 
 fn embed_text(text: &str, role: EmbeddingRole, args: &EmbedArgs) -> anyhow::Result<()> {
-    let encoder = load_encoder(args.overlength)?;
+    let encoder = load_encoder(args.overlength.unwrap_or(Overlength::Refuse))?;
     let embedded = encoder.embed(role, &[text])?.remove(0);
     if args.json {
         let identity = encoder.identity();
@@ -150,28 +161,10 @@ fn embed_text(text: &str, role: EmbeddingRole, args: &EmbedArgs) -> anyhow::Resu
 }
 
 /// Embeds the store's pending turns with a progress bar (turns/s, ETA) on a terminal.
-pub fn catch_up(
-    memory: &Memory,
-    overlength: Overlength,
-    limits: CatchUpLimits,
-) -> anyhow::Result<EmbedReport> {
-    let encoder = load_encoder(overlength)?;
-    let cache = EmbeddingCache::open_reconciled(memory)?;
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "embedding [{bar:40}] {percent:>3}% of tokens, {msg}, eta {eta}",
-            )
-            .expect("static template")
-            .progress_chars("=> "),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+pub fn catch_up(memory: &Memory, limits: CatchUpLimits) -> anyhow::Result<EmbedReport> {
+    let bar = crate::progress::tokens_bar("embedding");
     let started = Instant::now();
-    let report = embed_pending(memory, &cache, &encoder, limits, &mut |p| {
+    let report = memory.catch_up(None, limits, &mut |p| {
         bar.set_length(p.total_tokens);
         bar.set_position(p.done_tokens);
         let secs = started.elapsed().as_secs_f64().max(1e-9);
@@ -204,74 +197,41 @@ pub fn print_report(report: &EmbedReport) {
     );
 }
 
-/// The exit code for the encoder's and the embedding cache's errors: 5 when the model is not
-/// installed, 4 for integrity failures, 2 for bad input (overlength), 3 for I/O.
-pub fn exit_code(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
-    if let Some(e) = cause.downcast_ref::<ArtifactError>() {
-        return Some(artifact_code(e));
-    }
-    if let Some(e) = cause.downcast_ref::<FetchError>() {
-        return Some(match e {
-            FetchError::Artifact(a) => artifact_code(a),
-            _ if e.is_integrity_failure() => 4,
-            _ => 3,
-        });
-    }
-    if let Some(e) = cause.downcast_ref::<EmbedError>() {
-        return Some(embed_code(e));
-    }
-    if let Some(e) = cause.downcast_ref::<EmbeddingCacheError>() {
-        return match e {
-            EmbeddingCacheError::Embed(e) => Some(embed_code(e)),
-            EmbeddingCacheError::Corrupted { .. } => Some(4),
-            EmbeddingCacheError::Sqlite { .. } => Some(3),
-            _ => None,
-        };
-    }
-    None
-}
-
-fn artifact_code(e: &ArtifactError) -> u8 {
-    match e {
-        ArtifactError::ModelMissing { .. } => 5,
-        _ if e.is_integrity_failure() => 4,
-        ArtifactError::Io { .. } => 3,
-        _ => 2,
-    }
-}
-
-fn embed_code(e: &EmbedError) -> u8 {
-    match e {
-        EmbedError::Artifact(a) => artifact_code(a),
-        EmbedError::IdentityMismatch { .. } => 4,
-        EmbedError::Overlength { .. }
-        | EmbedError::Tokenizer { .. }
-        | EmbedError::InvalidConfig { .. } => 2,
-        _ => 1,
-    }
-}
-
 /// The ingest hook: embeds the new turns when the encoder is installed, says so when it is not.
-pub fn after_ingest(memory: &Memory, no_embed: bool, overlength: Overlength) -> anyhow::Result<()> {
+pub fn after_ingest(
+    store: &Path,
+    no_embed: bool,
+    overlength: Option<Overlength>,
+) -> anyhow::Result<()> {
     if no_embed {
         println!("embedding skipped (--no-embed); `evicortex embed` embeds pending turns later");
         return Ok(());
     }
-    let manifest = evicortex_embed::ModelManifest::all_minilm_l6_v2();
-    let installed = evicortex_embed::ModelCache::from_env()?.install_dir(&manifest);
-    if !installed.exists() {
-        eprintln!(
-            "note: the encoder is not installed, so the turns were stored without vectors; run \
-             `evicortex model fetch`, then `evicortex embed`"
-        );
-        return Ok(());
-    }
-    let report = catch_up(memory, overlength, CatchUpLimits::default())?;
+    let overlength = store_overlength(store, overlength)?;
+    let encoder = match evicortex::load_pinned_encoder(overlength) {
+        Ok(encoder) => encoder,
+        Err(err)
+            if evicortex::ErrorClass::of(&err) == Some(evicortex::ErrorClass::ModelMissing) =>
+        {
+            eprintln!(
+                "note: the encoder is not installed, so the turns were stored without vectors; \
+                 run `evicortex model fetch`, then `evicortex embed`"
+            );
+            return Ok(());
+        }
+        Err(err) => return Err(err).context("loading the pinned encoder"),
+    };
+    let memory = Memory::builder(store)
+        .encoder(encoder)
+        .open()
+        .with_context(|| format!("opening the store {}", store.display()))?;
+    let report = catch_up(&memory, CatchUpLimits::default())?;
     print_report(&report);
     if let Some(first) = report.refused.first() {
         eprintln!(
             "warning: {} turns are longer than the encoder's 256 tokens and were not embedded \
-             (first: record {}, {} tokens); `evicortex embed --overlength window` embeds them",
+             (first: record {}, {} tokens); `evicortex embed --overlength window` embeds them as \
+             windows, which compile then uses",
             report.refused.len(),
             first.turn.raw(),
             first.tokens

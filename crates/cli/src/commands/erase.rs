@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use evicortex::{EraseTarget, Memory};
-use evicortex_core::{Namespace, SessionId, TurnId};
+use evicortex::{Namespace, SessionId, TurnId};
 
 use crate::exit::UsageError;
 
@@ -41,12 +41,9 @@ pub fn run(store: &Path, args: &EraseArgs) -> anyhow::Result<()> {
         (None, Some(seq)) => EraseTarget::Record(namespace, TurnId::from_raw(seq)),
         (None, None) => EraseTarget::Namespace(namespace),
     };
+    // The memory purges every derived store it holds (the embedding cache included) itself.
     let memory =
         Memory::open(store).with_context(|| format!("opening the store {}", store.display()))?;
-    if store.join(evicortex::EMBEDDINGS_FILE).exists() {
-        // Erasure purges the vectors of texts no live turn holds any more.
-        evicortex::EmbeddingCache::attach_to(&memory)?;
-    }
     let receipt = memory.erase(&target).with_context(|| format!("erasing {target}"))?;
     match receipt.redaction {
         Some(redaction) => println!(

@@ -102,9 +102,8 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
     };
     let spec = spec_from_args(benchmark, run_args)?;
     if run_args.embed_only {
-        let encoder =
-            evicortex_embed::load_pinned_minilm(evicortex_eval::runner::eval_encoder_config())?;
-        evicortex_eval::runner::prepare_store(&spec, store, &encoder)?;
+        let encoder = evicortex_eval::runner::eval_encoder()?;
+        evicortex_eval::runner::prepare_store(&spec, store, Some(encoder))?;
         return Ok(());
     }
     let report = evicortex_eval::runner::run_all(&spec, store)?;

@@ -2,7 +2,7 @@
 
 use std::{io::Write, path::Path};
 
-use evicortex_core::Namespace;
+use evicortex::Namespace;
 
 use crate::exit::UsageError;
 

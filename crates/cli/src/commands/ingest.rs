@@ -3,8 +3,7 @@
 use std::{io::Read, path::Path};
 
 use anyhow::Context;
-use evicortex::{DEFAULT_MAX_TEXT_BYTES, IngestOptions, Memory, parse_jsonl};
-use evicortex_core::{Namespace, Turn};
+use evicortex::{DEFAULT_MAX_TEXT_BYTES, IngestOptions, Memory, Namespace, Turn, parse_jsonl};
 
 use crate::{exit::UsageError, progress};
 
@@ -40,9 +39,9 @@ pub struct IngestArgs {
     #[arg(long)]
     pub no_embed: bool,
     /// Embedding of turns longer than 256 tokens: refuse (reported, not embedded), truncate,
-    /// window or window:N.
-    #[arg(long, default_value = "refuse", value_parser = crate::commands::embed::parse_overlength)]
-    pub overlength: evicortex_embed::Overlength,
+    /// window or window:N. Default: the policy the store was last embedded with, else refuse.
+    #[arg(long, value_name = "POLICY", value_parser = crate::commands::embed::parse_overlength)]
+    pub overlength: Option<evicortex::Overlength>,
 }
 
 /// Runs `evicortex ingest` on the store in `store`.
@@ -99,5 +98,6 @@ pub fn run(store: &Path, args: &IngestArgs) -> anyhow::Result<()> {
         args.files.len(),
         head.map_or("(empty)".to_owned(), |h| h.to_string())
     );
-    crate::commands::embed::after_ingest(&memory, args.no_embed, args.overlength)
+    drop(memory);
+    crate::commands::embed::after_ingest(store, args.no_embed, args.overlength)
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use evicortex_core::Namespace;
+use evicortex::Namespace;
 use evicortex_server::{KeyScope, KeyStore};
 
 /// Arguments of `evicortex keys`.

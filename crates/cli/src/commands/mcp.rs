@@ -4,8 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use evicortex::Memory;
-use evicortex_core::Namespace;
+use evicortex::Namespace;
 use evicortex_server::{McpServer, ServerConfig, serve_mcp_stdio};
 
 /// Arguments of `evicortex mcp`.
@@ -21,11 +20,8 @@ pub struct McpArgs {
 /// Serves MCP on stdio until the client disconnects. Stdout carries only protocol messages.
 pub fn run(store: &Path, args: &McpArgs) -> anyhow::Result<()> {
     let namespace = Namespace::new(&args.namespace).context("--namespace")?;
-    let memory =
-        Memory::open(store).with_context(|| format!("opening the store {}", store.display()))?;
-    let retrieval = args.retrieval.open(&memory)?;
-    let server =
-        McpServer::new(Arc::new(memory), Arc::new(retrieval), namespace, ServerConfig::default());
+    let memory = args.retrieval.open(store)?;
+    let server = McpServer::new(Arc::new(memory), namespace, ServerConfig::default());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

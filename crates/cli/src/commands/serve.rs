@@ -6,11 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use evicortex::{CatchUpLimits, EmbeddingCache, Memory, embed_pending};
-use evicortex_embed::{Encoder, EncoderConfig, Overlength, load_pinned_minilm};
-use evicortex_server::{
-    AppState, KeyStore, Retrieval, ServerConfig, serve_http, termination_signal,
-};
+use evicortex::{Memory, Overlength};
+use evicortex_server::{AppState, KeyStore, ServerConfig, serve_http, termination_signal};
 
 /// Arguments of `evicortex serve`.
 #[derive(Debug, clap::Args)]
@@ -39,52 +36,45 @@ pub struct RetrievalArgs {
     /// (`evicortex model fetch`).
     #[arg(long)]
     pub lexical_only: bool,
-    /// Turns longer than the encoder's 256 tokens: refuse (the append is refused), truncate,
-    /// window (64-token overlap) or window:N.
-    #[arg(long, default_value = "refuse")]
-    pub overlength: Overlength,
+    /// Turns longer than the encoder's 256 tokens: refuse (stored, lexical candidates only),
+    /// truncate, window (64-token overlap) or window:N. Default: the policy the store was last
+    /// embedded with, else refuse.
+    #[arg(long, value_name = "POLICY", value_parser = crate::commands::embed::parse_overlength)]
+    pub overlength: Option<Overlength>,
 }
 
 impl RetrievalArgs {
-    /// The retrieval side over `memory`: loads the pinned encoder unless `--lexical-only`, and
-    /// first embeds stored turns that have no vector yet (e.g. ingested with `--no-embed`), so
-    /// that every stored turn is a dense candidate.
-    pub fn open(&self, memory: &Memory) -> anyhow::Result<Retrieval> {
+    /// Opens the memory the server runs on: with the pinned encoder, embedding appended turns in
+    /// the background (every stored turn becomes a dense candidate once embedded, the turns
+    /// stored without a vector first), or lexical-only without any model.
+    pub fn open(&self, store: &Path) -> anyhow::Result<Memory> {
+        let mut builder = Memory::builder(store);
         if self.lexical_only {
             eprintln!("retrieval: lexical only (--lexical-only); dense retrieval is off");
-            return Ok(Retrieval::lexical_only());
+        } else {
+            let overlength = crate::commands::embed::store_overlength(store, self.overlength)?;
+            let encoder = crate::commands::embed::load_encoder(overlength)?;
+            eprintln!(
+                "retrieval: hybrid ({}, overlength {overlength}); appended turns are embedded in \
+                 the background",
+                encoder.identity().model
+            );
+            builder.encoder(encoder).background_embedding();
         }
-        let config = EncoderConfig::all_minilm_l6_v2().with_overlength(self.overlength);
-        let encoder = Arc::new(load_pinned_minilm(config).context("loading the pinned encoder")?);
-        let retrieval =
-            Retrieval::hybrid(memory, encoder.clone()).context("opening the embedding cache")?;
-        let cache = EmbeddingCache::open(memory.dir()).context("opening the embedding cache")?;
-        let report =
-            embed_pending(memory, &cache, encoder.as_ref(), CatchUpLimits::default(), &mut |_| {})
-                .context("embedding stored turns that have no vector yet")?;
-        eprintln!(
-            "retrieval: hybrid ({}); embedded {} pending texts at start, {} already cached, {} refused as overlength",
-            encoder.identity().model,
-            report.embedded_texts,
-            report.already_cached,
-            report.refused.len()
-        );
-        Ok(retrieval)
+        builder.open().with_context(|| format!("opening the store {}", store.display()))
     }
 }
 
 /// Runs the server on the store in `store` until SIGTERM or Ctrl-C, then drains and exits.
 pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
-    let memory =
-        Memory::open(store).with_context(|| format!("opening the store {}", store.display()))?;
+    let memory = args.retrieval.open(store)?;
     let keys = KeyStore::open(store)
         .with_context(|| format!("opening the key store in {}", store.display()))?;
     let config = ServerConfig {
         body_limit_bytes: args.body_limit_bytes,
         max_turns_per_request: args.max_turns_per_request,
     };
-    let retrieval = args.retrieval.open(&memory)?;
-    let state = AppState::new(Arc::new(memory), Arc::new(retrieval), keys, config);
+    let state = AppState::new(Arc::new(memory), keys, config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

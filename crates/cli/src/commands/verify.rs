@@ -34,7 +34,7 @@ pub fn run(store: &Path, args: &VerifyArgs) -> anyhow::Result<()> {
             bar.set_length(total);
             bar.set_position(done);
         })
-        .with_context(|| format!("verifying {}", memory.ledger().path().display()))?;
+        .with_context(|| format!("verifying {}", memory.ledger_path().display()))?;
     bar.finish_and_clear();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -66,3 +66,12 @@ pub fn store_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
+
+/// Slow tests run only with EVICORTEX_SLOW_TESTS=1 (CI sets it); say so when skipping.
+pub fn slow_tests_enabled(test: &str) -> bool {
+    let on = std::env::var("EVICORTEX_SLOW_TESTS").is_ok_and(|v| v == "1");
+    if !on {
+        eprintln!("{test}: SKIPPED BY DESIGN (slow); run with EVICORTEX_SLOW_TESTS=1, as CI does");
+    }
+    on
+}

@@ -17,6 +17,8 @@ mod ingest;
 mod mcp_stdio;
 /// `evicortex model` and `evicortex embed`: verification, exit codes, the ingest hook, catch-up.
 mod model_embed;
+/// The evaluation's compiled contexts are `evicortex compile --json`'s, byte for byte.
+mod product_path;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
 mod serve_sigterm;
 /// Verify and the open-time check on tampered stores.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use evicortex_core::Namespace;
+use evicortex::Namespace;
 use serde_json::json;
 
 fn evicortex() -> Command {

@@ -19,7 +19,7 @@ fn fill_packs_a_turn_the_plan_left_out_when_the_exact_block_fits() {
     let reader = TiktokenReader::o200k_base();
     let count = |text: &str| reader.count(text).unwrap();
     let (first, second) = (&records[0], &records[1]);
-    let both = [first, second].map(|evidence| RenderTurn { evidence, also_cited: &[] });
+    let both = [first, second].map(|evidence| RenderTurn::whole(evidence, &[]));
     let both_text = render_chronological(&both);
     // The budget is exactly the rendered block of the two best candidates.
     let budget = count(&both_text) as u32;

@@ -196,9 +196,12 @@ pub fn run(
     let vector = bag_of_words(&q.question);
     let dense = match config.dense {
         evicortex_compiler::DenseConfig::Off => None,
-        evicortex_compiler::DenseConfig::On { .. } => {
-            Some(DenseInput { index: &built.dense, query_vector: &vector, encoder: &built.encoder })
-        }
+        evicortex_compiler::DenseConfig::On { .. } => Some(DenseInput {
+            index: &built.dense,
+            query_vector: &vector,
+            encoder: &built.encoder,
+            pending: 0,
+        }),
     };
     let inputs =
         CompileInputs { corpus: &built.corpus, lexical: &built.lexical, dense, reader, reranker };

@@ -41,11 +41,11 @@ fn lexical_only_cites_turns_grouped_by_session() {
             ---
             namespace alice | budget 120 o200k_base | used 117 | support 0.4394 (LexicalCoverage) | abstain no
             record      fused      lexical        dense       rerank tokens  selected
-            #1              1      1:4.658            -            -     24  candidate
-            #2              3      3:2.545            -            -     18  candidate
-            #3              4      4:1.977            -            -     27  candidate
-            #6              2      2:3.400            -            -     21  candidate
-            excluded #7       fused    - lexical            - dense            -  {"kind":"duplicate","of":2}
+            #1              1      1:4.658            -            -     24  retrieved
+            #2              3      3:2.545            -            -     18  retrieved
+            #3              4      4:1.977            -            -     27  retrieved
+            #6              2      2:3.400            -            -     21  retrieved
+            excluded #7       fused    - lexical            - dense            -  duplicate of #2
         "#]],
     );
 }
@@ -61,30 +61,30 @@ fn hybrid_with_reranker_and_expansion_and_dedup() {
         200,
         &config,
         expect![[r#"
-        Evidence from memory, oldest first. Cite as [#record].
+            Evidence from memory, oldest first. Cite as [#record].
 
-        Session s1 (2024-05-02):
-        [#1] 10:00 user: I just moved to Lisbon for a new job at a bakery.
-        [#2 #7] 10:00 assistant: Congratulations on the move!
-        [#3] 10:01 user: The bakery opens at 6am, so I wake up at 5.
+            Session s1 (2024-05-02):
+            [#1] 10:00 user: I just moved to Lisbon for a new job at a bakery.
+            [#2 #7] 10:00 assistant: Congratulations on the move!
+            [#3] 10:01 user: The bakery opens at 6am, so I wake up at 5.
 
-        Session s2 (2024-06-10):
-        [#5] 18:00 user: My sister Ana visited me in Lisbon last weekend.
-        [#6] 18:00 assistant: How nice! Did you show her the bakery?
+            Session s2 (2024-06-10):
+            [#5] 18:00 user: My sister Ana visited me in Lisbon last weekend.
+            [#6] 18:00 assistant: How nice! Did you show her the bakery?
 
-        Session s3 (2024-09-01):
-        [#8] 08:00 user: I left the bakery and started at gpt-4o evaluation work, v2.3.1 of the harness.
-        ---
-        namespace alice | budget 200 o200k_base | used 181 | support 0.8165 (MaxDenseCosine) | abstain no
-        record      fused      lexical        dense       rerank tokens  selected
-        #1              2      2:2.105      3:0.327      2:0.333     24  candidate
-        #2              1      1:6.101      1:0.816      1:0.667     18  candidate
-        #3              4            -      2:0.369      4:0.167     27  candidate
-        #5              5      3:1.034            -            -     21  candidate
-        #6              -            -            -            -     21  expansion of #5
-        #8              3      4:0.701      4:0.261      3:0.167     36  candidate
-        excluded #7       fused    - lexical            - dense            -  {"kind":"duplicate","of":2}
-    "#]],
+            Session s3 (2024-09-01):
+            [#8] 08:00 user: I left the bakery and started at gpt-4o evaluation work, v2.3.1 of the harness.
+            ---
+            namespace alice | budget 200 o200k_base | used 181 | support 0.8165 (MaxDenseCosine) | abstain no
+            record      fused      lexical        dense       rerank tokens  selected
+            #1              2      2:2.105      3:0.327      2:0.333     24  retrieved
+            #2              1      1:6.101      1:0.816      1:0.667     18  retrieved
+            #3              4            -      2:0.369      4:0.167     27  retrieved
+            #5              5      3:1.034            -            -     21  retrieved
+            #6              -            -            -            -     21  neighbour of #5
+            #8              3      4:0.701      4:0.261      3:0.167     36  retrieved
+            excluded #7       fused    - lexical            - dense            -  duplicate of #2
+        "#]],
     );
 }
 
@@ -98,19 +98,19 @@ fn as_of_hides_later_turns_and_reports_them_filtered() {
         200,
         &config,
         expect![[r#"
-        Evidence from memory, oldest first. Cite as [#record].
+            Evidence from memory, oldest first. Cite as [#record].
 
-        Session s1 (2024-05-02):
-        [#1] 10:00 user: I just moved to Lisbon for a new job at a bakery.
-        [#3] 10:01 user: The bakery opens at 6am, so I wake up at 5.
-        ---
-        namespace alice | budget 200 o200k_base | used 71 | support 1.0000 (LexicalCoverage) | abstain no
-        record      fused      lexical        dense       rerank tokens  selected
-        #1              2      2:0.690            -            -     24  candidate
-        #3              1      1:0.719            -            -     27  candidate
-        excluded #6       fused    - lexical      1:0.824 dense            -  {"kind":"filtered","filter":"after_as_of"}
-        excluded #8       fused    - lexical      4:0.638 dense            -  {"kind":"filtered","filter":"after_as_of"}
-    "#]],
+            Session s1 (2024-05-02):
+            [#1] 10:00 user: I just moved to Lisbon for a new job at a bakery.
+            [#3] 10:01 user: The bakery opens at 6am, so I wake up at 5.
+            ---
+            namespace alice | budget 200 o200k_base | used 71 | support 1.0000 (LexicalCoverage) | abstain no
+            record      fused      lexical        dense       rerank tokens  selected
+            #1              2      2:0.690            -            -     24  retrieved
+            #3              1      1:0.719            -            -     27  retrieved
+            excluded #6       fused    - lexical      1:0.824 dense            -  filtered: said after the as-of time
+            excluded #8       fused    - lexical      4:0.638 dense            -  filtered: said after the as-of time
+        "#]],
     );
 }
 
@@ -125,15 +125,15 @@ fn abstains_below_threshold_with_the_reason() {
         200,
         &config,
         expect![[r#"
-        ---
-        namespace alice | budget 200 o200k_base | used 0 | support 0.1828 (LexicalCoverage) | abstain yes: {"kind":"below_threshold","support":0.1827981,"threshold":0.9}
-        record      fused      lexical        dense       rerank tokens  selected
-        excluded #5       fused    1 lexical      1:3.233 dense            -  {"kind":"abstained"}
-        excluded #6       fused    2 lexical      2:0.824 dense            -  {"kind":"abstained"}
-        excluded #3       fused    3 lexical      3:0.719 dense            -  {"kind":"abstained"}
-        excluded #1       fused    4 lexical      4:0.690 dense            -  {"kind":"abstained"}
-        excluded #8       fused    5 lexical      5:0.638 dense            -  {"kind":"abstained"}
-    "#]],
+            ---
+            namespace alice | budget 200 o200k_base | used 0 | support 0.1828 (LexicalCoverage) | abstain yes: support 0.1828 is below the threshold 0.9
+            record      fused      lexical        dense       rerank tokens  selected
+            excluded #5       fused    1 lexical      1:3.233 dense            -  abstained
+            excluded #6       fused    2 lexical      2:0.824 dense            -  abstained
+            excluded #3       fused    3 lexical      3:0.719 dense            -  abstained
+            excluded #1       fused    4 lexical      4:0.690 dense            -  abstained
+            excluded #8       fused    5 lexical      5:0.638 dense            -  abstained
+        "#]],
     );
 }
 
@@ -145,10 +145,10 @@ fn abstains_without_candidates_and_never_shows_erased_text() {
         200,
         &CompileConfig::hybrid(5, DenseConfig::Off),
         expect![[r#"
-        ---
-        namespace alice | budget 200 o200k_base | used 0 | support none (LexicalCoverage) | abstain yes: {"kind":"no_candidates"}
-        record      fused      lexical        dense       rerank tokens  selected
-    "#]],
+            ---
+            namespace alice | budget 200 o200k_base | used 0 | support none (LexicalCoverage) | abstain yes: no candidates (nothing in the namespace matches the question)
+            record      fused      lexical        dense       rerank tokens  selected
+        "#]],
     );
 }
 
@@ -160,12 +160,12 @@ fn tiny_budget_packs_nothing_and_says_so() {
         12,
         &CompileConfig::hybrid(5, DenseConfig::Off),
         expect![[r#"
-        ---
-        namespace alice | budget 12 o200k_base | used 0 | support 1.0000 (LexicalCoverage) | abstain yes: {"kind":"nothing_fits"}
-        record      fused      lexical        dense       rerank tokens  selected
-        excluded #5       fused    1 lexical      1:1.034 dense            -  {"kind":"budget"}
-        excluded #1       fused    2 lexical      2:0.907 dense            -  {"kind":"budget"}
-    "#]],
+            ---
+            namespace alice | budget 12 o200k_base | used 0 | support 1.0000 (LexicalCoverage) | abstain yes: nothing fits the budget with its header and citation
+            record      fused      lexical        dense       rerank tokens  selected
+            excluded #5       fused    1 lexical      1:1.034 dense            -  over budget
+            excluded #1       fused    2 lexical      2:0.907 dense            -  over budget
+        "#]],
     );
 }
 

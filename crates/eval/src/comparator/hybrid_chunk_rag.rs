@@ -10,22 +10,22 @@
 //! Retrieval: BM25 (the product's analyzer and index) and dense cosine (the same pinned encoder
 //! as EviCortex, vectors in the same content-addressed cache) over the chunks, `top_n` each, fused
 //! by RRF with the same `k` as EviCortex. Chunks are packed in fused order into the same budget in
-//! the same reader tokenizer, under session headers. Each chunk maps back to every turn it holds
-//! a word of, so both systems are scored on the same evidence: a packed chunk credits its turns.
+//! the same reader tokenizer, with the product's layout and exact count: a chunk is rendered as
+//! the parts of turns it holds, each cited like a turn of EviCortex's contexts, under the same
+//! preamble and session headers. Each chunk maps back to every turn it holds a word of, so both
+//! systems are scored on the same evidence: a packed chunk credits its turns.
 
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use anyhow::{Context, bail};
-use evicortex_core::TextDigest;
-use evicortex_embed::{EmbeddingRole, Encoder};
+use evicortex::{EmbeddingRole, Encoder, PackPolicy, RenderTurn, TokenBudget, pack_ranked};
 use evicortex_lexical::{Bm25Index, Bm25Params, analyze};
 use evicortex_vector::{ExactIndex, VectorIndex, VectorIndexRead};
 use serde::Serialize;
 
 use crate::{
     eval_question::{EvalQuestion, EvalTurn},
-    eval_store::EvalStore,
-    packing::{PackItem, PackPolicy, pack},
+    eval_store::{EvalStore, RecordsCache},
     ranking::{Ranking, RankingCorpus, TurnRef},
     systems::{EvalSystem, SharedSettings, SystemOutput},
 };
@@ -78,10 +78,12 @@ pub struct Chunk {
     pub index_in_session: usize,
     /// The embedded and indexed text (metadata header + turn lines).
     pub text: String,
-    /// The body (turn lines only), as the reader sees it under the session header.
+    /// The body (turn lines only).
     pub body: String,
     /// Every turn the chunk holds a word of, in session order.
     pub turns: Vec<TurnRef>,
+    /// The words of each of those turns the chunk holds, as the reader sees them.
+    pub parts: Vec<String>,
     /// Exact encoder tokens of `text`, special tokens included.
     pub encoder_tokens: usize,
 }
@@ -145,7 +147,7 @@ pub fn chunk_sessions(
             let mut cut = end;
             // Exact check: the assembled text must fit the encoder window; shrink until it does.
             loop {
-                let n = encoder.count_tokens(EmbeddingRole::Document, &chunk.0)?;
+                let n = encoder.count_tokens(EmbeddingRole::Document, &chunk.text)?;
                 if n <= config.window_tokens || cut <= w + 1 {
                     if n > config.window_tokens {
                         bail!(
@@ -157,9 +159,10 @@ pub fn chunk_sessions(
                         session: first.session.clone(),
                         time: first.time,
                         index_in_session,
-                        text: chunk.0,
-                        body: chunk.1,
-                        turns: chunk.2,
+                        text: chunk.text,
+                        body: chunk.body,
+                        turns: chunk.turns,
+                        parts: chunk.parts,
                         encoder_tokens: n,
                     });
                     break;
@@ -225,14 +228,23 @@ fn count_word(
     Ok(n)
 }
 
-/// (full text, body, turns) of the words `slice`.
+/// A chunk as rendered from its words.
+struct RenderedChunk {
+    text: String,
+    body: String,
+    turns: Vec<TurnRef>,
+    parts: Vec<String>,
+}
+
+/// The chunk of the words `slice`: its full text, body, turns and per-turn parts.
 fn render_chunk(
     turns: &[&EvalTurn],
     slice: &[(usize, &str, usize)],
     header: &str,
-) -> (String, String, Vec<TurnRef>) {
+) -> RenderedChunk {
     let mut body = String::new();
     let mut refs: Vec<TurnRef> = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
     let mut current: Option<usize> = None;
     for &(i, word, _) in slice {
         if current != Some(i) {
@@ -241,15 +253,21 @@ fn render_chunk(
             }
             current = Some(i);
             refs.push(turns[i].at);
+            parts.push(String::new());
             body.push_str(turns[i].role.as_str());
             body.push(':');
         }
         if !word.is_empty() {
             body.push(' ');
             body.push_str(word);
+            let part = parts.last_mut().expect("pushed with its turn");
+            if !part.is_empty() {
+                part.push(' ');
+            }
+            part.push_str(word);
         }
     }
-    (format!("{header}{body}"), body, refs)
+    RenderedChunk { text: format!("{header}{body}"), body, turns: refs, parts }
 }
 
 /// The comparator system.
@@ -259,6 +277,7 @@ pub struct HybridChunkRag {
     encoder: Arc<dyn Encoder>,
     settings: SharedSettings,
     word_tokens: HashMap<String, usize>,
+    records: RecordsCache,
 }
 
 impl std::fmt::Debug for HybridChunkRag {
@@ -268,13 +287,15 @@ impl std::fmt::Debug for HybridChunkRag {
 }
 
 impl HybridChunkRag {
-    /// The comparator over the store's embedding cache.
+    /// The comparator over the store's memory, whose encoder embeds the chunks (vectors kept in
+    /// the store's content-addressed cache).
     pub fn new(
         config: ChunkRagConfig,
         store: Arc<EvalStore>,
-        encoder: Arc<dyn Encoder>,
         settings: SharedSettings,
     ) -> anyhow::Result<HybridChunkRag> {
+        let encoder =
+            store.memory.encoder().cloned().context("the comparator needs the store's encoder")?;
         if config.window_tokens > encoder.identity().max_tokens {
             bail!(
                 "chunk window {} exceeds the encoder's maximum length {}",
@@ -282,36 +303,24 @@ impl HybridChunkRag {
                 encoder.identity().max_tokens
             );
         }
-        Ok(HybridChunkRag { config, store, encoder, settings, word_tokens: HashMap::new() })
+        Ok(HybridChunkRag {
+            config,
+            store,
+            encoder,
+            settings,
+            word_tokens: HashMap::new(),
+            records: RecordsCache::default(),
+        })
     }
 
     /// Vectors of `chunks`, from the cache or embedded now (and cached: resumable).
     fn vectors(&self, chunks: &[Chunk]) -> anyhow::Result<Vec<Vec<f32>>> {
-        let identity = self.encoder.identity_digest();
-        let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(chunks.len());
-        let mut missing: Vec<usize> = Vec::new();
-        for (i, c) in chunks.iter().enumerate() {
-            let mut v = self.store.cache.get(&identity, &TextDigest::of(&c.text))?;
-            if v.len() == 1 {
-                out.push(v.pop());
-            } else {
-                out.push(None);
-                missing.push(i);
-            }
-        }
-        if !missing.is_empty() {
-            let texts: Vec<&str> = missing.iter().map(|&i| chunks[i].text.as_str()).collect();
-            let embedded = self.encoder.embed_documents(&texts)?;
-            let digests: Vec<TextDigest> = texts.iter().map(|t| TextDigest::of(t)).collect();
-            let rows: Vec<(TextDigest, &evicortex_embed::TextEmbedding)> =
-                digests.iter().copied().zip(embedded.iter()).collect();
-            self.store.cache.put(self.encoder.identity(), &rows)?;
-            for (&i, e) in missing.iter().zip(&embedded) {
-                let v = e.single().context("a chunk produced several windows")?;
-                out[i] = Some(v.to_vec());
-            }
-        }
-        Ok(out.into_iter().map(|v| v.expect("filled above")).collect())
+        let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+        let embedded = self.store.memory.embed_documents_cached(&texts)?;
+        embedded
+            .into_iter()
+            .map(|e| Ok(e.single().context("a chunk produced several windows")?.to_vec()))
+            .collect()
     }
 }
 
@@ -342,9 +351,8 @@ impl EvalSystem for HybridChunkRag {
         let index = start.elapsed();
         let start = Instant::now();
         let lexical_hits = lexical.search(&analyze(&q.query), self.config.lexical_top_n, |_| true);
-        let query = self.encoder.embed_query(&q.query)?;
-        let dense_hits =
-            dense.search(&query.windows[0].vector, self.config.dense_top_n, &mut |_| true)?;
+        let query = self.store.memory.embed_query(&q.query)?;
+        let dense_hits = dense.search(&query.vector, self.config.dense_top_n, &mut |_| true)?;
         let mut fused: HashMap<u32, f64> = HashMap::new();
         for (rank, key) in lexical_hits.iter().map(|h| h.key).enumerate() {
             *fused.entry(key).or_insert(0.0) += 1.0 / (self.config.rrf_k + rank as f64 + 1.0);
@@ -355,24 +363,32 @@ impl EvalSystem for HybridChunkRag {
         let mut order: Vec<(u32, f64)> = fused.into_iter().collect();
         order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let retrieve = start.elapsed();
-        let items: Vec<PackItem> = order
+        let records = self.records.get(&self.store, q)?;
+        let items: Vec<Vec<RenderTurn<'_>>> = order
             .iter()
             .map(|&(i, _)| {
                 let c = &chunks[i as usize];
-                PackItem {
-                    session: c.session.clone(),
-                    time: c.time,
-                    order: c.index_in_session,
-                    line: format!("[c{}.{}] {}", c.session, c.index_in_session, c.body),
-                }
+                c.turns
+                    .iter()
+                    .zip(&c.parts)
+                    .map(|(&at, part)| {
+                        let evidence = records.evidence_at(at)?;
+                        Ok(RenderTurn { evidence, also_cited: &[], excerpt: Some(part.as_str()) })
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()
             })
-            .collect();
+            .collect::<anyhow::Result<_>>()?;
         budgets
             .iter()
             .map(|&budget| {
                 let start = Instant::now();
-                let packed =
-                    pack(&items, budget, &self.settings.reader, PackPolicy::SkipWhatDoesNotFit)?;
+                let budget = budget.map(|b| TokenBudget::new(u32::try_from(b).unwrap_or(u32::MAX)));
+                let packed = pack_ranked(
+                    &items,
+                    budget,
+                    self.settings.reader.as_ref(),
+                    PackPolicy::SkipWhatDoesNotFit,
+                )?;
                 let mut turns: Vec<TurnRef> = Vec::new();
                 for &p in &packed.included {
                     for t in &chunks[order[p].0 as usize].turns {
@@ -383,7 +399,7 @@ impl EvalSystem for HybridChunkRag {
                 }
                 Ok(SystemOutput {
                     ranking: Ranking { turns, sessions: None, corpus: RankingCorpus::AllTurns },
-                    tokens_used: packed.tokens_used,
+                    tokens_used: packed.tokens,
                     abstained: None,
                     support: None,
                     stages: vec![
@@ -393,6 +409,8 @@ impl EvalSystem for HybridChunkRag {
                         ("retrieve", retrieve),
                         ("pack", start.elapsed()),
                     ],
+                    text: packed.text,
+                    compiled: None,
                 })
             })
             .collect()

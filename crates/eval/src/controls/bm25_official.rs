@@ -7,7 +7,7 @@ use crate::{
     datasets::longmemeval::Question,
     ranking::{Ranking, RankingCorpus, TurnRef},
 };
-use evicortex_core::Role;
+use evicortex::Role;
 
 /// Ranks the sessions and the user turns of `question` for its own question text.
 pub fn rank_bm25_official(question: &Question, params: Bm25OkapiParams) -> Ranking {

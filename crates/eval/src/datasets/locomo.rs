@@ -15,7 +15,7 @@
 use std::{collections::HashMap, path::Path};
 
 use chrono::NaiveDateTime;
-use evicortex_core::Namespace;
+use evicortex::Namespace;
 use serde::Serialize;
 use serde_json::Value;
 

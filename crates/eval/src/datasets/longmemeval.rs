@@ -23,7 +23,7 @@
 use std::{collections::HashMap, path::Path};
 
 use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime};
-use evicortex_core::{Namespace, Role};
+use evicortex::{Namespace, Role};
 use serde::{
     Serialize,
     de::{DeserializeSeed, SeqAccess, Visitor},

@@ -1,12 +1,19 @@
-use evicortex_core::{Namespace, Role};
-use evicortex_embed::{EmbeddingRole, Encoder, FETCH_COMMAND, load_pinned_minilm};
+use std::sync::Arc;
+
+use evicortex::{EmbeddingRole, Encoder, Namespace, Role};
 use evicortex_eval::{
     comparator::hybrid_chunk_rag::{ChunkRagConfig, chunk_sessions},
     eval_question::{EvalQuestion, EvalTurn},
     protocol::EvidenceKeys,
     ranking::TurnRef,
-    runner::eval_encoder_config,
 };
+
+/// The evaluation's encoder; fails (never skips) when it is not installed.
+fn encoder() -> Arc<dyn Encoder> {
+    evicortex_eval::runner::eval_encoder().unwrap_or_else(|e| {
+        panic!("the pinned encoder is required: run `evicortex model fetch` ({e:#})")
+    })
+}
 
 /// A synthetic question (not benchmark data): two sessions, one with a turn far longer than a
 /// chunk window.
@@ -57,17 +64,22 @@ fn synthetic_question() -> EvalQuestion {
 /// turns it holds, and together the chunks cover every turn; consecutive chunks overlap.
 #[test]
 fn chunks_fit_the_encoder_and_map_back_to_turns() {
-    let encoder = load_pinned_minilm(eval_encoder_config())
-        .unwrap_or_else(|e| panic!("the pinned encoder is required: run `{FETCH_COMMAND}` ({e})"));
+    let encoder = encoder();
     let q = synthetic_question();
     let config = ChunkRagConfig::preregistered(50);
-    let chunks = chunk_sessions(&q, &config, &encoder, &mut Default::default()).unwrap();
+    let chunks = chunk_sessions(&q, &config, encoder.as_ref(), &mut Default::default()).unwrap();
     assert!(chunks.len() >= 4, "the long turn spans several windows: {}", chunks.len());
     for c in &chunks {
         let n = encoder.count_tokens(EmbeddingRole::Document, &c.text).unwrap();
         assert_eq!(n, c.encoder_tokens);
         assert!(n <= config.window_tokens, "chunk of {n} tokens");
         assert!(c.text.starts_with(&format!("Session {} (", c.session)), "{}", c.text);
+        // What the reader sees of each turn is the chunk's words of that turn.
+        assert_eq!(c.parts.len(), c.turns.len());
+        let body_words: Vec<&str> =
+            c.body.split_whitespace().filter(|w| !w.ends_with(':')).collect();
+        let part_words: Vec<&str> = c.parts.iter().flat_map(|p| p.split_whitespace()).collect();
+        assert_eq!(part_words, body_words, "{}", c.body);
     }
     let mut covered: Vec<TurnRef> = chunks.iter().flat_map(|c| c.turns.clone()).collect();
     covered.sort();
@@ -94,15 +106,14 @@ fn chunks_fit_the_encoder_and_map_back_to_turns() {
 /// LongMemEval S) is cut into pieces: chunking succeeds, every chunk fits, the turn is covered.
 #[test]
 fn a_word_longer_than_the_window_is_cut_into_pieces() {
-    let encoder = load_pinned_minilm(eval_encoder_config())
-        .unwrap_or_else(|e| panic!("the pinned encoder is required: run `{FETCH_COMMAND}` ({e})"));
+    let encoder = encoder();
     let mut q = synthetic_question();
     // WordPiece makes every punctuation mark a token (and a plain run over 100 characters one
     // [UNK]), so a run like this is hundreds of tokens with no whitespace.
     let blob: String = (0..300).map(|i| format!("a{}-", i % 10)).collect();
     q.turns[1].text = format!("here it is: {blob} done");
     let config = ChunkRagConfig::preregistered(50);
-    let chunks = chunk_sessions(&q, &config, &encoder, &mut Default::default()).unwrap();
+    let chunks = chunk_sessions(&q, &config, encoder.as_ref(), &mut Default::default()).unwrap();
     let holding: Vec<_> = chunks.iter().filter(|c| c.turns.contains(&q.turns[1].at)).collect();
     assert!(holding.len() >= 3, "the blob spans several windows: {}", holding.len());
     for c in &chunks {

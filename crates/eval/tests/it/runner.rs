@@ -1,9 +1,19 @@
+use std::sync::Arc;
+
 use evicortex_eval::{
-    runner::{Benchmark, RunSpec, run},
+    eval_store::EvalStore,
+    runner::{Benchmark, RunSpec, prepare_store, run},
     split::SplitName,
 };
 
 use crate::data_file;
+
+/// A fresh store holding the haystacks of `spec`'s questions (no encoder: controls only).
+fn store_for(spec: &RunSpec) -> (tempfile::TempDir, Arc<EvalStore>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, _) = prepare_store(spec, dir.path(), None).unwrap();
+    (dir, Arc::new(store))
+}
 
 fn spec(
     benchmark: Benchmark,
@@ -53,6 +63,7 @@ fn runner_reproduces_conformance_without_budget() {
             SplitName::All,
             vec![None],
         ),
+        None,
         &mut |_, _| Ok(None),
     )
     .unwrap();
@@ -76,17 +87,16 @@ fn budgets_bound_tokens_and_credit_on_dev_subsets() {
         vec![Some(512), Some(4096)],
     );
     s.max_questions = Some(12);
-    let lme = run(&s, &mut |_, _| Ok(None)).unwrap();
-    let l = run(
-        &spec(
-            Benchmark::Locomo,
-            "locomo/locomo10.dev.json",
-            SplitName::All,
-            vec![Some(512), Some(4096)],
-        ),
-        &mut |_, _| Ok(None),
-    )
-    .unwrap();
+    let (_lme_dir, lme_store) = store_for(&s);
+    let lme = run(&s, Some(lme_store), &mut |_, _| Ok(None)).unwrap();
+    let locomo = spec(
+        Benchmark::Locomo,
+        "locomo/locomo10.dev.json",
+        SplitName::All,
+        vec![Some(512), Some(4096)],
+    );
+    let (_locomo_dir, locomo_store) = store_for(&locomo);
+    let l = run(&locomo, Some(locomo_store), &mut |_, _| Ok(None)).unwrap();
     for report in [&lme, &l] {
         for (name, sys) in &report.systems {
             for (budget, r) in &sys.budgets {
@@ -134,7 +144,8 @@ fn question_outcomes_add_up_to_the_report() {
         vec![Some(1024)],
     );
     s.max_questions = Some(10);
-    let report = run(&s, &mut |_, _| Ok(None)).unwrap();
+    let (_store_dir, store) = store_for(&s);
+    let report = run(&s, Some(store), &mut |_, _| Ok(None)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     report.write(dir.path(), &s.cutoffs).unwrap();
     let text = fs_err::read_to_string(dir.path().join("questions.jsonl")).unwrap();

@@ -1,7 +1,7 @@
 use std::sync::{Arc, Mutex};
 
 use evicortex::{DerivedStore, DerivedStoreError, EraseError, EraseReceipt, EraseTarget, Memory};
-use evicortex_core::{EventTime, Namespace, Role, SessionId, TextDigest, Turn, TurnIndex};
+use evicortex::{EventTime, Namespace, Role, SessionId, TextDigest, Turn, TurnIndex};
 
 /// A derived store keyed by text digest, held in memory: the smallest real implementation of
 /// the seam, with an optional injected failure.
@@ -17,11 +17,11 @@ impl DerivedStore for TextKeyed {
     }
     fn purge(&self, receipt: &EraseReceipt) -> Result<(), DerivedStoreError> {
         if self.fail {
-            return Err(DerivedStoreError {
-                store: self.name(),
-                detail: "injected failure".into(),
-                corrupted: false,
-            });
+            return Err(DerivedStoreError::new(
+                self.name(),
+                evicortex::ErrorClass::Io,
+                "injected failure",
+            ));
         }
         self.entries.lock().unwrap().retain(|d| !receipt.orphaned_texts.contains(d));
         Ok(())

@@ -1,5 +1,5 @@
+use evicortex::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
 use evicortex::{IngestOptions, Memory, parse_jsonl};
-use evicortex_core::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
 use proptest::prelude::*;
 
 fn arb_turn() -> impl Strategy<Value = Turn> {

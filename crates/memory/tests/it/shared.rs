@@ -1,7 +1,6 @@
 use std::sync::Arc;
 
-use evicortex::{IngestOptions, Memory, parse_jsonl};
-use evicortex_core::Namespace;
+use evicortex::{IngestOptions, Memory, Namespace, parse_jsonl};
 
 #[test]
 fn one_memory_serves_many_threads() {

@@ -1,6 +1,6 @@
 use std::collections::BTreeSet;
 
-use evicortex_core::Namespace;
+use evicortex::Namespace;
 use serde_json::json;
 
 use crate::harness::{TestServer, turn};

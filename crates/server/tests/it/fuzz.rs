@@ -165,7 +165,7 @@ fn random_requests_never_panic_nor_get_5xx() {
     let own = state
         .keys()
         .create(&evicortex_server::KeyScope::Namespace(
-            evicortex_core::Namespace::new("alice").expect("ns"),
+            evicortex::Namespace::new("alice").expect("ns"),
         ))
         .expect("key")
         .secret;

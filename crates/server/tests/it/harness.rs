@@ -3,10 +3,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use evicortex::Memory;
-use evicortex_core::Namespace;
-use evicortex_embed::{BertEncoder, Encoder, EncoderConfig};
-use evicortex_server::{AppState, KeyScope, KeyStore, Retrieval, ServerConfig, serve_http};
+use evicortex::{Encoder, Memory, Namespace, Overlength};
+use evicortex_server::{AppState, KeyScope, KeyStore, ServerConfig, serve_http};
 use serde_json::{Value, json};
 
 /// A running server and what a test needs to talk to it.
@@ -104,6 +102,14 @@ impl TestServer {
         self.send("GET", path, key, None).await
     }
 
+    /// Waits until every turn appended so far is embedded (the server embeds in the background).
+    pub fn wait_embedded(&self) {
+        assert!(
+            self.state.memory().wait_for_embedding(Duration::from_secs(120)),
+            "the background embedder did not catch up within 120 s"
+        );
+    }
+
     /// Stops accepting, drains, and waits for the server task.
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
@@ -118,23 +124,20 @@ impl TestServer {
 /// The pinned encoder, loaded once per test process. Fails (never skips) when it is not
 /// installed.
 pub fn encoder() -> Arc<dyn Encoder> {
-    static ENCODER: OnceLock<Arc<BertEncoder>> = OnceLock::new();
+    static ENCODER: OnceLock<Arc<dyn Encoder>> = OnceLock::new();
     let encoder = ENCODER.get_or_init(|| {
-        let loaded = evicortex_embed::load_pinned_minilm(EncoderConfig::all_minilm_l6_v2());
-        Arc::new(loaded.unwrap_or_else(|e| {
-            panic!(
-                "the pinned encoder is needed: run `{}` first ({e})",
-                evicortex_embed::FETCH_COMMAND
-            )
-        }))
+        evicortex::load_pinned_encoder(Overlength::Refuse).unwrap_or_else(|e| {
+            panic!("the pinned encoder is needed: run `evicortex model fetch` first ({e})")
+        })
     });
-    encoder.clone()
+    Arc::clone(encoder)
 }
 
 /// How a test server retrieves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// BM25 plus dense under the pinned encoder (what `evicortex serve` runs by default).
+    /// BM25 plus dense under the pinned encoder, appended turns embedded in the background
+    /// (what `evicortex serve` runs by default).
     Hybrid,
     /// BM25 only (`evicortex serve --lexical-only`).
     LexicalOnly,
@@ -147,13 +150,13 @@ pub fn state_in(dir: &std::path::Path, config: ServerConfig) -> AppState {
 
 /// Server state over a fresh store in `dir`.
 pub fn state_in_mode(dir: &std::path::Path, config: ServerConfig, mode: Mode) -> AppState {
-    let memory = Memory::open(dir.join("store")).expect("open store");
-    let retrieval = match mode {
-        Mode::Hybrid => Retrieval::hybrid(&memory, encoder()).expect("attach the embedding cache"),
-        Mode::LexicalOnly => Retrieval::lexical_only(),
-    };
+    let mut builder = Memory::builder(dir.join("store"));
+    if mode == Mode::Hybrid {
+        builder.encoder(encoder()).background_embedding();
+    }
+    let memory = builder.open().expect("open store");
     let keys = KeyStore::open(&dir.join("store")).expect("open key store");
-    AppState::new(Arc::new(memory), Arc::new(retrieval), keys, config)
+    AppState::new(Arc::new(memory), keys, config)
 }
 
 /// A valid turn object (without namespace).

@@ -1,4 +1,4 @@
-use evicortex_core::Namespace;
+use evicortex::Namespace;
 use serde_json::json;
 
 use crate::harness::{TestServer, turn};
@@ -96,6 +96,7 @@ async fn compile_cites_within_budget_respects_as_of_and_forgets_erased_text() {
         {"session": "july", "turn": 0, "role": "user", "text": "I started learning the cello.", "time": "2024-07-01T18:00:00Z"}
     ]});
     assert_eq!(server.post("/v1/namespaces/alice/turns", &key, &turns).await.status, 200);
+    server.wait_embedded();
 
     let ask = |query: &str, budget: u32, extra: serde_json::Value| {
         let mut body = json!({"query": query, "budget": budget, "reader_tokenizer": "o200k_base"});
@@ -128,9 +129,8 @@ async fn compile_cites_within_budget_respects_as_of_and_forgets_erased_text() {
         before_july.text
     );
 
-    let lexical =
-        evicortex::compiler::CompileConfig::hybrid(10, evicortex::compiler::DenseConfig::Off);
-    let options = serde_json::to_value(&lexical).expect("json");
+    // Options are partial: the settings given replace the server's default, the rest stay.
+    let options = json!({"dense": {"mode": "off"}, "abstention": {"signal": "lexical_coverage"}});
     let lexical_only = server
         .post(
             "/v1/namespaces/alice/compile",
@@ -140,23 +140,32 @@ async fn compile_cites_within_budget_respects_as_of_and_forgets_erased_text() {
         .await;
     assert_eq!(lexical_only.status, 200, "{}", lexical_only.text);
     assert_eq!(lexical_only.body["config"]["dense"]["mode"], "off");
+    assert_eq!(lexical_only.body["config"]["lexical"]["top_n"], 50, "{}", lexical_only.text);
     assert!(
         lexical_only.body["text"].as_str().expect("text").contains("Tom"),
         "{}",
         lexical_only.text
     );
 
-    let mut bad = serde_json::to_value(&lexical).expect("json");
-    bad["rrf_k"] = json!(-1.0);
-    let refused = server
-        .post("/v1/namespaces/alice/compile", &key, &ask("cat", 200, json!({"options": bad})))
-        .await;
-    assert_eq!(
-        (refused.status, refused.body["field"].as_str()),
-        (422, Some("options.rrf_k")),
-        "{}",
-        refused.text
-    );
+    for (options, field) in [
+        (json!({"rrf_k": -1.0}), "options.rrf_k"),
+        (json!({"rrf_k": 5.0, "bogus": 1}), "options.bogus"),
+        (json!({"lexical": {"top_k": 3}}), "options.lexical.top_k"),
+    ] {
+        let refused = server
+            .post(
+                "/v1/namespaces/alice/compile",
+                &key,
+                &ask("cat", 200, json!({"options": options})),
+            )
+            .await;
+        assert_eq!(
+            (refused.status, refused.body["field"].as_str()),
+            (422, Some(field)),
+            "{}",
+            refused.text
+        );
+    }
     let unknown = server
         .post(
             "/v1/namespaces/alice/compile",

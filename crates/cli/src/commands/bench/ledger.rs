@@ -10,7 +10,7 @@ use std::{path::PathBuf, time::Instant};
 
 use anyhow::{Context, ensure};
 use evicortex::Memory;
-use evicortex_core::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
+use evicortex::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use crate::progress;

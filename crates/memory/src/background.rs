@@ -1,0 +1,163 @@
+//! The background embedder: a thread that catches the embedding cache up after appends, so that
+//! an append is acknowledged as soon as it is durable and embedding never sits on its critical
+//! path. Appends that arrive while a round runs are embedded together in the next round.
+//!
+//! The thread holds the memory weakly: it ends when the last handle is dropped (finishing the
+//! chunk it is embedding; what is left stays pending for the next catch-up).
+
+use std::{
+    sync::{Arc, Condvar, Mutex, PoisonError, Weak},
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use evicortex_core::TurnId;
+
+use crate::{CatchUpLimits, Memory, memory::Inner};
+
+/// Texts embedded and committed together by the background embedder: small, so that an erasure
+/// or shutdown waits for little.
+const BACKGROUND_CHUNK_TEXTS: usize = 64;
+
+/// Pause after a failed round before trying again.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// The handle a memory keeps on its background embedder.
+#[derive(Debug)]
+pub(crate) struct BackgroundEmbedder {
+    signal: Arc<Signal>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug, Default)]
+struct Signal {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Appends not yet looked at.
+    pending: bool,
+    stop: bool,
+    /// Whether a round is running.
+    busy: bool,
+}
+
+impl BackgroundEmbedder {
+    /// Starts the thread for `inner`; its first round embeds everything pending in the store.
+    pub(crate) fn start(inner: &Arc<Inner>) -> std::io::Result<BackgroundEmbedder> {
+        let signal = Arc::new(Signal::default());
+        signal.lock().pending = true;
+        let weak = Arc::downgrade(inner);
+        let thread_signal = Arc::clone(&signal);
+        let thread = std::thread::Builder::new()
+            .name("evicortex-embedder".to_owned())
+            .spawn(move || run(weak, thread_signal))?;
+        Ok(BackgroundEmbedder { signal, thread: Mutex::new(Some(thread)) })
+    }
+
+    /// New turns are durable: embed them.
+    pub(crate) fn notify(&self) {
+        self.signal.lock().pending = true;
+        self.signal.wake.notify_all();
+    }
+
+    /// Waits until no round is running and nothing is pending (every turn appended before the
+    /// call has been offered to the encoder), or `timeout` passes. Returns whether it settled.
+    pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut state = self.signal.lock();
+        while state.pending || state.busy {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || state.stop {
+                return false;
+            }
+            state = self
+                .signal
+                .wake
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+}
+
+impl Drop for BackgroundEmbedder {
+    fn drop(&mut self) {
+        self.signal.lock().stop = true;
+        self.signal.wake.notify_all();
+        let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
+        // The last handle may be dropped by the embedder itself (it upgrades for a round).
+        if let Some(thread) = thread
+            && thread.thread().id() != std::thread::current().id()
+        {
+            let _joined = thread.join();
+        }
+    }
+}
+
+impl Signal {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn run(memory: Weak<Inner>, signal: Arc<Signal>) {
+    // Every turn up to this record has been offered to the encoder.
+    let mut done_up_to: Option<TurnId> = None;
+    let mut first_round = true;
+    loop {
+        {
+            let mut state = signal.lock();
+            while !state.pending && !state.stop {
+                state = signal.wake.wait(state).unwrap_or_else(PoisonError::into_inner);
+            }
+            if state.stop {
+                return;
+            }
+            state.pending = false;
+            state.busy = true;
+        }
+        let Some(inner) = memory.upgrade() else { return };
+        let memory_handle = Memory { inner };
+        let after = if first_round { None } else { done_up_to };
+        let outcome = round(&memory_handle, after);
+        drop(memory_handle);
+        let failed = match outcome {
+            Ok(head) => {
+                done_up_to = head.or(done_up_to);
+                first_round = false;
+                false
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "background embedding failed; retrying");
+                true
+            }
+        };
+        {
+            let mut state = signal.lock();
+            state.busy = false;
+            if failed {
+                state.pending = true;
+            }
+        }
+        signal.wake.notify_all();
+        if failed {
+            let state = signal.lock();
+            let _woken = signal.wake.wait_timeout(state, RETRY_AFTER);
+        }
+    }
+}
+
+/// One catch-up over the turns after `after`; returns the ledger head read before it started.
+fn round(memory: &Memory, after: Option<TurnId>) -> Result<Option<TurnId>, crate::CatchUpError> {
+    let head = memory.head()?;
+    let limits = CatchUpLimits { chunk_texts: BACKGROUND_CHUNK_TEXTS };
+    let report = memory.catch_up_after(None, after, limits, &mut |_| {})?;
+    if report.embedded_texts > 0 {
+        tracing::debug!(texts = report.embedded_texts, "embedded in the background");
+    }
+    Ok(head)
+}

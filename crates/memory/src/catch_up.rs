@@ -1,0 +1,256 @@
+//! Catch-up: embedding the live turns whose text has no vector under the memory's encoder yet,
+//! and the one guarded path by which vectors enter the embedding cache.
+//!
+//! Texts are read from the ledger and embedded outside any lock (embedding is slow), then written
+//! under the writer lock that erasures hold while they purge. A text that an erasure since the
+//! read orphaned is left out at that point, so a vector of an erased text never survives a
+//! concurrent erasure.
+
+use std::{
+    collections::{HashMap, HashSet, hash_map::Entry},
+    time::Instant,
+};
+
+use evicortex_core::{Namespace, TextDigest, TurnId};
+use evicortex_embed::{EmbeddingRole, EncoderIdentityDigest, Overlength, TextEmbedding};
+
+use crate::{CatchUpError, Memory, ReadError, embedding_cache::live_texts, memory::Dense};
+
+/// Progress of [`Memory::catch_up`], reported after every committed chunk.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct EmbedProgress {
+    /// Distinct texts embedded so far in this run.
+    pub done_texts: u64,
+    /// Distinct texts this run has to embed.
+    pub total_texts: u64,
+    /// Encoder tokens embedded so far in this run.
+    pub done_tokens: u64,
+    /// Encoder tokens this run has to embed.
+    pub total_tokens: u64,
+}
+
+/// A turn whose text was not embedded because it is longer than the encoder's maximum and the
+/// overlength policy is `refuse`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedTurn {
+    /// The first live turn holding the text.
+    pub turn: TurnId,
+    /// The text's length in encoder tokens.
+    pub tokens: usize,
+}
+
+/// What [`Memory::catch_up`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbedReport {
+    /// The identity the vectors were stored under.
+    pub identity: EncoderIdentityDigest,
+    /// Live turns in the ledger.
+    pub live_turns: u64,
+    /// Distinct live texts.
+    pub distinct_texts: u64,
+    /// Distinct texts that already had vectors (or an earlier refusal) under this identity.
+    pub already_cached: u64,
+    /// Distinct texts embedded by this run.
+    pub embedded_texts: u64,
+    /// Encoder tokens embedded by this run (special tokens included, before windowing).
+    pub embedded_tokens: u64,
+    /// Vectors written by this run (more than texts when windows are used).
+    pub vectors_written: u64,
+    /// Texts refused as overlength (this run and earlier ones), by first live turn.
+    pub refused: Vec<RefusedTurn>,
+    /// Seconds spent.
+    pub seconds: f64,
+}
+
+/// How [`Memory::catch_up`] groups work. Changes speed and resumability granularity, not results.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CatchUpLimits {
+    /// Most texts embedded and committed together.
+    pub chunk_texts: usize,
+}
+
+impl Default for CatchUpLimits {
+    fn default() -> CatchUpLimits {
+        CatchUpLimits { chunk_texts: 512 }
+    }
+}
+
+impl Memory {
+    /// Embeds every live turn (of `namespace`, or of the whole store) whose text has no vector
+    /// under the encoder's identity: identical texts once across namespaces (the cache is
+    /// content-addressed), shortest first, in chunks each committed on its own, so an
+    /// interrupted run resumes where it stopped. Under the `refuse` overlength policy longer
+    /// texts are not embedded; they are recorded and reported (by first turn and token count).
+    pub fn catch_up(
+        &self,
+        namespace: Option<&Namespace>,
+        limits: CatchUpLimits,
+        progress: &mut dyn FnMut(&EmbedProgress),
+    ) -> Result<EmbedReport, CatchUpError> {
+        self.catch_up_after(namespace, None, limits, progress)
+    }
+
+    /// [`Memory::catch_up`] over the turns recorded after `after` only.
+    pub(crate) fn catch_up_after(
+        &self,
+        namespace: Option<&Namespace>,
+        after: Option<TurnId>,
+        limits: CatchUpLimits,
+        progress: &mut dyn FnMut(&EmbedProgress),
+    ) -> Result<EmbedReport, CatchUpError> {
+        let dense = self.inner.dense.as_ref().ok_or(CatchUpError::NoEncoder)?;
+        let _span = tracing::info_span!("catch_up").entered();
+        let started = Instant::now();
+        let encoder = dense.encoder.as_ref();
+        let identity = encoder.identity();
+        let digest = identity.digest();
+        // Erasures made before this point are already reflected in what the ledger returns.
+        let epoch = self.lock_writes().erasures;
+        dense.cache.set_last_identity(&digest)?;
+
+        let mut live_turns = 0u64;
+        let mut first_turn: HashMap<TextDigest, TurnId> = HashMap::new();
+        let mut pending: Vec<(TextDigest, String)> = Vec::new();
+        let mut cache_error = None;
+        self.inner.ledger.for_each_evidence(namespace, after, |e| {
+            live_turns += 1;
+            let text = TextDigest::of(&e.turn.text);
+            if let Entry::Vacant(slot) = first_turn.entry(text) {
+                slot.insert(e.id);
+                match dense.cache.is_known(&digest, &text) {
+                    Ok(true) => {}
+                    Ok(false) => pending.push((text, e.turn.text)),
+                    Err(err) => cache_error = cache_error.take().or(Some(err)),
+                }
+            }
+            Ok::<(), ReadError>(())
+        })?;
+        if let Some(err) = cache_error {
+            return Err(err.into());
+        }
+        let distinct_texts = first_turn.len() as u64;
+        let already_cached = distinct_texts - pending.len() as u64;
+
+        let texts: Vec<&str> = pending.iter().map(|(_, t)| t.as_str()).collect();
+        let counts = encoder.count_tokens_many(EmbeddingRole::Document, &texts)?;
+        let mut order: Vec<usize> = (0..pending.len()).collect();
+        let mut newly_refused = Vec::new();
+        if identity.overlength == Overlength::Refuse {
+            order.retain(|&i| {
+                let fits = counts[i] <= identity.max_tokens;
+                if !fits {
+                    newly_refused.push((pending[i].0, counts[i]));
+                }
+                fits
+            });
+        }
+        self.store_derived(dense, epoch, &[], &newly_refused)?;
+        order.sort_by_key(|&i| (counts[i], i));
+
+        let mut state = EmbedProgress {
+            done_texts: 0,
+            total_texts: order.len() as u64,
+            done_tokens: 0,
+            total_tokens: order.iter().map(|&i| counts[i] as u64).sum(),
+        };
+        progress(&state);
+        let mut vectors_written = 0;
+        for chunk in order.chunks(limits.chunk_texts.max(1)) {
+            let chunk_texts: Vec<&str> = chunk.iter().map(|&i| pending[i].1.as_str()).collect();
+            let embedded = encoder.embed_documents(&chunk_texts)?;
+            let rows: Vec<(TextDigest, &TextEmbedding)> =
+                chunk.iter().zip(&embedded).map(|(&i, e)| (pending[i].0, e)).collect();
+            vectors_written += self.store_derived(dense, epoch, &rows, &[])?;
+            state.done_texts += chunk.len() as u64;
+            state.done_tokens += chunk.iter().map(|&i| counts[i] as u64).sum::<u64>();
+            progress(&state);
+        }
+
+        let refused = dense.cache.refused_turns(&digest, &first_turn)?;
+        Ok(EmbedReport {
+            identity: digest,
+            live_turns,
+            distinct_texts,
+            already_cached,
+            embedded_texts: state.done_texts,
+            embedded_tokens: state.done_tokens,
+            vectors_written,
+            refused,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Embeds `texts` as documents with the memory's encoder, taking vectors already in the
+    /// embedding cache from it and storing the others there (for callers that embed texts of
+    /// their own, such as the evaluation's chunk comparator). Such vectors are derived data of no
+    /// turn: the first open after an erasure drops them with every text no live turn holds.
+    pub fn embed_documents_cached(
+        &self,
+        texts: &[&str],
+    ) -> Result<Vec<TextEmbedding>, CatchUpError> {
+        let dense = self.inner.dense.as_ref().ok_or(CatchUpError::NoEncoder)?;
+        let epoch = self.lock_writes().erasures;
+        let digest = dense.encoder.identity_digest();
+        let digests: Vec<TextDigest> = texts.iter().map(|t| TextDigest::of(t)).collect();
+        let mut out: Vec<Option<TextEmbedding>> = Vec::with_capacity(texts.len());
+        let mut missing = Vec::new();
+        for (i, text) in digests.iter().enumerate() {
+            match dense.cache.embedding(&digest, text)? {
+                Some(e) => out.push(Some(e)),
+                None => {
+                    out.push(None);
+                    missing.push(i);
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let to_embed: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
+            let embedded = dense.encoder.embed_documents(&to_embed)?;
+            let rows: Vec<(TextDigest, &TextEmbedding)> =
+                missing.iter().zip(&embedded).map(|(&i, e)| (digests[i], e)).collect();
+            self.store_derived(dense, epoch, &rows, &[])?;
+            for (&i, e) in missing.iter().zip(embedded) {
+                out[i] = Some(e);
+            }
+        }
+        Ok(out.into_iter().map(|e| e.expect("every text is filled above")).collect())
+    }
+
+    /// Writes vectors (`rows`) and overlength refusals of texts read from the ledger after
+    /// `epoch` erasures, under the writer lock, leaving out every text an erasure made since
+    /// then orphaned. Returns the vectors written.
+    fn store_derived(
+        &self,
+        dense: &Dense,
+        epoch: u64,
+        rows: &[(TextDigest, &TextEmbedding)],
+        refused: &[(TextDigest, usize)],
+    ) -> Result<u64, CatchUpError> {
+        if rows.is_empty() && refused.is_empty() {
+            return Ok(0);
+        }
+        let writes = self.lock_writes();
+        let keep: Box<dyn Fn(&TextDigest) -> bool> = match writes.orphaned_since(epoch) {
+            Some(orphaned) if orphaned.is_empty() => Box::new(|_| true),
+            Some(orphaned) => Box::new(move |t| !orphaned.contains(t)),
+            None => {
+                let live: HashSet<TextDigest> = live_texts(&self.inner.ledger)?;
+                Box::new(move |t| live.contains(t))
+            }
+        };
+        let rows: Vec<(TextDigest, &TextEmbedding)> =
+            rows.iter().filter(|(t, _)| keep(t)).copied().collect();
+        let refused: Vec<(TextDigest, usize)> =
+            refused.iter().filter(|(t, _)| keep(t)).copied().collect();
+        #[cfg(test)]
+        self.inner.before_put.run();
+        let identity = dense.encoder.identity();
+        let written = dense.cache.put(identity, &rows)?;
+        dense.cache.put_refused(&identity.digest(), &refused)?;
+        drop(writes);
+        Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests;

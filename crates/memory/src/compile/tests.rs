@@ -1,0 +1,184 @@
+//! `Memory::compile` over a real ledger: appends, erasures, reopening, the index cache bound.
+
+use evicortex_compiler::{CompileConfig, TiktokenReader};
+use evicortex_core::{EventTime, TokenBudget};
+
+use evicortex_compiler::{CompileQuery, CompiledContext, DenseConfig};
+use evicortex_core::Namespace;
+
+use super::*;
+use crate::{EraseTarget, IngestOptions, parse_jsonl};
+
+fn append(memory: &Memory, lines: &[&str]) {
+    let jsonl = lines.join("\n");
+    let turns = parse_jsonl("test", jsonl.as_bytes(), &IngestOptions::default()).unwrap();
+    memory.append(&turns).unwrap();
+}
+
+fn line(ns: &str, session: &str, turn: u32, time: &str, text: &str) -> String {
+    format!(
+        r#"{{"namespace":"{ns}","session":"{session}","turn":{turn},"role":"user","text":"{text}","time":"{time}"}}"#
+    )
+}
+
+fn compile(memory: &Memory, question: &str, as_of: Option<&str>) -> CompiledContext {
+    let reader = TiktokenReader::o200k_base();
+    let query = CompileQuery {
+        namespace: Namespace::new("alice").unwrap(),
+        question: question.to_owned(),
+        as_of: as_of.map(|t| EventTime::parse_rfc3339(t).unwrap()),
+        budget: TokenBudget::new(200),
+    };
+    let config = CompileConfig::hybrid(10, DenseConfig::Off);
+    let request =
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+    memory.compile(&request).unwrap()
+}
+
+/// BM25 indexes the speaker's name with the text: a question naming Melanie finds what
+/// Melanie said, not the turns that address her by name.
+#[test]
+fn a_question_naming_a_speaker_finds_that_speakers_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path()).unwrap();
+    let said = |turn: u32, speaker: &str, text: &str| {
+        format!(
+            r#"{{"namespace":"alice","session":"s1","turn":{turn},"role":"user","speaker":"{speaker}","text":"{text}","time":"2024-05-02T10:0{turn}:00Z"}}"#
+        )
+    };
+    append(
+        &memory,
+        &[
+            &said(0, "Caroline", "Hi Melanie!"),
+            &said(1, "Melanie", "The race was great."),
+            &said(2, "Caroline", "My race is next week."),
+            &said(3, "Caroline", "The race route is by the river."),
+        ],
+    );
+    let reader = TiktokenReader::o200k_base();
+    let query = CompileQuery {
+        namespace: Namespace::new("alice").unwrap(),
+        question: "Melanie race".to_owned(),
+        as_of: None,
+        budget: TokenBudget::new(200),
+    };
+    let config = CompileConfig::hybrid(1, DenseConfig::Off);
+    let request =
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+    let context = memory.compile(&request).unwrap();
+    assert_eq!(context.items.len(), 1, "{}", context.explain());
+    assert_eq!(context.items[0].text, "The race was great.", "{}", context.explain());
+}
+
+#[test]
+fn follows_appends_and_erasures_and_is_reproducible_across_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path()).unwrap();
+    append(
+        &memory,
+        &[
+            &line("alice", "s1", 0, "2024-05-02T10:00:00Z", "I moved to Lisbon in May."),
+            &line("bob", "b1", 0, "2024-05-02T10:00:00Z", "Bob also moved to Lisbon."),
+        ],
+    );
+    let first = compile(&memory, "where did I move?", None);
+    assert_eq!(first.items.len(), 1, "{}", first.explain());
+    assert!(first.text.contains("I moved to Lisbon in May."));
+
+    // A new turn is picked up incrementally; the as-of filter hides it.
+    append(
+        &memory,
+        &[&line("alice", "s2", 0, "2024-07-01T09:00:00Z", "Then I moved again, to Porto.")],
+    );
+    let second = compile(&memory, "where did I move?", None);
+    assert_eq!(second.items.len(), 2, "{}", second.explain());
+    let before = compile(&memory, "where did I move?", Some("2024-06-01T00:00:00Z"));
+    assert_eq!(before.items.len(), 1);
+
+    // Erasure rebuilds the indexes: the erased text is gone from every context.
+    let lisbon = second.items.iter().find(|i| i.text.contains("Lisbon")).unwrap().record;
+    memory.erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), lisbon)).unwrap();
+    let after = compile(&memory, "where did I move to Lisbon?", None);
+    assert!(!after.text.contains("Lisbon in May"), "{}", after.text);
+    assert!(after.items.iter().all(|i| i.record != lisbon));
+
+    // A fresh open compiles the same bytes.
+    let reopened = Memory::open(dir.path()).unwrap();
+    assert_eq!(
+        compile(&reopened, "where did I move?", None).to_json(),
+        compile(&memory, "where did I move?", None).to_json()
+    );
+}
+
+#[test]
+fn an_empty_question_is_refused_and_dense_needs_an_encoder() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path()).unwrap();
+    append(&memory, &[&line("alice", "s1", 0, "2024-05-02T10:00:00Z", "hello")]);
+    let reader = TiktokenReader::o200k_base();
+    let mut query = CompileQuery {
+        namespace: Namespace::new("alice").unwrap(),
+        question: "  \n".to_owned(),
+        as_of: None,
+        budget: TokenBudget::new(200),
+    };
+    let config = CompileConfig::hybrid(10, DenseConfig::Off);
+    let request =
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+    let err = memory.compile(&request).unwrap_err();
+    assert!(matches!(err, CompileError::EmptyQuestion), "{err:?}");
+    assert_eq!((err.class(), err.field().as_deref()), (ErrorClass::BadInput, Some("query")));
+
+    query.question = "hello".to_owned();
+    let dense = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
+    let request =
+        CompileRequest { query: &query, config: &dense, reader: &reader, query_vector: None };
+    let err = memory.compile(&request).unwrap_err();
+    assert!(matches!(err, CompileError::DenseUnavailable), "{err:?}");
+    assert_eq!(err.field().as_deref(), Some("dense"));
+}
+
+/// The index cache is bounded in bytes: compiling many namespaces keeps the estimate under the
+/// budget by dropping the least recently used, and a dropped namespace compiles the same again.
+#[test]
+fn the_index_cache_stays_within_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = 40_000;
+    let memory = Memory::builder(dir.path()).index_cache_bytes(budget).open().unwrap();
+    let lines: Vec<String> = (0..30)
+        .flat_map(|ns| {
+            (0..20).map(move |t| {
+                line(
+                    &format!("ns{ns}"),
+                    "s1",
+                    t,
+                    "2024-05-02T10:00:00Z",
+                    &format!("turn {t} of tenant {ns} about gardening"),
+                )
+            })
+        })
+        .collect();
+    append(&memory, &lines.iter().map(String::as_str).collect::<Vec<_>>());
+    let reader = TiktokenReader::o200k_base();
+    let config = CompileConfig::hybrid(10, DenseConfig::Off);
+    let compile_ns = |ns: usize| {
+        let query = CompileQuery {
+            namespace: Namespace::new(&format!("ns{ns}")).unwrap(),
+            question: "gardening".to_owned(),
+            as_of: None,
+            budget: TokenBudget::new(200),
+        };
+        let request =
+            CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+        memory.compile(&request).unwrap().to_json()
+    };
+    let first = compile_ns(0);
+    for ns in 0..30 {
+        compile_ns(ns);
+        let (bytes, namespaces) = memory.inner.indexes.usage();
+        assert!(bytes <= budget, "{bytes} bytes cached in {namespaces} namespaces");
+    }
+    let (_, namespaces) = memory.inner.indexes.usage();
+    assert!(namespaces < 30, "nothing was evicted ({namespaces} namespaces cached)");
+    assert_eq!(compile_ns(0), first);
+}

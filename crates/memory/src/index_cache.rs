@@ -1,0 +1,289 @@
+//! The in-memory indexes compile reads: per namespace, the corpus, its BM25 index and its vector
+//! index under the memory's encoder, each recording the ledger position it covers.
+//!
+//! The cache is keyed by namespace alone and bounded in bytes: when the estimated size of all
+//! namespaces exceeds the budget, the least recently compiled ones are dropped (and rebuilt from
+//! the ledger when next asked for). New turns are added incrementally; an erasure drops the
+//! namespace (purge), and an erasure made by another process (a new redaction count) rebuilds it,
+//! so erased text never survives in an index.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use evicortex_compiler::{Corpus, lexical_document};
+use evicortex_core::{Evidence, Namespace, TurnId};
+use evicortex_lexical::{Bm25Index, Bm25Params};
+use evicortex_vector::{ExactIndex, VectorIndexRead, WindowedIndex};
+
+use crate::{CompileError, DerivedStore, DerivedStoreError, EraseReceipt, Memory, memory::Dense};
+
+/// The BM25 parameters of the cached lexical indexes (the compiler's stated starting point).
+pub(crate) const BM25: Bm25Params = Bm25Params { k1: 1.2, b: 0.75 };
+
+/// The default budget of the index cache.
+pub const DEFAULT_INDEX_CACHE_BYTES: usize = 1 << 30;
+
+/// The compile indexes of the namespaces compiled recently.
+#[derive(Debug)]
+pub(crate) struct IndexCache {
+    budget_bytes: usize,
+    entries: Mutex<Entries>,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    map: HashMap<Namespace, Entry>,
+    clock: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    slot: Arc<Mutex<NamespaceIndexes>>,
+    bytes: usize,
+    last_used: u64,
+}
+
+impl IndexCache {
+    pub(crate) fn new(budget_bytes: usize) -> IndexCache {
+        IndexCache { budget_bytes, entries: Mutex::default() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The indexes of `namespace` (empty when not cached), marked as just used.
+    pub(crate) fn slot(&self, namespace: &Namespace) -> Arc<Mutex<NamespaceIndexes>> {
+        let mut entries = self.lock();
+        entries.clock += 1;
+        let clock = entries.clock;
+        let entry = entries.map.entry(namespace.clone()).or_insert_with(|| Entry {
+            slot: Arc::new(Mutex::new(NamespaceIndexes::empty(namespace))),
+            bytes: 0,
+            last_used: clock,
+        });
+        entry.last_used = clock;
+        Arc::clone(&entry.slot)
+    }
+
+    /// Records the size of `namespace`'s indexes after a refresh, then drops the least recently
+    /// used namespaces while the total exceeds the budget (never the one just refreshed, which
+    /// the caller is using: a namespace larger than the budget is built, used and dropped).
+    pub(crate) fn resized(
+        &self,
+        namespace: &Namespace,
+        slot: &Arc<Mutex<NamespaceIndexes>>,
+        bytes: usize,
+    ) {
+        let mut entries = self.lock();
+        match entries.map.get_mut(namespace) {
+            Some(entry) if Arc::ptr_eq(&entry.slot, slot) => entry.bytes = bytes,
+            // Dropped meanwhile (an erasure, or eviction): nothing to account for.
+            _ => return,
+        }
+        loop {
+            let total: usize = entries.map.values().map(|e| e.bytes).sum();
+            if total <= self.budget_bytes {
+                return;
+            }
+            let oldest = entries
+                .map
+                .iter()
+                .filter(|(ns, _)| *ns != namespace)
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(ns, _)| ns.clone());
+            match oldest {
+                Some(ns) => {
+                    tracing::debug!(namespace = %ns, "index cache over budget: dropping");
+                    entries.map.remove(&ns);
+                }
+                None => {
+                    entries.map.remove(namespace);
+                    return;
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    /// Estimated bytes held, and namespaces cached (for tests and statistics).
+    pub(crate) fn usage(&self) -> (usize, usize) {
+        let entries = self.lock();
+        (entries.map.values().map(|e| e.bytes).sum(), entries.map.len())
+    }
+}
+
+impl DerivedStore for IndexCache {
+    fn name(&self) -> &'static str {
+        "compile indexes"
+    }
+
+    fn purge(&self, receipt: &EraseReceipt) -> Result<(), DerivedStoreError> {
+        let mut entries = self.lock();
+        for erased in &receipt.erased {
+            entries.map.remove(&erased.namespace);
+        }
+        Ok(())
+    }
+}
+
+/// One namespace's corpus and indexes, and the ledger position they cover.
+#[derive(Debug)]
+pub(crate) struct NamespaceIndexes {
+    pub(crate) corpus: Corpus,
+    pub(crate) lexical: Bm25Index,
+    /// The ledger head these cover (`None`: never built).
+    head: Option<TurnId>,
+    /// Redaction records seen at the last build; a change means an erasure somewhere.
+    redactions: u64,
+    pub(crate) dense: Option<DenseIndex>,
+    text_bytes: usize,
+}
+
+/// The vector index of a namespace under the memory's encoder.
+#[derive(Debug)]
+pub(crate) struct DenseIndex {
+    pub(crate) index: WindowedIndex,
+    /// Turns in the corpus without a vector yet (catch-up has not reached them), in ledger
+    /// order; looked up again at every refresh.
+    pub(crate) missing: Vec<Evidence>,
+}
+
+impl NamespaceIndexes {
+    fn empty(namespace: &Namespace) -> NamespaceIndexes {
+        NamespaceIndexes {
+            corpus: Corpus::new(namespace.clone(), Vec::new(), [])
+                .expect("an empty corpus is valid"),
+            lexical: Bm25Index::new(BM25),
+            head: None,
+            redactions: 0,
+            dense: None,
+            text_bytes: 0,
+        }
+    }
+
+    /// Estimated heap bytes: texts held by the corpus (and their tokens, counts and postings),
+    /// plus the vectors (`f32` and `i8` copies).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let vectors = self.dense.as_ref().map_or(0, |d| d.index.heap_bytes());
+        self.text_bytes * 4 + self.corpus.len() * 320 + vectors
+    }
+
+    /// Brings the corpus, the lexical index and (when `dense` is given) the vector index to the
+    /// ledger head: new turns incrementally, a full rebuild after an erasure.
+    pub(crate) fn refresh(
+        &mut self,
+        memory: &Memory,
+        namespace: &Namespace,
+        dense: Option<&Dense>,
+    ) -> Result<(), CompileError> {
+        let head = memory.head()?;
+        if head.is_none() || head != self.head {
+            let _span = tracing::debug_span!("refresh_indexes", %namespace).entered();
+            let redactions = memory.stats()?.ledger.redactions;
+            let new_records = match (self.head, self.corpus.last_record()) {
+                (Some(_), Some(last)) if redactions == self.redactions => {
+                    memory.evidence_after(namespace, last)?
+                }
+                (Some(_), None) if redactions == self.redactions => memory.evidence(namespace)?,
+                _ => {
+                    *self = NamespaceIndexes::empty(namespace);
+                    memory.evidence(namespace)?
+                }
+            };
+            for e in &new_records {
+                self.text_bytes += e.turn.text.len();
+                self.lexical.add(e.id, &lexical_document(&e.turn)).map_err(|source| {
+                    CompileError::Lexical { namespace: namespace.clone(), source }
+                })?;
+            }
+            if let Some(index) = &mut self.dense {
+                index.missing.extend(new_records.iter().cloned());
+            }
+            for e in new_records {
+                self.corpus.push(e).map_err(|source| CompileError::Corpus {
+                    namespace: namespace.clone(),
+                    source,
+                })?;
+            }
+            if let Some(head) = head {
+                self.lexical.mark_covered(head).map_err(|source| CompileError::Lexical {
+                    namespace: namespace.clone(),
+                    source,
+                })?;
+            }
+            self.head = head;
+            self.redactions = redactions;
+        }
+        if let Some(dense) = dense {
+            self.refresh_dense(dense, namespace)?;
+        }
+        Ok(())
+    }
+
+    /// Adds the vectors of turns that have one now; records the ledger position up to which
+    /// every turn has been offered to the encoder.
+    fn refresh_dense(&mut self, dense: &Dense, namespace: &Namespace) -> Result<(), CompileError> {
+        let vector_err = |source| CompileError::Vector { namespace: namespace.clone(), source };
+        if self.dense.is_none() {
+            self.dense = Some(DenseIndex {
+                index: WindowedIndex::new(ExactIndex::new(dense.encoder.identity().dimension)),
+                missing: self.corpus.evidence().to_vec(),
+            });
+        }
+        let index = self.dense.as_mut().expect("set above");
+        if !index.missing.is_empty() {
+            let _span =
+                tracing::debug_span!("vector_index", %namespace, n_turns = index.missing.len())
+                    .entered();
+            let digest = dense.encoder.identity_digest();
+            let vectors = dense.cache.namespace_vectors(&index.missing, &digest)?;
+            let mut window = 0u32;
+            for (row, turn) in vectors.turns.iter().enumerate() {
+                window = if row > 0 && vectors.turns[row - 1] == *turn { window + 1 } else { 0 };
+                index.index.insert_window((*turn, window), vectors.row(row)).map_err(vector_err)?;
+            }
+            let still_missing: HashSet<TurnId> = vectors.missing.iter().copied().collect();
+            index.missing.retain(|e| still_missing.contains(&e.id));
+        }
+        self.mark_dense_covered(namespace)
+    }
+
+    /// Dense coverage: the ledger head when every turn has been offered to the encoder, else
+    /// the position just before the first turn still waiting for its vector.
+    fn mark_dense_covered(&mut self, namespace: &Namespace) -> Result<(), CompileError> {
+        let Some(index) = &mut self.dense else { return Ok(()) };
+        let covered = match index.missing.first() {
+            Some(first) => first.id.raw().checked_sub(1).map(TurnId::from_raw),
+            None => self.head,
+        };
+        if let Some(covered) = covered
+            && index.index.covers().is_none_or(|c| c < covered)
+        {
+            index
+                .index
+                .mark_covered(covered)
+                .map_err(|source| CompileError::Vector { namespace: namespace.clone(), source })?;
+        }
+        Ok(())
+    }
+
+    /// A lexical index of this corpus under other BM25 parameters, covering the same position.
+    pub(crate) fn lexical_with(
+        &self,
+        params: Bm25Params,
+        namespace: &Namespace,
+    ) -> Result<Bm25Index, CompileError> {
+        let lexical_err = |source| CompileError::Lexical { namespace: namespace.clone(), source };
+        let mut lexical = Bm25Index::try_new(params).map_err(lexical_err)?;
+        for e in self.corpus.evidence() {
+            lexical.add(e.id, &lexical_document(&e.turn)).map_err(lexical_err)?;
+        }
+        if let Some(head) = self.head {
+            lexical.mark_covered(head).map_err(lexical_err)?;
+        }
+        Ok(lexical)
+    }
+}

@@ -1,0 +1,91 @@
+//! How the servers compile: the default configuration (every field stated in the output), partial
+//! `options` applied over it, and the reader tokenizers a request may name.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use evicortex::{
+    CompileConfig, CompileQuery, CompileRequest as MemoryCompileRequest, CompiledContext,
+    DenseConfig, Memory, Namespace, ReaderTokenizer, TokenBudget, apply_compile_options,
+};
+
+use crate::dto::CompileRequest;
+use crate::{ApiError, facade_error};
+
+/// Reader tokenizers a request may name. Paths to tokenizer files are not accepted from
+/// requests: a client must not make the server open files.
+pub const READER_TOKENIZERS: [&str; 2] = ["o200k_base", "cl100k_base"];
+
+/// Candidates per retriever in the default configuration.
+pub const DEFAULT_TOP_N: usize = 50;
+
+/// The configuration used for the settings a request does not give: hybrid when the memory has
+/// an encoder, BM25 alone when the server runs lexical-only.
+pub fn default_config(memory: &Memory) -> CompileConfig {
+    let dense = if memory.has_encoder() {
+        DenseConfig::On { top_n: DEFAULT_TOP_N }
+    } else {
+        DenseConfig::Off
+    };
+    CompileConfig::hybrid(DEFAULT_TOP_N, dense)
+}
+
+/// The reader tokenizers loaded so far (at most [`READER_TOKENIZERS`]).
+#[derive(Debug, Default)]
+pub struct Readers(Mutex<HashMap<&'static str, Arc<dyn ReaderTokenizer>>>);
+
+impl Readers {
+    fn get(&self, name: &str) -> Result<Arc<dyn ReaderTokenizer>, ApiError> {
+        let Some(&known) = READER_TOKENIZERS.iter().find(|&&n| n == name) else {
+            return Err(ApiError::invalid(
+                "reader_tokenizer",
+                format!(
+                    "unknown reader tokenizer {name:?}; this server accepts {}",
+                    READER_TOKENIZERS.join(", ")
+                ),
+            ));
+        };
+        let mut readers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(reader) = readers.get(known) {
+            return Ok(Arc::clone(reader));
+        }
+        let reader: Arc<dyn ReaderTokenizer> = evicortex::reader_tokenizer(known)
+            .map_err(|e| ApiError::Unavailable {
+                message: format!("reader tokenizer {known}: {e}"),
+            })?
+            .into();
+        readers.insert(known, Arc::clone(&reader));
+        Ok(reader)
+    }
+}
+
+/// Compiles `request` over `namespace`.
+pub fn compile(
+    memory: &Memory,
+    readers: &Readers,
+    namespace: &Namespace,
+    request: CompileRequest,
+) -> Result<CompiledContext, ApiError> {
+    let reader = readers.get(&request.reader_tokenizer)?;
+    let defaults = default_config(memory);
+    let config = match &request.options {
+        None => defaults,
+        Some(options) => apply_compile_options(&defaults, options).map_err(|e| {
+            let field = e.field().map_or("options".to_owned(), |f| format!("options.{f}"));
+            ApiError::invalid(field, e)
+        })?,
+    };
+    let query = CompileQuery {
+        namespace: namespace.clone(),
+        question: request.query,
+        as_of: request.as_of,
+        budget: TokenBudget::new(request.budget),
+    };
+    let compile_request = MemoryCompileRequest {
+        query: &query,
+        config: &config,
+        reader: reader.as_ref(),
+        query_vector: None,
+    };
+    memory.compile(&compile_request).map_err(|e| facade_error(&e))
+}
