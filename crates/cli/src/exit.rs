@@ -32,6 +32,8 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
             Some(ErrorClass::of_read(e))
         } else if let Some(e) = cause.downcast_ref::<evicortex::VerifyError>() {
             Some(ErrorClass::of_verify(e))
+        } else if let Some(e) = cause.downcast_ref::<evicortex::MigrateError>() {
+            Some(ErrorClass::of_migrate(e))
         } else if let Some(e) = cause.downcast_ref::<evicortex_server::KeyStoreError>() {
             Some(e.class())
         } else if cause.downcast_ref::<evicortex_core::IdError>().is_some() {

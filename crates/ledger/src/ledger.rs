@@ -8,7 +8,7 @@ use std::{
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::{
-    ChainHash, FORMAT_VERSION, OpenError, StorageError,
+    ChainHash, FORMAT_VERSION, OpenError, StorageError, private_files,
     store::{self, APPLICATION_ID, sql_err},
 };
 
@@ -38,8 +38,9 @@ const MAX_IDLE_READERS: usize = 8;
 
 impl Ledger {
     /// Opens (creating if absent) the ledger file at `path` for reading and writing. Refuses a
-    /// store of another format version or one whose recorded chain head does not match its last
-    /// record.
+    /// file that is not a ledger (leaving it untouched), a ledger of another format version, and
+    /// one whose recorded chain head does not match its last record. The ledger file and its
+    /// companions are made readable by their owner only (0600).
     pub fn open(path: &Path) -> Result<Ledger, OpenError> {
         Ledger::open_with(path, OpenMode::ReadWrite)
     }
@@ -54,6 +55,9 @@ impl Ledger {
             create_initialised(path)?;
         }
         let first = open_connection(path, mode)?;
+        // Nothing is written before the file is known to be a ledger of this format (or an
+        // empty database to initialise): a refused open leaves the file exactly as it was.
+        refuse_foreign(&first, path, mode)?;
         if mode == OpenMode::ReadWrite {
             set_wal(&first, path)?;
             initialise(&first, path)?;
@@ -61,6 +65,15 @@ impl Ledger {
         let open_problem = check_open(&first, path)?;
         if let (OpenMode::ReadWrite, Some(detail)) = (mode, &open_problem) {
             return Err(OpenError::Corrupted { path: path.to_owned(), detail: detail.clone() });
+        }
+        if mode == OpenMode::ReadWrite {
+            private_files::restrict_sqlite_files(path).map_err(|source| {
+                OpenError::Storage(StorageError::Io {
+                    op: "restricting to its owner",
+                    path: path.to_owned(),
+                    source,
+                })
+            })?;
         }
         let writer = match mode {
             OpenMode::ReadWrite => Some(Mutex::new(first)),
@@ -196,6 +209,8 @@ fn create_initialised(path: &Path) -> Result<(), OpenError> {
     if tmp.exists() {
         fs_err::remove_file(&tmp).map_err(io("removing a stale", &tmp))?;
     }
+    // Created private before SQLite sees it: its WAL and shared-memory files take its mode.
+    private_files::create_private_file(&tmp).map_err(io("creating", &tmp))?;
     {
         let conn = open_connection(&tmp, OpenMode::ReadWrite)?;
         set_wal(&conn, &tmp)?;
@@ -230,21 +245,51 @@ fn set_wal(conn: &Connection, path: &Path) -> Result<(), OpenError> {
     Ok(())
 }
 
-/// Creates the schema in an empty file; leaves an existing ledger alone and refuses a file that
-/// holds something else.
-fn initialise(conn: &Connection, path: &Path) -> Result<(), OpenError> {
+/// Refuses, by reading only, a file that is not a ledger: another application id, tables
+/// without ours, or (for inspection) an empty database; and a ledger of a format version this
+/// build does not read.
+fn refuse_foreign(conn: &Connection, path: &Path, mode: OpenMode) -> Result<(), OpenError> {
     let sql = sql_err(path);
     let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(&sql)?;
     let tables: i64 = conn
         .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))
         .map_err(&sql)?;
-    if tables > 0 || app_id != 0 {
-        if app_id != APPLICATION_ID {
-            return Err(OpenError::Corrupted {
-                path: path.to_owned(),
-                detail: format!("application_id is {app_id:#x}, not an EviCortex ledger"),
-            });
+    let corrupted = |detail: String| OpenError::Corrupted { path: path.to_owned(), detail };
+    if app_id == 0 && tables == 0 {
+        return match mode {
+            OpenMode::ReadWrite => Ok(()),
+            OpenMode::Inspect => {
+                Err(corrupted("the file holds no ledger (an empty database)".to_owned()))
+            }
+        };
+    }
+    if app_id != APPLICATION_ID {
+        return Err(corrupted(format!("application_id is {app_id:#x}, not an EviCortex ledger")));
+    }
+    let has_meta: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ledger_meta'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(&sql)?;
+    if has_meta == 1 {
+        let meta = store::read_meta(conn).map_err(&sql)?;
+        if let Some(found) = meta.format_version.filter(|v| *v != FORMAT_VERSION.to_string()) {
+            return Err(OpenError::unsupported_format(path, found));
         }
+    }
+    Ok(())
+}
+
+/// Creates the schema in an empty file; leaves an existing ledger alone (`refuse_foreign` has
+/// refused anything else).
+fn initialise(conn: &Connection, path: &Path) -> Result<(), OpenError> {
+    let sql = sql_err(path);
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))
+        .map_err(&sql)?;
+    if tables > 0 {
         return Ok(());
     }
     let tx = conn_begin_immediate(conn, path)?;
@@ -295,13 +340,7 @@ fn check_open(conn: &Connection, path: &Path) -> Result<Option<String>, OpenErro
     let meta = store::read_meta(conn).map_err(&sql)?;
     match meta.format_version.as_deref() {
         Some(v) if v == FORMAT_VERSION.to_string() => {}
-        Some(other) => {
-            return Err(OpenError::UnsupportedFormat {
-                path: path.to_owned(),
-                found: other.to_owned(),
-                supported: FORMAT_VERSION,
-            });
-        }
+        Some(other) => return Err(OpenError::unsupported_format(path, other.to_owned())),
         None => return Ok(Some("metadata lacks format_version".to_owned())),
     }
     let head = match meta.parse() {

@@ -28,6 +28,7 @@ mod error;
 mod export;
 mod jsonl;
 mod memory;
+mod migrate;
 mod stats;
 
 pub use crate::{
@@ -40,14 +41,16 @@ pub use crate::{
     error::{AppendError, EraseError, ErrorClass, ExportError, OpenError, ReadError, VerifyError},
     export::{ExportSummary, export_line},
     jsonl::{
-        DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, parse_jsonl, turn_from_json,
+        DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, deserialize_turn_objects,
+        parse_jsonl, parse_jsonl_numbered, turn_from_json,
     },
     memory::{LEDGER_FILE, Memory},
+    migrate::migrate_store,
     stats::Stats,
 };
 /// The context compiler's types (configuration, query, output, tokenizers, rerankers).
 pub use evicortex_compiler as compiler;
 pub use evicortex_ledger::{
     AppendOutcome, AppendReceipt, AppendStatus, ChainHash, ConflictingRecord, EraseReceipt,
-    EraseTarget, ErasedTurn, LedgerStats, OpenMode, VerifyReport,
+    EraseTarget, ErasedTurn, LedgerStats, MigrateError, MigrationReport, OpenMode, VerifyReport,
 };

@@ -31,11 +31,12 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// Opens the store in `dir`, creating the directory and an empty ledger if absent. Refuses a
-    /// store whose ledger fails the open-time integrity check (see [`Memory::open_read_only`]).
+    /// Opens the store in `dir`, creating the directory and an empty ledger if absent, and makes
+    /// the directory private to its owner (0700). Refuses a store whose ledger fails the
+    /// open-time integrity check (see [`Memory::open_read_only`]).
     pub fn open(dir: impl AsRef<Path>) -> Result<Memory, OpenError> {
         let dir = dir.as_ref();
-        fs_err::create_dir_all(dir)
+        evicortex_ledger::create_private_dir(dir)
             .map_err(|source| OpenError::CreateDir { path: dir.to_owned(), source })?;
         Memory::open_with(dir, OpenMode::ReadWrite)
     }

@@ -13,7 +13,7 @@ use evicortex_embed::{
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::exit::UsageError;
+use crate::{exit::UsageError, stdout::outln};
 
 /// Arguments of `evicortex embed`.
 #[derive(Debug, clap::Args)]
@@ -97,7 +97,7 @@ pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
                 args.overlength,
                 CatchUpLimits { chunk_texts: args.chunk_texts.max(1) },
             )?;
-            print_report(&report);
+            print_report(&report)?;
             if !report.refused.is_empty() {
                 return Err(UsageError(format!(
                     "{} turns are longer than the encoder's 256 tokens and were not embedded (first: record {}, {} tokens); \
@@ -139,11 +139,11 @@ fn embed_text(text: &str, role: EmbeddingRole, args: &EmbedArgs) -> anyhow::Resu
             "dimension": identity.dimension,
             "vectors": windows,
         });
-        println!("{out}");
+        outln!("{out}")?;
     } else {
         for window in &embedded.windows {
             let values: Vec<String> = window.vector.iter().map(|x| x.to_string()).collect();
-            println!("{}", values.join(" "));
+            outln!("{}", values.join(" "))?;
         }
     }
     Ok(())
@@ -188,8 +188,8 @@ pub fn catch_up(
 }
 
 /// Prints what a catch-up did.
-pub fn print_report(report: &EmbedReport) {
-    println!(
+pub fn print_report(report: &EmbedReport) -> std::io::Result<()> {
+    outln!(
         "embedded {} texts ({} tokens, {} vectors) in {:.1}s ({:.0} tokens/s); {} live turns, {} distinct texts, {} already cached, {} refused as overlength; identity {}",
         report.embedded_texts,
         report.embedded_tokens,
@@ -201,7 +201,7 @@ pub fn print_report(report: &EmbedReport) {
         report.already_cached,
         report.refused.len(),
         report.identity
-    );
+    )
 }
 
 /// The exit code for the encoder's and the embedding cache's errors: 5 when the model is not
@@ -224,7 +224,7 @@ pub fn exit_code(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
         return match e {
             EmbeddingCacheError::Embed(e) => Some(embed_code(e)),
             EmbeddingCacheError::Corrupted { .. } => Some(4),
-            EmbeddingCacheError::Sqlite { .. } => Some(3),
+            EmbeddingCacheError::Sqlite { .. } | EmbeddingCacheError::Io { .. } => Some(3),
             _ => None,
         };
     }
@@ -254,7 +254,7 @@ fn embed_code(e: &EmbedError) -> u8 {
 /// The ingest hook: embeds the new turns when the encoder is installed, says so when it is not.
 pub fn after_ingest(memory: &Memory, no_embed: bool, overlength: Overlength) -> anyhow::Result<()> {
     if no_embed {
-        println!("embedding skipped (--no-embed); `evicortex embed` embeds pending turns later");
+        outln!("embedding skipped (--no-embed); `evicortex embed` embeds pending turns later")?;
         return Ok(());
     }
     let manifest = evicortex_embed::ModelManifest::all_minilm_l6_v2();
@@ -267,7 +267,7 @@ pub fn after_ingest(memory: &Memory, no_embed: bool, overlength: Overlength) -> 
         return Ok(());
     }
     let report = catch_up(memory, overlength, CatchUpLimits::default())?;
-    print_report(&report);
+    print_report(&report)?;
     if let Some(first) = report.refused.first() {
         eprintln!(
             "warning: {} turns are longer than the encoder's 256 tokens and were not embedded \

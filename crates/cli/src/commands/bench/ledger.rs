@@ -13,7 +13,7 @@ use evicortex::Memory;
 use evicortex_core::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
-use crate::progress;
+use crate::{progress, stdout::outln};
 
 /// Arguments of `evicortex bench ledger`.
 #[derive(Debug, clap::Args)]
@@ -115,23 +115,28 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
         });
     }
 
-    println!(
+    outln!(
         "evicortex bench ledger: seed {}, payload {:.0} bytes per turn (text, ids, meta), \
          WAL + synchronous=FULL for both",
         args.seed,
         payload as f64 / args.turns as f64
-    );
-    println!(
+    )?;
+    outln!(
         "anchor: plain rusqlite INSERTs of the same rows into a table with the same columns and UNIQUE index"
-    );
-    println!();
-    println!(
+    )?;
+    outln!()?;
+    outln!(
         "| {:<26} | {:>9} | {:>14} | {:>14} | {:>8} | {:<7} |",
-        "operation", "turns", "evicortex", "anchor", "ratio", "unit"
-    );
-    println!("|{:-<28}|{:->11}|{:->16}|{:->16}|{:->10}|{:-<9}|", "", "", "", "", "", "");
+        "operation",
+        "turns",
+        "evicortex",
+        "anchor",
+        "ratio",
+        "unit"
+    )?;
+    outln!("|{:-<28}|{:->11}|{:->16}|{:->16}|{:->10}|{:-<9}|", "", "", "", "", "", "")?;
     for row in &rows {
-        println!(
+        outln!(
             "| {:<26} | {:>9} | {:>14.2} | {:>14.2} | {:>8.2} | {:<7} |",
             row.operation,
             row.turns,
@@ -139,12 +144,12 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
             row.anchor,
             row.ours / row.anchor,
             row.unit
-        );
+        )?;
     }
-    println!();
-    println!(
+    outln!()?;
+    outln!(
         "ratio = evicortex / anchor (turns/s: below 1 is slower; s and bytes: above 1 is more)"
-    );
+    )?;
     Ok(())
 }
 
