@@ -53,7 +53,7 @@ fn a_version_1_ledger_is_refused_with_what_to_do_and_left_untouched() {
             message.contains(&format!("evicortex migrate --store {}", dir.path().display())),
             "{message}"
         );
-        assert_eq!(fs_err::read(&path).unwrap(), FIXTURE, "{mode:?} changed the file");
+        assert!(fs_err::read(&path).unwrap() == FIXTURE, "{mode:?} changed the file");
     }
 }
 
@@ -181,7 +181,7 @@ fn a_version_1_ledger_that_fails_verification_is_not_migrated() {
             if *turn_id == TurnId::from_raw(2)),
         "{err:?}"
     );
-    assert_eq!(fs_err::read(&path).unwrap(), before, "the refused migration changed the file");
+    assert!(fs_err::read(&path).unwrap() == before, "the refused migration changed the file");
     let columns: i64 = raw(&path)
         .query_row(
             "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'salt'",

@@ -99,7 +99,7 @@ fn a_refused_open_leaves_a_foreign_file_untouched() {
             matches!(&err, OpenError::Corrupted { detail, .. } if detail.contains("not an EviCortex ledger")),
             "{mode:?}: {err:?}"
         );
-        assert_eq!(fs_err::read(&path).unwrap(), before, "{mode:?} changed the file");
+        assert!(fs_err::read(&path).unwrap() == before, "{mode:?} changed the file");
         let names: Vec<_> = fs_err::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
