@@ -3,8 +3,9 @@
 //! The anchor is the same SQLite build, the same pragmas (WAL, `synchronous=FULL`), a table
 //! with the same columns and the same `UNIQUE(namespace, session, turn)`, one transaction per
 //! batch; it lacks what the ledger adds: the canonical encoding and BLAKE3 digest, the chain,
-//! the idempotence check and the head update. Verify's anchor is a full scan reading every
-//! column of the anchor table without hashing.
+//! the idempotence check and the head update. The anchor of verify and of reading every turn
+//! (what compile and export do, each turn checked against its digest and chain link) is a full
+//! scan reading every column of the anchor table without hashing.
 
 use std::{path::PathBuf, time::Instant};
 
@@ -84,6 +85,14 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
     });
     let (ours, anchor) = time_verify(&ledger_dir, &anchor_path, args.turns)?;
     rows.push(Row { operation: "verify".to_owned(), turns: args.turns, ours, anchor, unit: "s" });
+    let (ours, anchor) = time_read(&ledger_dir, &anchor_path, args.turns)?;
+    rows.push(Row {
+        operation: "read every turn".to_owned(),
+        turns: args.turns,
+        ours,
+        anchor,
+        unit: "s",
+    });
 
     if args.large_turns > 0 {
         let slice = &turns[..args.large_turns];
@@ -283,6 +292,13 @@ fn time_verify(
     let ours = start.elapsed().as_secs_f64();
     ensure!(report.turns as usize == n, "verify saw {} turns, expected {n}", report.turns);
 
+    spinner.finish_and_clear();
+    let (_, anchor_time) = scan_anchor(anchor, n)?;
+    Ok((ours, anchor_time))
+}
+
+/// A full scan of the anchor reading every column: (rows, seconds).
+fn scan_anchor(anchor: &std::path::Path, n: usize) -> anyhow::Result<(usize, f64)> {
     let conn = anchor_connection(anchor)?;
     let start = Instant::now();
     let mut stmt = conn.prepare("SELECT * FROM turns ORDER BY seq")?;
@@ -297,9 +313,30 @@ fn time_verify(
         }
         seen += 1;
     }
-    let anchor_time = start.elapsed().as_secs_f64();
-    spinner.finish_and_clear();
+    let elapsed = start.elapsed().as_secs_f64();
     ensure!(seen == n && bytes > 0, "anchor scan saw {seen} rows, expected {n}");
+    Ok((seen, elapsed))
+}
+
+/// What compile and export do: every live turn decoded and checked against its digest and
+/// chain link; against the same full scan of the anchor.
+fn time_read(
+    ledger_dir: &std::path::Path,
+    anchor: &std::path::Path,
+    n: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let memory = Memory::open_read_only(ledger_dir)?;
+    let spinner = progress::spinner(&format!("reading {n}"));
+    let start = Instant::now();
+    let mut bytes = 0usize;
+    let seen = memory.ledger().for_each_evidence(None, None, |e| {
+        bytes += e.turn.text.len();
+        Ok::<(), evicortex::ReadError>(())
+    })?;
+    let ours = start.elapsed().as_secs_f64();
+    spinner.finish_and_clear();
+    ensure!(seen as usize == n && bytes > 0, "read {seen} turns, expected {n}");
+    let (_, anchor_time) = scan_anchor(anchor, n)?;
     Ok((ours, anchor_time))
 }
 
