@@ -85,7 +85,14 @@ impl Ledger {
             |path| EraseError::ReadOnly { path },
             |conn| self.erase_in_transaction(conn, target),
         )?;
-        self.scrub()?;
+        // The redaction is committed: a failure from here on must say so.
+        self.scrub().map_err(|e| match e {
+            EraseError::ScrubIncomplete { .. } => e,
+            other => EraseError::ScrubIncomplete {
+                path: self.path().to_owned(),
+                detail: format!("{other}; erasing the same target again retries the scrub"),
+            },
+        })?;
         Ok(receipt)
     }
 

@@ -17,6 +17,20 @@ pub enum StorageError {
         #[source]
         source: rusqlite::Error,
     },
+    /// An earlier write on this handle failed with an I/O error (a failed fsync or write), so
+    /// what is on disk is unknown to this process; it refuses further writes rather than carry
+    /// on as if that write had not happened. Opening the ledger again clears it.
+    #[error(
+        "ledger {path} refuses writes after an earlier write failed with an I/O error ({cause}); \
+         whether that write reached the disk is unknown: reopen the store (restart the server), \
+         then run `evicortex verify`"
+    )]
+    Poisoned {
+        /// The ledger file.
+        path: PathBuf,
+        /// The failure that poisoned it.
+        cause: String,
+    },
     /// A file system operation failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -39,7 +53,18 @@ impl StorageError {
                 source.sqlite_error_code(),
                 Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
             ),
-            StorageError::Io { .. } => false,
+            StorageError::Io { .. } | StorageError::Poisoned { .. } => false,
+        }
+    }
+
+    /// Whether the operating system failed a read, write or fsync (`SQLITE_IOERR` and its
+    /// extended codes). A full disk (`SQLITE_FULL`) is not one: SQLite rolls back cleanly.
+    pub fn is_io_failure(&self) -> bool {
+        match self {
+            StorageError::Sqlite { source, .. } => {
+                source.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
+            }
+            StorageError::Io { .. } | StorageError::Poisoned { .. } => false,
         }
     }
 }

@@ -31,6 +31,10 @@ pub struct Ledger {
     writer: Option<Mutex<Connection>>,
     readers: Mutex<Vec<Connection>>,
     open_problem: Option<String>,
+    /// Set by a write that failed with an I/O error (a failed fsync or write): whether it
+    /// reached the disk is unknown, so no later write on this handle may act as if it did not
+    /// happen. Cleared only by opening the ledger again.
+    poisoned: Mutex<Option<String>>,
 }
 
 /// Idle reader connections kept for reuse.
@@ -53,6 +57,17 @@ impl Ledger {
         }
         if mode == OpenMode::ReadWrite && !exists {
             create_initialised(path)?;
+        }
+        if mode == OpenMode::ReadWrite && exists {
+            // SQLite would fall back to reading, or fail with "unable to open database file";
+            // the operating system says why (a read-only file system, permissions).
+            std::fs::OpenOptions::new().write(true).open(path).map_err(|source| {
+                OpenError::Storage(StorageError::Io {
+                    op: "opening for writing",
+                    path: path.to_owned(),
+                    source,
+                })
+            })?;
         }
         let first = open_connection(path, mode)?;
         // Nothing is written before the file is known to be a ledger of this format (or an
@@ -85,6 +100,7 @@ impl Ledger {
             writer,
             readers: Mutex::new(Vec::new()),
             open_problem,
+            poisoned: Mutex::new(None),
         })
     }
 
@@ -131,14 +147,52 @@ impl Ledger {
     }
 
     /// Runs `f` on the writer connection, or returns `read_only` for an inspected ledger.
-    pub(crate) fn with_writer<T, E>(
+    /// After a write failed with an I/O error, refuses every later write (see
+    /// [`StorageError::Poisoned`]).
+    pub(crate) fn with_writer<T, E: WriteError>(
         &self,
         read_only: impl FnOnce(PathBuf) -> E,
         f: impl FnOnce(&mut Connection) -> Result<T, E>,
     ) -> Result<T, E> {
-        match &self.writer {
-            Some(writer) => f(&mut lock(writer)),
-            None => Err(read_only(self.path.clone())),
+        let Some(writer) = &self.writer else { return Err(read_only(self.path.clone())) };
+        let mut conn = lock(writer);
+        if let Some(cause) = lock(&self.poisoned).clone() {
+            return Err(E::from(StorageError::Poisoned { path: self.path.clone(), cause }));
+        }
+        let result = f(&mut conn);
+        if let Err(e) = &result
+            && e.storage().is_some_and(StorageError::is_io_failure)
+        {
+            *lock(&self.poisoned) = Some(e.to_string());
+        }
+        result
+    }
+
+    /// Why this handle refuses writes, if an earlier write failed with an I/O error.
+    pub fn poisoned(&self) -> Option<String> {
+        lock(&self.poisoned).clone()
+    }
+}
+
+/// An error of a write operation, which may carry a storage failure.
+pub(crate) trait WriteError: From<StorageError> + std::fmt::Display {
+    fn storage(&self) -> Option<&StorageError>;
+}
+
+impl WriteError for crate::AppendError {
+    fn storage(&self) -> Option<&StorageError> {
+        match self {
+            crate::AppendError::Storage(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl WriteError for crate::EraseError {
+    fn storage(&self) -> Option<&StorageError> {
+        match self {
+            crate::EraseError::Storage(s) => Some(s),
+            _ => None,
         }
     }
 }
@@ -187,12 +241,60 @@ fn open_connection(path: &Path, mode: OpenMode) -> Result<Connection, OpenError>
     if mode == OpenMode::ReadWrite {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
-    let conn = Connection::open_with_flags(path, flags).map_err(sql_err(path))?;
+    let opened = Connection::open_with_flags(path, flags).and_then(|conn| {
+        if mode == OpenMode::Inspect {
+            conn.execute_batch("PRAGMA query_only = ON;")?;
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
+        }
+        Ok(conn)
+    });
+    let conn = match opened {
+        Err(e)
+            if mode == OpenMode::Inspect
+                && e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen)
+                && !companion(path, "-wal").exists()
+                && !companion(path, "-shm").exists() =>
+        {
+            return open_immutable(path);
+        }
+        other => other.map_err(sql_err(path))?,
+    };
     store::configure(&conn, path)?;
-    if mode == OpenMode::Inspect {
-        conn.execute_batch("PRAGMA query_only = ON;").map_err(sql_err(path))?;
-    }
     Ok(conn)
+}
+
+/// Opens a cleanly closed ledger (no WAL file) on read-only media, where SQLite cannot create
+/// the shared-memory file it reads a WAL-mode database through: nothing can change the file
+/// there, so it is read as immutable.
+fn open_immutable(path: &Path) -> Result<Connection, OpenError> {
+    let uri = format!("file:{}?immutable=1", uri_path(path));
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(uri, flags).map_err(sql_err(path))?;
+    store::configure(&conn, path)?;
+    conn.execute_batch("PRAGMA query_only = ON;").map_err(sql_err(path))?;
+    Ok(conn)
+}
+
+/// `path` with every byte outside the URI's unreserved characters and `/` percent-encoded.
+fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The ledger file's `-wal` or `-shm` companion.
+fn companion(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// Creates a new ledger file with its schema under a temporary name, then links it into place,

@@ -11,6 +11,8 @@ mod crash;
 mod erase;
 /// Export: byte-exact round trips through `ingest`.
 mod export;
+/// Fault injection: failing fsync and writes, a full disk, a read-only store.
+mod faults;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;
 /// `evicortex keys`: scope flags and namespace checked before a key exists.

@@ -11,6 +11,8 @@ mod concurrency;
 mod corruption;
 /// Erasure: redaction records, scrubbed files, receipts, no guessable digest left.
 mod erase;
+/// Fault injection: a failed fsync is reported and poisons the writer until reopened.
+mod faults;
 /// A format-version-1 ledger: refused untouched, migrated on request.
 mod format_v1;
 /// Open-time checks: refusing a tampered head, inspection mode, foreign files.
