@@ -73,8 +73,8 @@ fn stored_turns(store: &Path) -> u64 {
 fn last_ack(stdout: &str) -> u64 {
     stdout
         .lines()
-        .filter_map(|l| l.strip_prefix("ack batch ")?.rsplit_once("head #")?.1.parse().ok())
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("ack batch ")?.rsplit_once("head #")?.1.parse().ok())
         .unwrap_or(0)
 }
 
