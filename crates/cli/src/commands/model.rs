@@ -70,8 +70,10 @@ pub enum ModelCommand {
     },
 }
 
-fn named(name: Option<&str>) -> anyhow::Result<&'static PinnedModel> {
-    Ok(pinned_model(name.unwrap_or(DEFAULT_MODEL))?)
+/// The catalogue entry `name` (default: the default model); an unknown name is a usage error.
+pub fn named(name: Option<&str>) -> anyhow::Result<&'static PinnedModel> {
+    pinned_model(name.unwrap_or(DEFAULT_MODEL))
+        .map_err(|err| crate::exit::UsageError(err.to_string()).into())
 }
 
 /// Runs `evicortex model`.
@@ -174,13 +176,13 @@ fn list() -> anyhow::Result<()> {
             ),
         };
         println!(
-            "| {}{} | {} | {} | {} | {:?} | {:.1} | {} | {} | {} |",
+            "| {}{} | {} | {} | {} | {} | {:.1} | {} | {} | {} |",
             model.name(),
             if model.name() == DEFAULT_MODEL { " (default)" } else { "" },
             model.architecture().model_type(),
             model.dimension(),
             config.max_tokens,
-            config.pooling,
+            format!("{:?}", config.pooling).to_lowercase(),
             manifest.total_size() as f64 / (1024.0 * 1024.0),
             installed,
             model.identity(&config, ModelBackend::Packed).digest(),

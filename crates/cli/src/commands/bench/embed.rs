@@ -17,7 +17,7 @@ mod sample;
 use std::{path::PathBuf, time::Instant};
 
 use evicortex_embed::{
-    BatchLimits, DEFAULT_MODEL, EmbeddingRole, Encoder, ModelCache, pinned_model, plan_batches,
+    BatchLimits, DEFAULT_MODEL, EmbeddingRole, Encoder, ModelCache, plan_batches,
 };
 
 use self::{anchor::AnchorRun, sample::PeakRss};
@@ -86,7 +86,7 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
         "--batch-sizes must list positive sizes"
     );
     let anchor_python = if args.no_anchor { None } else { Some(anchor::python(args)?) };
-    let model = pinned_model(&args.model)?;
+    let model = crate::commands::model::named(Some(&args.model))?;
     let cache = ModelCache::from_env()?;
     let model_dir = cache.install_dir(model.manifest());
     let mut encoder = model.load(&cache, model.default_config())?;
@@ -176,28 +176,30 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "| batch | order    | real tok/s | padded tok/s | cores busy | peak RSS MiB | % GEMM peak | anchor real tok/s | anchor peak RSS MiB | ratio |"
+        "| batch | order    | real tok/s | padded tok/s | cores busy | peak RSS MiB | % GEMM peak | anchor real tok/s | anchor cores busy | anchor peak RSS MiB | ratio | CPU ratio |"
     );
     println!(
-        "|------:|----------|-----------:|-------------:|-----------:|-------------:|------------:|------------------:|--------------------:|------:|"
+        "|------:|----------|-----------:|-------------:|-----------:|-------------:|------------:|------------------:|------------------:|--------------------:|------:|----------:|"
     );
     for (i, (config, m)) in configs.iter().zip(&ours).enumerate() {
         let padded = padded_tokens(lengths, config.limits(max_tokens));
         let real_rate = real_tokens as f64 / m.wall_s;
-        let (anchor_rate, anchor_rss, ratio) = match &anchor_runs {
+        let (anchor_rate, anchor_busy, anchor_rss, ratio, cpu_ratio) = match &anchor_runs {
             Some(runs) => {
                 let a = &runs[i];
                 let rate = real_tokens as f64 / a.wall_s;
                 (
                     format!("{rate:.0}"),
+                    format!("{:.2}", a.cpu_s / a.wall_s),
                     format!("{:.0}", a.peak_rss_mib),
                     format!("{:.2}", real_rate / rate),
+                    format!("{:.2}", a.cpu_s / m.cpu_s),
                 )
             }
-            None => ("n/a".into(), "n/a".into(), "n/a".into()),
+            None => ("n/a".into(), "n/a".into(), "n/a".into(), "n/a".into(), "n/a".into()),
         };
         println!(
-            "| {:>5} | {:<8} | {:>10.0} | {:>12.0} | {:>10.2} | {:>12.0} | {:>10.1}% | {:>17} | {:>19} | {:>5} |",
+            "| {:>5} | {:<8} | {:>10.0} | {:>12.0} | {:>10.2} | {:>12.0} | {:>10.1}% | {:>17} | {:>17} | {:>19} | {:>5} | {:>9} |",
             config.batch,
             if config.sorted { "sorted" } else { "unsorted" },
             real_rate,
@@ -206,15 +208,19 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
             m.peak_rss_mib,
             100.0 * flops / m.wall_s / 1e9 / gemm_gflops,
             anchor_rate,
+            anchor_busy,
             anchor_rss,
             ratio,
+            cpu_ratio,
         );
     }
     println!();
     println!(
-        "ratio = evicortex real tok/s / anchor real tok/s (above 1 is faster). Cores busy = CPU \
-         seconds / wall seconds. Peak RSS is the process's resident peak during the \
-         configuration (the model's weights included)."
+        "ratio = evicortex real tok/s / anchor real tok/s (above 1 is faster). CPU ratio = \
+         anchor CPU seconds / evicortex CPU seconds for the same work (above 1 is cheaper; less \
+         sensitive than wall time to other load on a shared machine). Cores busy = CPU seconds \
+         / wall seconds. Peak RSS is the process's resident peak during the configuration (the \
+         model's weights included)."
     );
     Ok(())
 }

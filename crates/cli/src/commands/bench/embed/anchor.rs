@@ -19,6 +19,8 @@ pub struct AnchorRun {
     pub name: String,
     /// Wall seconds.
     pub wall_s: f64,
+    /// CPU seconds of the process (all threads).
+    pub cpu_s: f64,
     /// Peak resident set during the configuration, MiB.
     pub peak_rss_mib: f64,
     /// torch version (from the ready line).
