@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch + sentence-transformers anchor for `evicortex bench embed`.
 
-Reads a JSON request {"model_dir", "threads", "texts", "configs": [{"name", "batch_size",
-"order"}]} on stdin, embeds the texts with sentence-transformers on the CPU for every
+Reads a JSON request {"model_dir", "max_seq_length", "threads", "texts", "configs": [{"name",
+"batch_size", "order"}]} on stdin, embeds the texts with sentence-transformers on the CPU for every
 configuration, and writes one JSON line per configuration to stdout with wall and CPU seconds and
 the peak resident set during it (reset through /proc/self/clear_refs, as the Rust side does). The
 model directory is the verified cache directory (the Rust side verified it before calling).
@@ -37,7 +37,7 @@ def main():
     if threads:
         torch.set_num_threads(int(threads))
     model = SentenceTransformer(request["model_dir"], device="cpu")
-    model.max_seq_length = 256
+    model.max_seq_length = int(request["max_seq_length"])
     texts = request["texts"]
     print(json.dumps({"event": "ready", "torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
     with torch.inference_mode():

@@ -8,6 +8,14 @@ before anything is loaded). Run it with the bench venv (bench/setup_venv.sh):
     $VENV/bin/python bench/golden_vectors.py --model-dir "$(evicortex model path)" \
         --manifest crates/embed/manifests/all-minilm-l6-v2.json \
         --out crates/embed/tests/golden/all-minilm-l6-v2.json
+    $VENV/bin/python bench/golden_vectors.py \
+        --model-dir "$(evicortex model path all-mpnet-base-v2)" \
+        --manifest crates/embed/manifests/all-mpnet-base-v2.json \
+        --out crates/embed/tests/golden/all-mpnet-base-v2.json
+
+The maximum length is the model's own (sentence_bert_config.json: 256 for MiniLM, 384 for
+MPNet). For MPNet the file also records the relative-position bucket of every offset, as the
+reference computes it, so that the Rust bucketing is checked on every boundary.
 """
 import argparse
 import hashlib
@@ -83,10 +91,12 @@ def main():
 
     torch.manual_seed(0)
     mean_model = SentenceTransformer(args.model_dir, device="cpu")
-    assert mean_model.max_seq_length == 256, mean_model.max_seq_length
-    transformer = models.Transformer(args.model_dir, max_seq_length=256)
+    max_tokens = mean_model.max_seq_length
+    assert max_tokens in (256, 384), max_tokens
+    dimension = mean_model.get_sentence_embedding_dimension()
+    transformer = models.Transformer(args.model_dir, max_seq_length=max_tokens)
     cls_model = SentenceTransformer(
-        modules=[transformer, models.Pooling(384, pooling_mode="cls"), models.Normalize()], device="cpu"
+        modules=[transformer, models.Pooling(dimension, pooling_mode="cls"), models.Normalize()], device="cpu"
     )
     tokenizer = mean_model.tokenizer
 
@@ -107,8 +117,8 @@ def main():
         ("python_code", "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\nprint([fib(i) for i in range(10)])"),
         ("url_email", "Send the report to jane.doe+memo@example.com or upload it at https://example.org/upload?id=42&x=y"),
         ("medium", LOREM[:600]),
-        ("near_max_255", fit_tokens(tokenizer, long_text, 255)),
-        ("exactly_max_256", fit_tokens(tokenizer, long_text, 256)),
+        (f"near_max_{max_tokens - 1}", fit_tokens(tokenizer, long_text, max_tokens - 1)),
+        (f"exactly_max_{max_tokens}", fit_tokens(tokenizer, long_text, max_tokens)),
         ("repeated_chars", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa bbbbbbbbbbbbbbbbbbbbbbbbbbb"),
         ("control_and_newlines", "line one\nline two\r\n\ttabbed\u00a0nbsp\u200bzero-width"),
     ]
@@ -116,7 +126,7 @@ def main():
         ("over_max_truncate", long_text),
         ("over_max_unicode_truncate", ("Café 東京 🎉 " * 120).strip()),
     ]
-    cls_cases = ["short", "cjk", "code", "exactly_max_256"]
+    cls_cases = ["short", "cjk", "code", f"exactly_max_{max_tokens}"]
 
     def token_count(text):
         return len(tokenizer(text, truncation=False)["input_ids"])
@@ -130,11 +140,11 @@ def main():
     out_cases = []
     for i, (name, text) in enumerate(cases + truncated_cases):
         n = token_count(text)
-        overlength = "truncate" if n > 256 else "fits"
+        overlength = "truncate" if n > max_tokens else "fits"
         if (name, text) in truncated_cases:
-            assert n > 256, (name, n)
+            assert n > max_tokens, (name, n)
         else:
-            assert n <= 256, (name, n)
+            assert n <= max_tokens, (name, n)
         out_cases.append({
             "name": name, "text": text, "token_count": n, "overlength": overlength, "pooling": "mean",
             "vector": [float(x) for x in mean_vectors[i]],
@@ -150,7 +160,7 @@ def main():
         "model": manifest["name"],
         "revision": manifest["revision"],
         "directory_sha256": manifest["directory_sha256"],
-        "max_tokens": 256,
+        "max_tokens": max_tokens,
         "normalization": "l2",
         "generator": {
             "script": "bench/golden_vectors.py",
@@ -160,6 +170,14 @@ def main():
         },
         "cases": out_cases,
     }
+    encoder = getattr(mean_model[0].auto_model, "encoder", None)
+    if hasattr(encoder, "relative_position_bucket"):
+        offsets = torch.arange(-511, 512)
+        golden["relative_buckets"] = {
+            "num_buckets": mean_model[0].auto_model.config.relative_attention_num_buckets,
+            "first_offset": -511,
+            "buckets": [int(b) for b in encoder.relative_position_bucket(offsets)],
+        }
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(golden, f, ensure_ascii=False, indent=1)
         f.write("\n")

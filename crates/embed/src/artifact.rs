@@ -43,6 +43,7 @@ impl VerifiedArtifacts {
         if !dir.exists() {
             return Err(ArtifactError::ModelMissing {
                 model: manifest.name.clone(),
+                fetch_name: manifest.install_dir.clone(),
                 dir: dir.to_owned(),
             });
         }
@@ -200,7 +201,7 @@ pub(crate) fn listing_digest<'a>(
 }
 
 /// Refuses absolute paths, `..`, `.`, empty components, backslashes and control characters.
-pub(crate) fn check_relative_path(rel: &str) -> Result<(), ArtifactError> {
+pub fn check_relative_path(rel: &str) -> Result<(), ArtifactError> {
     let escapes = || ArtifactError::PathEscapes { path: rel.to_owned() };
     if rel.is_empty() || rel.contains('\\') || rel.chars().any(char::is_control) {
         return Err(escapes());

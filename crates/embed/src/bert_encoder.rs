@@ -1,5 +1,5 @@
-//! `BertEncoder`: verified artefacts + tokenizer + candle BERT + pooling + normalisation, behind
-//! the [`Encoder`] trait.
+//! `BertEncoder`: verified artefacts + tokenizer + a BERT-family model (BERT or MPNet) + pooling +
+//! normalisation, behind the [`Encoder`] trait.
 
 use std::sync::{
     Mutex, PoisonError,
@@ -10,16 +10,18 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::{
     artifact::VerifiedArtifacts,
-    bert::{BertConfig, BertModel},
+    bert::BertModel,
     encoder::{BatchLimits, EmbeddedWindow, EmbeddingRole, Encoder, TextEmbedding, plan_batches},
     encoder_config::EncoderConfig,
     error::EmbedError,
     identity::{EncoderIdentity, EncoderIdentityDigest},
-    packed_bert::PackedBert,
+    model_config::{Architecture, ModelConfig},
+    packed_model::PackedModel,
     tokenize::{EncoderTokenizer, ModelInput},
 };
 
-/// A BERT sentence encoder (all-MiniLM-L6-v2 and its relatives), f32 on the CPU.
+/// A sentence encoder of the BERT family, f32 on the CPU: BERT (all-MiniLM-L6-v2 and its
+/// relatives) or MPNet (all-mpnet-base-v2), chosen by the artefact's `config.json`.
 #[derive(Debug)]
 pub struct BertEncoder {
     model: Model,
@@ -28,7 +30,7 @@ pub struct BertEncoder {
     identity: EncoderIdentity,
     identity_digest: EncoderIdentityDigest,
     limits: BatchLimits,
-    bert_config: BertConfig,
+    model_config: ModelConfig,
     /// One single-threaded pool per core, for running packed batches side by side.
     workers: Vec<rayon::ThreadPool>,
 }
@@ -37,10 +39,11 @@ pub struct BertEncoder {
 /// the backend is part of the [`EncoderIdentity`]'s implementation field.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ModelBackend {
-    /// Padded batches through candle tensors (`bert.rs`), mirroring the reference layer by layer.
+    /// Padded batches through candle tensors (`bert.rs`), mirroring the reference layer by layer
+    /// (BERT only).
     Candle,
     /// Sequences packed into one token matrix, no padding, fused multi-threaded kernels
-    /// (`packed_bert.rs`). The default: several times faster.
+    /// (`packed_model.rs`). The default: several times faster.
     Packed,
 }
 
@@ -60,7 +63,7 @@ type BatchVectors = Result<Vec<Vec<f32>>, EmbedError>;
 #[derive(Debug)]
 enum Model {
     Candle(BertModel),
-    Packed(PackedBert),
+    Packed(PackedModel),
 }
 
 impl BertEncoder {
@@ -82,8 +85,8 @@ impl BertEncoder {
     ) -> Result<BertEncoder, EmbedError> {
         let _span =
             tracing::info_span!("load_bert_encoder", model = artifacts.model_name()).entered();
-        let bert_config = BertConfig::parse(artifacts.bytes("config.json")?)?;
-        config.validate(bert_config.max_position_embeddings)?;
+        let model_config = ModelConfig::parse(artifacts.bytes("config.json")?)?;
+        config.validate(model_config.dimensions().max_tokens)?;
         let tokenizer = EncoderTokenizer::load(artifacts.bytes("tokenizer.json")?)?;
         let identity = EncoderIdentity::new(
             artifacts.model_name(),
@@ -91,13 +94,22 @@ impl BertEncoder {
             artifacts.directory_sha256(),
             artifacts.file_digests().map(|(rel, digest)| (rel.to_owned(), digest)).collect(),
             &config,
-            bert_config.hidden_size,
+            model_config.hidden_size(),
             backend.name(),
         );
         let weights = artifacts.take_bytes("model.safetensors")?;
-        let model = match backend {
-            ModelBackend::Candle => Model::Candle(BertModel::load(bert_config.clone(), weights)?),
-            ModelBackend::Packed => Model::Packed(PackedBert::load(bert_config.clone(), &weights)?),
+        let model = match (backend, &model_config) {
+            (ModelBackend::Candle, ModelConfig::Bert(bert)) => {
+                Model::Candle(BertModel::load(bert.clone(), weights)?)
+            }
+            (ModelBackend::Candle, ModelConfig::Mpnet(_)) => {
+                return Err(EmbedError::InvalidConfig {
+                    field: "backend",
+                    reason: "candle-padded computes BERT only; MPNet runs on the packed backend"
+                        .to_owned(),
+                });
+            }
+            (ModelBackend::Packed, _) => Model::Packed(PackedModel::load(&model_config, &weights)?),
         };
         let identity_digest = identity.digest();
         Ok(BertEncoder {
@@ -107,7 +119,7 @@ impl BertEncoder {
             identity,
             identity_digest,
             limits: BatchLimits::default(),
-            bert_config,
+            model_config,
             workers: worker_pools()?,
         })
     }
@@ -123,11 +135,21 @@ impl BertEncoder {
         &self.config
     }
 
+    /// The model's `config.json`.
+    pub fn model_config(&self) -> &ModelConfig {
+        &self.model_config
+    }
+
+    /// The model's architecture, from its `config.json`.
+    pub fn architecture(&self) -> Architecture {
+        self.model_config.architecture()
+    }
+
     /// Floating-point operations of one forward pass over a sequence of `length` tokens: the
     /// linear layers and the two attention products (a benchmark compares the rate of these with
     /// the machine's matrix-product peak; embeddings, norms and softmax are not counted).
     pub fn forward_flops(&self, length: usize) -> f64 {
-        let c = &self.bert_config;
+        let c = self.model_config.dimensions();
         let (l, h, inter) = (length as f64, c.hidden_size as f64, c.intermediate_size as f64);
         let linear = 2.0 * l * (4.0 * h * h + 2.0 * h * inter);
         let attention = 2.0 * 2.0 * l * l * h;
@@ -201,7 +223,7 @@ impl BertEncoder {
                 let sequences: Vec<&[u32]> =
                     inputs.iter().map(|i| i.token_ids.as_slice()).collect();
                 let hidden = model.forward(&sequences)?;
-                let width = model.config().hidden_size;
+                let width = model.hidden_size();
                 return Ok(hidden
                     .offsets
                     .windows(2)

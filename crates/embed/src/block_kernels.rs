@@ -3,12 +3,20 @@
 
 use crate::{kernels, multiversion::multiversion};
 
+/// One token to embed: its id, its learned position and its token type.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EmbeddedToken {
+    pub id: u32,
+    pub position: usize,
+    pub token_type: usize,
+}
+
 multiversion! {
-    /// `rows[r] = LayerNorm(word[id] + position[pos] + token_type)` for each `(id, pos)` of
+    /// `rows[r] = LayerNorm(word[id] + position[pos] + token_type[type])` for each token of
     /// `tokens`; `rows` holds `tokens.len()` rows of the hidden width.
     pub(crate) fn embed_rows(
         rows: &mut [f32],
-        tokens: &[(u32, usize)],
+        tokens: &[EmbeddedToken],
         word: &[f32],
         position: &[f32],
         token_type: &[f32],
@@ -17,10 +25,11 @@ multiversion! {
         eps: f32,
     ) {
         let h = gamma.len();
-        for (row, &(id, pos)) in rows.chunks_exact_mut(h).zip(tokens) {
-            let w = &word[id as usize * h..][..h];
-            let p = &position[pos * h..][..h];
-            for (((o, &w), &p), &t) in row.iter_mut().zip(w).zip(p).zip(token_type) {
+        for (row, token) in rows.chunks_exact_mut(h).zip(tokens) {
+            let w = &word[token.id as usize * h..][..h];
+            let p = &position[token.position * h..][..h];
+            let t = &token_type[token.token_type * h..][..h];
+            for (((o, &w), &p), &t) in row.iter_mut().zip(w).zip(p).zip(t) {
                 *o = w + p + t;
             }
             kernels::layer_norm_in_place(row, gamma, beta, eps);
@@ -69,13 +78,15 @@ const TILE_COLS: usize = 32;
 multiversion! {
     /// Scaled dot-product attention of one head over one sequence. `qkv` holds the sequence's
     /// rows `[len, 3 * hidden]` without bias; returns the head's context `[len, head_dim]`.
-    /// Scores and context are computed in register tiles of rows by columns, so that the inner
-    /// loops only load and multiply-add.
+    /// `relative_bias`, when given, is added to the score of key `j` for query `i` from its
+    /// entry `(j - i)` after the middle one (MPNet). Scores and context are computed in register
+    /// tiles of rows by columns, so that the inner loops only load and multiply-add.
     pub(crate) fn attention_head(
         qkv: &[f32],
         qkv_bias: &[f32],
         head: usize,
         head_dim: usize,
+        relative_bias: Option<&[f32]>,
     ) -> Vec<f32> {
         let h3 = qkv_bias.len();
         let h = h3 / 3;
@@ -103,9 +114,9 @@ multiversion! {
         while t < len {
             let (q, out) = (&q[t * d..], &mut context[t * d..]);
             let rows = if t + TILE_ROWS <= len {
-                attend_rows::<TILE_ROWS>(q, &k_t, &v, len, stride, &mut scores, out)
+                attend_rows::<TILE_ROWS>(q, &k_t, &v, len, stride, relative_bias, t, &mut scores, out)
             } else {
-                attend_rows::<1>(q, &k_t, &v, len, stride, &mut scores, out)
+                attend_rows::<1>(q, &k_t, &v, len, stride, relative_bias, t, &mut scores, out)
             };
             t += rows;
         }
@@ -113,22 +124,35 @@ multiversion! {
     }
 }
 
-/// Attention of `R` query rows (`q`, rows of the head width `d`): scores against every key into
-/// `scores` (rows `stride` apart), softmax over the `len` real keys, context into `out`. Returns
-/// `R`.
+/// Attention of `R` query rows from row `first` (`q`, rows of the head width `d`): scores
+/// against every key into `scores` (rows `stride` apart), plus the relative bias if any, softmax
+/// over the `len` real keys, context into `out`. Returns `R`.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn attend_rows<const R: usize>(
     q: &[f32],
     k_t: &[f32],
     v: &[f32],
     len: usize,
     stride: usize,
+    relative_bias: Option<&[f32]>,
+    first: usize,
     scores: &mut [f32],
     out: &mut [f32],
 ) -> usize {
     let d = k_t.len() / stride;
     for j in (0..stride).step_by(TILE_COLS) {
         score_tile::<R>(q, d, k_t, stride, j, scores);
+    }
+    if let Some(bias) = relative_bias {
+        let middle = bias.len() / 2;
+        for (r, row) in scores.chunks_exact_mut(stride).take(R).enumerate() {
+            // Key j of query i takes entry middle + j - i: keys 0..len start at middle - i.
+            let start = middle - (first + r);
+            for (s, &b) in row[..len].iter_mut().zip(&bias[start..start + len]) {
+                *s += b;
+            }
+        }
     }
     for row in scores.chunks_exact_mut(stride).take(R) {
         kernels::softmax_in_place(&mut row[..len]);

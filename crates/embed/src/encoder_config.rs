@@ -104,6 +104,20 @@ impl EncoderConfig {
         }
     }
 
+    /// The settings sentence-transformers uses for all-mpnet-base-v2 (`sentence_bert_config.json`
+    /// max_seq_length 384, `1_Pooling` mean, `2_Normalize`), no prefixes (the model was trained
+    /// without them), overlength refused.
+    pub fn all_mpnet_base_v2() -> EncoderConfig {
+        EncoderConfig {
+            pooling: Pooling::Mean,
+            query_prefix: String::new(),
+            document_prefix: String::new(),
+            max_tokens: 384,
+            overlength: Overlength::Refuse,
+            normalization: Normalization::L2,
+        }
+    }
+
     /// The same settings with another overlength policy.
     pub fn with_overlength(mut self, overlength: Overlength) -> EncoderConfig {
         self.overlength = overlength;

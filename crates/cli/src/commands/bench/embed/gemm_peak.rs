@@ -1,23 +1,23 @@
-//! The machine's f32 matrix-product rate through the same kernels the encoder uses, so that a
-//! benchmark can say what fraction of it the encoder reaches.
+//! The machine's f32 matrix-product rate through the same kernels the encoder uses (candle's
+//! matrix product), so that the benchmark can say what fraction of it the encoder reaches.
 
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 
-use crate::error::EmbedError;
-
-/// Shapes of the encoder's linear layers at a large batch: `[m, k] x [k, n]`.
-const SHAPES: [(usize, usize, usize); 3] =
-    [(4096, 384, 1152), (4096, 384, 1536), (4096, 1536, 384)];
+/// Rows of the timed products: a large batch of tokens.
+const ROWS: usize = 4096;
 /// Timed repetitions per shape; the best counts (a peak, not a typical rate).
 const REPETITIONS: usize = 8;
 
-/// Best measured GFLOP/s of f32 matrix products on the encoder's layer shapes, over all cores.
-pub fn measure_sgemm_gflops() -> Result<f64, EmbedError> {
-    let err = |source| EmbedError::Model { stage: "matrix-product peak", source };
+/// Best measured GFLOP/s of f32 matrix products on the shapes of an encoder's linear layers
+/// (`hidden` wide, `intermediate` in the feed-forward layer), over all cores.
+pub fn measure_sgemm_gflops(hidden: usize, intermediate: usize) -> anyhow::Result<f64> {
+    let shapes =
+        [(ROWS, hidden, 3 * hidden), (ROWS, hidden, intermediate), (ROWS, intermediate, hidden)];
+    let err = |source: candle_core::Error| anyhow::anyhow!("matrix-product peak: {source}");
     let mut best = 0f64;
-    for (m, k, n) in SHAPES {
+    for (m, k, n) in shapes {
         let a = Tensor::from_vec(filled(m * k, 0.37), (m, k), &Device::Cpu).map_err(err)?;
         let b = Tensor::from_vec(filled(k * n, 0.11), (k, n), &Device::Cpu).map_err(err)?;
         a.matmul(&b).map_err(err)?;

@@ -1,185 +1,146 @@
-//! `PackedBert`: the same BERT computation as `bert.rs`, on a packed token matrix.
+//! `PackedModel`: the BERT and MPNet computations on a packed token matrix.
 //!
 //! All sequences of a batch are stacked into one `[tokens, hidden]` matrix with no padding, so the
 //! linear layers (95% of the work) multiply only real tokens; attention runs per sequence and
 //! head. The matrix products go to candle's multi-threaded gemm; bias, GELU, residual, layer norm
-//! and softmax are fused row kernels (`block_kernels.rs`) spread over threads with rayon.
-//! Parity with the reference is checked by the same golden vectors as the candle model.
+//! and softmax are fused row kernels (`block_kernels.rs`) spread over threads with rayon. The two
+//! architectures differ only in their embeddings (MPNet counts positions past its padding id and
+//! has no token types) and in MPNet's relative position bias, added to every attention score.
+//! Parity with the reference is checked by golden vectors from PyTorch.
 
 use candle_core::{DType, Device, Storage, Tensor};
 use rayon::prelude::*;
 
-use crate::{bert::BertConfig, block_kernels, error::EmbedError};
+use crate::{
+    block_kernels,
+    error::EmbedError,
+    model_config::{Dimensions, ModelConfig},
+    packed_weights::{self, Norm, PackedLayer},
+};
 
 /// Rows handed to one rayon task by the row kernels.
 const ROWS_PER_TASK: usize = 16;
 
-/// BERT weights laid out for the packed forward pass.
-#[derive(Debug)]
-pub struct PackedBert {
-    config: BertConfig,
-    word_embeddings: Vec<f32>,
-    position_embeddings: Vec<f32>,
-    token_type_embedding: Vec<f32>,
-    embeddings_norm: Norm,
-    layers: Vec<PackedLayer>,
+/// How a token's learned position is found.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Positions {
+    /// Its index in the sequence (BERT).
+    Absolute,
+    /// The padding id plus the number of non-padding tokens up to and including it; padding
+    /// tokens get the padding id (MPNet and RoBERTa count positions this way).
+    AfterPadding {
+        /// The padding token id.
+        pad_id: u32,
+    },
 }
 
+/// Weights laid out for the packed forward pass.
 #[derive(Debug)]
-struct Norm {
-    gamma: Vec<f32>,
-    beta: Vec<f32>,
-}
-
-#[derive(Debug)]
-struct PackedLayer {
-    /// `[hidden, 3 * hidden]`: query, key and value weights side by side, transposed.
-    qkv_weight: Tensor,
-    qkv_bias: Vec<f32>,
-    /// `[hidden, hidden]`, transposed.
-    attention_output_weight: Tensor,
-    attention_output_bias: Vec<f32>,
-    attention_norm: Norm,
-    /// `[hidden, intermediate]`, transposed.
-    intermediate_weight: Tensor,
-    intermediate_bias: Vec<f32>,
-    /// `[intermediate, hidden]`, transposed.
-    output_weight: Tensor,
-    output_bias: Vec<f32>,
-    output_norm: Norm,
+pub(crate) struct PackedModel {
+    pub(crate) dims: Dimensions,
+    pub(crate) word_embeddings: Vec<f32>,
+    pub(crate) position_embeddings: Vec<f32>,
+    /// `[types, hidden]`; one zero row for an architecture without token types.
+    pub(crate) token_type_embeddings: Vec<f32>,
+    pub(crate) positions: Positions,
+    pub(crate) embeddings_norm: Norm,
+    pub(crate) layers: Vec<PackedLayer>,
+    /// MPNet's attention bias by head and offset: `[heads, 2 * max_tokens - 1]`, the bias of key
+    /// `j` for query `i` at `(j - i) + max_tokens - 1`.
+    pub(crate) relative_bias: Option<Vec<f32>>,
 }
 
 /// Hidden states of a packed batch: row `offsets[i] + j` is token `j` of sequence `i`.
 #[derive(Debug)]
-pub struct PackedHidden {
+pub(crate) struct PackedHidden {
     /// `[tokens, hidden]`, row-major.
     pub states: Vec<f32>,
     /// Start row of each sequence, plus the total at the end.
     pub offsets: Vec<usize>,
 }
 
-impl PackedBert {
-    /// Loads the weights from verified safetensors bytes.
-    pub fn load(config: BertConfig, safetensors: &[u8]) -> Result<PackedBert, EmbedError> {
-        let tensors = safetensors::SafeTensors::deserialize(safetensors)
-            .map_err(|err| invalid_weights("model.safetensors", err.to_string()))?;
-        let h = config.hidden_size;
-        let inter = config.intermediate_size;
-        let read = |name: &str, shape: &[usize]| -> Result<Vec<f32>, EmbedError> {
-            let view =
-                tensors.tensor(name).map_err(|err| invalid_weights(name, err.to_string()))?;
-            if view.dtype() != safetensors::Dtype::F32 || view.shape() != shape {
-                return Err(invalid_weights(
-                    name,
-                    format!("is {:?} {:?}, expected F32 {shape:?}", view.dtype(), view.shape()),
-                ));
-            }
-            Ok(view
-                .data()
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect())
-        };
-        let norm = |prefix: &str| -> Result<Norm, EmbedError> {
-            Ok(Norm {
-                gamma: read(&format!("{prefix}.weight"), &[h])?,
-                beta: read(&format!("{prefix}.bias"), &[h])?,
-            })
-        };
-        let token_types =
-            read("embeddings.token_type_embeddings.weight", &[config.type_vocab_size, h])?;
-        let mut layers = Vec::with_capacity(config.num_hidden_layers);
-        for i in 0..config.num_hidden_layers {
-            let p = format!("encoder.layer.{i}");
-            let (q, k, v) = (
-                read(&format!("{p}.attention.self.query.weight"), &[h, h])?,
-                read(&format!("{p}.attention.self.key.weight"), &[h, h])?,
-                read(&format!("{p}.attention.self.value.weight"), &[h, h])?,
-            );
-            let mut qkv_rows = q;
-            qkv_rows.extend(k);
-            qkv_rows.extend(v);
-            let mut qkv_bias = read(&format!("{p}.attention.self.query.bias"), &[h])?;
-            qkv_bias.extend(read(&format!("{p}.attention.self.key.bias"), &[h])?);
-            qkv_bias.extend(read(&format!("{p}.attention.self.value.bias"), &[h])?);
-            layers.push(PackedLayer {
-                qkv_weight: transposed(qkv_rows, 3 * h, h)?,
-                qkv_bias,
-                attention_output_weight: transposed(
-                    read(&format!("{p}.attention.output.dense.weight"), &[h, h])?,
-                    h,
-                    h,
-                )?,
-                attention_output_bias: read(&format!("{p}.attention.output.dense.bias"), &[h])?,
-                attention_norm: norm(&format!("{p}.attention.output.LayerNorm"))?,
-                intermediate_weight: transposed(
-                    read(&format!("{p}.intermediate.dense.weight"), &[inter, h])?,
-                    inter,
-                    h,
-                )?,
-                intermediate_bias: read(&format!("{p}.intermediate.dense.bias"), &[inter])?,
-                output_weight: transposed(
-                    read(&format!("{p}.output.dense.weight"), &[h, inter])?,
-                    h,
-                    inter,
-                )?,
-                output_bias: read(&format!("{p}.output.dense.bias"), &[h])?,
-                output_norm: norm(&format!("{p}.output.LayerNorm"))?,
-            });
-        }
-        Ok(PackedBert {
-            word_embeddings: read("embeddings.word_embeddings.weight", &[config.vocab_size, h])?,
-            position_embeddings: read(
-                "embeddings.position_embeddings.weight",
-                &[config.max_position_embeddings, h],
-            )?,
-            token_type_embedding: token_types[..h].to_vec(),
-            embeddings_norm: norm("embeddings.LayerNorm")?,
-            layers,
-            config,
-        })
+impl PackedModel {
+    /// Loads the weights of `config`'s architecture from verified safetensors bytes.
+    pub(crate) fn load(
+        config: &ModelConfig,
+        safetensors: &[u8],
+    ) -> Result<PackedModel, EmbedError> {
+        packed_weights::load(config, safetensors)
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &BertConfig {
-        &self.config
+    /// Width of the hidden states.
+    pub(crate) fn hidden_size(&self) -> usize {
+        self.dims.hidden_size
     }
 
-    /// Hidden states of `sequences` (token ids with special tokens, each at most the model's
-    /// positions long).
-    pub fn forward(&self, sequences: &[&[u32]]) -> Result<PackedHidden, EmbedError> {
-        let _span =
-            tracing::trace_span!("packed_bert_forward", n_sequences = sequences.len()).entered();
-        let h = self.config.hidden_size;
+    /// Hidden states of `sequences` (token ids with special tokens, each at most
+    /// `dims.max_tokens` long), every token of token type 0.
+    pub(crate) fn forward(&self, sequences: &[&[u32]]) -> Result<PackedHidden, EmbedError> {
+        self.forward_typed(sequences, None)
+    }
+
+    /// [`PackedModel::forward`] with a token type per token (`types[i]` as long as
+    /// `sequences[i]`), as a sentence-pair classifier needs.
+    pub(crate) fn forward_typed(
+        &self,
+        sequences: &[&[u32]],
+        types: Option<&[&[u32]]>,
+    ) -> Result<PackedHidden, EmbedError> {
+        let _span = tracing::trace_span!("packed_forward", n_sequences = sequences.len()).entered();
+        let h = self.dims.hidden_size;
+        let n_types = self.token_type_embeddings.len() / h;
         let mut offsets = Vec::with_capacity(sequences.len() + 1);
-        let mut tokens: Vec<(u32, usize)> = Vec::new();
+        let mut tokens: Vec<block_kernels::EmbeddedToken> = Vec::new();
         offsets.push(0);
-        for seq in sequences {
-            if seq.len() > self.config.max_position_embeddings {
+        for (s, seq) in sequences.iter().enumerate() {
+            if seq.len() > self.dims.max_tokens {
                 return Err(EmbedError::InvalidConfig {
                     field: "sequence length",
                     reason: format!(
                         "{} exceeds the model's {} positions",
                         seq.len(),
-                        self.config.max_position_embeddings
+                        self.dims.max_tokens
                     ),
                 });
             }
-            for (position, &id) in seq.iter().enumerate() {
-                if id as usize >= self.config.vocab_size {
+            let seq_types = types.map(|types| types[s]);
+            if seq_types.is_some_and(|t| t.len() != seq.len()) {
+                return Err(EmbedError::InvalidConfig {
+                    field: "token types",
+                    reason: format!("sequence {s} has a token type count unlike its length"),
+                });
+            }
+            let mut counted = 0usize;
+            for (index, &id) in seq.iter().enumerate() {
+                if id as usize >= self.dims.vocab_size {
                     return Err(EmbedError::InvalidConfig {
                         field: "token id",
                         reason: format!(
                             "{id} is outside the vocabulary of {}",
-                            self.config.vocab_size
+                            self.dims.vocab_size
                         ),
                     });
                 }
-                tokens.push((id, position));
+                let position = match self.positions {
+                    Positions::Absolute => index,
+                    Positions::AfterPadding { pad_id } if id == pad_id => pad_id as usize,
+                    Positions::AfterPadding { pad_id } => {
+                        counted += 1;
+                        pad_id as usize + counted
+                    }
+                };
+                let token_type = seq_types.map_or(0, |t| t[index] as usize);
+                if token_type >= n_types {
+                    return Err(EmbedError::InvalidConfig {
+                        field: "token type",
+                        reason: format!("{token_type} is outside the model's {n_types} types"),
+                    });
+                }
+                tokens.push(block_kernels::EmbeddedToken { id, position, token_type });
             }
             offsets.push(tokens.len());
         }
-        let eps = self.config.layer_norm_eps as f32;
+        let eps = self.dims.layer_norm_eps as f32;
         let mut states = vec![0f32; tokens.len() * h];
         states.par_chunks_mut(h * ROWS_PER_TASK).zip(tokens.par_chunks(ROWS_PER_TASK)).for_each(
             |(rows, tokens)| {
@@ -188,7 +149,7 @@ impl PackedBert {
                     tokens,
                     &self.word_embeddings,
                     &self.position_embeddings,
-                    &self.token_type_embedding,
+                    &self.token_type_embeddings,
                     &self.embeddings_norm.gamma,
                     &self.embeddings_norm.beta,
                     eps,
@@ -207,8 +168,8 @@ impl PackedBert {
         states: Vec<f32>,
         offsets: &[usize],
     ) -> Result<Vec<f32>, EmbedError> {
-        let h = self.config.hidden_size;
-        let inter = self.config.intermediate_size;
+        let h = self.dims.hidden_size;
+        let inter = self.dims.intermediate_size;
         let n_tokens = states.len() / h;
         let x =
             Tensor::from_vec(states, (n_tokens, h), &Device::Cpu).map_err(model_err("input"))?;
@@ -254,8 +215,8 @@ impl PackedBert {
         residual: &Tensor,
         norm: &Norm,
     ) -> Result<Vec<f32>, EmbedError> {
-        let h = self.config.hidden_size;
-        let eps = self.config.layer_norm_eps as f32;
+        let h = self.dims.hidden_size;
+        let eps = self.dims.layer_norm_eps as f32;
         with_cpu_slice(x, |x| {
             with_cpu_slice(residual, |residual| {
                 let mut out = vec![0f32; x.len()];
@@ -286,9 +247,9 @@ impl PackedBert {
         qkv_bias: &[f32],
         offsets: &[usize],
     ) -> Result<Vec<f32>, EmbedError> {
-        let h = self.config.hidden_size;
-        let heads = self.config.num_attention_heads;
-        let d = self.config.head_dim();
+        let h = self.dims.hidden_size;
+        let heads = self.dims.num_attention_heads;
+        let d = self.dims.head_dim();
         let n_tokens = qkv.len() / (3 * h);
         let tasks: Vec<(usize, usize)> =
             (0..offsets.len() - 1).flat_map(|s| (0..heads).map(move |head| (s, head))).collect();
@@ -296,7 +257,11 @@ impl PackedBert {
             .par_iter()
             .map(|&(s, head)| {
                 let rows = &qkv[offsets[s] * 3 * h..offsets[s + 1] * 3 * h];
-                block_kernels::attention_head(rows, qkv_bias, head, d)
+                let relative_bias = self.relative_bias.as_ref().map(|bias| {
+                    let width = 2 * self.dims.max_tokens - 1;
+                    &bias[head * width..(head + 1) * width]
+                });
+                block_kernels::attention_head(rows, qkv_bias, head, d, relative_bias)
             })
             .collect();
         let mut context = vec![0f32; n_tokens * h];
@@ -308,13 +273,6 @@ impl PackedBert {
         }
         Ok(context)
     }
-}
-
-/// `rows x cols` row-major weights as a contiguous `[cols, rows]` tensor (their transpose).
-fn transposed(weights: Vec<f32>, rows: usize, cols: usize) -> Result<Tensor, EmbedError> {
-    Tensor::from_vec(weights, (rows, cols), &Device::Cpu)
-        .and_then(|t| t.t()?.contiguous())
-        .map_err(model_err("load weights"))
 }
 
 /// Runs `f` on the f32 data of a contiguous CPU tensor without copying it.
@@ -344,14 +302,6 @@ fn with_cpu_slice<T>(
     }
 }
 
-fn model_err(stage: &'static str) -> impl Fn(candle_core::Error) -> EmbedError {
+pub(crate) fn model_err(stage: &'static str) -> impl Fn(candle_core::Error) -> EmbedError {
     move |source| EmbedError::Model { stage, source }
-}
-
-fn invalid_weights(name: &str, reason: String) -> EmbedError {
-    EmbedError::Artifact(crate::error::ArtifactError::InvalidConfig {
-        file: "model.safetensors".to_owned(),
-        field: name.to_owned(),
-        reason,
-    })
 }
