@@ -2,7 +2,7 @@
 
 use evicortex_core::TurnId;
 
-use crate::{ExactIndex, VectorError, VectorHit, VectorIndexRead};
+use crate::{ExactIndex, IndexKind, VectorError, VectorHit, VectorIndexRead};
 
 /// An exact index over window vectors keyed by (turn, window number), read as an index of turns.
 #[derive(Debug)]
@@ -28,6 +28,10 @@ impl VectorIndexRead for WindowedIndex {
 
     fn covers(&self) -> Option<TurnId> {
         self.index.covers()
+    }
+
+    fn kind(&self) -> IndexKind {
+        self.index.kind()
     }
 
     fn search(
