@@ -11,7 +11,7 @@ use std::{
 use evicortex_core::TurnId;
 
 use crate::{
-    RowMap, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
+    IndexKind, RowMap, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
     distance::{dot, dot_i8_rows, normalize, quantize},
 };
 
@@ -96,7 +96,29 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         &self.vectors[row * self.dim..(row + 1) * self.dim]
     }
 
-    fn check_query(&self, query: &[f32]) -> Result<Vec<f32>, VectorError> {
+    /// Every stored unit vector, row-major.
+    pub(crate) fn unit_vectors(&self) -> &[f32] {
+        &self.vectors
+    }
+
+    /// Stores a vector that is already unit length as it is (an index file's rows: normalising
+    /// again could move the last bit and change scores).
+    pub(crate) fn insert_unit(&mut self, key: K, unit: &[f32]) -> Result<VectorRow, VectorError> {
+        debug_assert_eq!(unit.len(), self.dim);
+        let row = self.rows.push(key).ok_or_else(|| match self.rows.row(key) {
+            Some(_) => VectorError::DuplicateKey { key: format!("{key:?}") },
+            None => VectorError::Full { rows: self.rows.len() },
+        })?;
+        let quant = quantize(unit, &mut self.quantized);
+        self.vectors.extend_from_slice(unit);
+        self.scales.push(quant.scale);
+        self.errors.push(quant.error);
+        self.norms.push(quant.norm);
+        Ok(row)
+    }
+
+    /// The query scaled to unit length, or why it cannot be searched for.
+    pub(crate) fn check_query(&self, query: &[f32]) -> Result<Vec<f32>, VectorError> {
         if query.len() != self.dim {
             return Err(VectorError::DimensionMismatch {
                 what: "query".to_owned(),
@@ -120,6 +142,10 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndexRead<K> for ExactIndex<K> {
 
     fn covers(&self) -> Option<TurnId> {
         self.covers
+    }
+
+    fn kind(&self) -> IndexKind {
+        IndexKind::Exact
     }
 
     fn search(
@@ -199,16 +225,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndex<K> for ExactIndex<K> {
         }
         let unit = normalize(vector)
             .map_err(|reason| VectorError::InvalidVector { what: format!("{key:?}"), reason })?;
-        if self.rows.row(key).is_some() {
-            return Err(VectorError::DuplicateKey { key: format!("{key:?}") });
-        }
-        let row = self.rows.push(key).ok_or(VectorError::Full { rows: self.rows.len() })?;
-        let quant = quantize(&unit, &mut self.quantized);
-        self.vectors.extend_from_slice(&unit);
-        self.scales.push(quant.scale);
-        self.errors.push(quant.error);
-        self.norms.push(quant.norm);
-        Ok(row)
+        self.insert_unit(key, &unit)
     }
 
     fn mark_covered(&mut self, position: TurnId) -> Result<(), VectorError> {
@@ -226,7 +243,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndex<K> for ExactIndex<K> {
 
 /// An `f32` ordered by `total_cmp`, for the first pass's heap.
 #[derive(Copy, Clone, Debug, PartialEq)]
-struct OrderedScore(f32);
+pub(crate) struct OrderedScore(pub(crate) f32);
 
 impl Eq for OrderedScore {}
 
@@ -242,7 +259,8 @@ impl Ord for OrderedScore {
     }
 }
 
-fn top_n<K: Ord>(hits: &mut Vec<VectorHit<K>>, n: usize) {
+/// Keeps the best `n` hits, sorted by descending score, ties by ascending key.
+pub(crate) fn top_n<K: Ord>(hits: &mut Vec<VectorHit<K>>, n: usize) {
     let order =
         |a: &VectorHit<K>, b: &VectorHit<K>| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key));
     if hits.len() > n {

@@ -26,6 +26,8 @@ pub trait VectorIndexRead<K = TurnId> {
     }
     /// The ledger position up to which the index is complete, if recorded.
     fn covers(&self) -> Option<TurnId>;
+    /// Which kind of index answers (compiled contexts record it).
+    fn kind(&self) -> IndexKind;
     /// The `n` admitted vectors most similar to `query`.
     fn search(
         &self,
@@ -33,6 +35,15 @@ pub trait VectorIndexRead<K = TurnId> {
         n: usize,
         admit: &mut dyn FnMut(K) -> bool,
     ) -> Result<Vec<VectorHit<K>>, VectorError>;
+}
+
+/// Which kind of index answers a search.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum IndexKind {
+    /// Every admitted vector is scored ([`crate::ExactIndex`]).
+    Exact,
+    /// An HNSW graph with these parameters ([`crate::HnswIndex`]).
+    Hnsw(crate::HnswParams),
 }
 
 /// Adding to an index. Removal is by rebuilding (erasure rebuilds the namespace's index).
@@ -78,6 +89,14 @@ pub enum VectorError {
         covered: TurnId,
         /// What was asked for.
         requested: TurnId,
+    },
+    /// An index parameter out of range.
+    #[error("index parameter {field} {reason}")]
+    InvalidParameter {
+        /// The parameter.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
     },
     /// More rows than a [`crate::VectorRow`] can address.
     #[error("vector index is full at {rows} rows")]

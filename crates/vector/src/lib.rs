@@ -21,14 +21,22 @@
 
 mod distance;
 mod exact;
+mod hnsw;
 mod index;
+mod key;
 mod row_map;
 mod windowed;
 
 pub use crate::{
     distance::{dot, normalize},
     exact::ExactIndex,
-    index::{VectorError, VectorHit, VectorIndex, VectorIndexRead},
+    hnsw::{
+        HnswIndex, HnswParams, INDEX_FILE_MAGIC, INDEX_FILE_VERSION, IndexFileError,
+        IndexFileHeader, IndexFileMeta, IndexFileState, SearchTrace, index_file_name,
+        index_file_state, read_index_header, remove_index_file,
+    },
+    index::{IndexKind, VectorError, VectorHit, VectorIndex, VectorIndexRead},
+    key::IndexKey,
     row_map::{RowMap, VectorRow},
     windowed::WindowedIndex,
 };

@@ -2,7 +2,9 @@
 
 use evicortex_core::TurnId;
 
-use crate::{ExactIndex, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow};
+use crate::{
+    ExactIndex, IndexKind, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
+};
 
 /// An exact index over window vectors keyed by (turn, window number), read as an index of turns.
 #[derive(Debug)]
@@ -47,6 +49,10 @@ impl VectorIndexRead for WindowedIndex {
 
     fn covers(&self) -> Option<TurnId> {
         self.index.covers()
+    }
+
+    fn kind(&self) -> IndexKind {
+        self.index.kind()
     }
 
     fn search(

@@ -1,0 +1,28 @@
+//! `evicortex bench ann`: the approximate (HNSW) vector index audited against exact cosine on
+//! real embeddings, and its compile-path latency beside the exact scan measured in the same run.
+
+mod audit_set;
+mod prepare;
+
+/// Arguments of `evicortex bench ann`.
+#[derive(Debug, clap::Args)]
+pub struct AnnBenchArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub step: AnnStep,
+}
+
+/// The steps of the ANN audit.
+#[derive(Debug, clap::Subcommand)]
+pub enum AnnStep {
+    /// Writes the audit namespace (real LongMemEval S turns and sentence pieces) into a store of
+    /// its own; embed it afterwards with `evicortex --store DIR embed --overlength window`.
+    Prepare(prepare::PrepareArgs),
+}
+
+/// Runs `evicortex bench ann`.
+pub fn run(args: &AnnBenchArgs) -> anyhow::Result<()> {
+    match &args.step {
+        AnnStep::Prepare(args) => prepare::run(args),
+    }
+}

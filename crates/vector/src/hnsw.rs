@@ -1,0 +1,289 @@
+//! The approximate index: a hierarchical navigable small-world graph (HNSW, Malkov and Yashunin)
+//! over the vectors of an [`ExactIndex`], searched with the admission filter inside the
+//! traversal.
+//!
+//! The graph is built by this crate (see `hnsw/build.rs`): deterministically, so that the same
+//! vectors in the same order always give the same graph and a loaded index answers exactly as the
+//! one that was saved. Scores are the exact `f32` cosines of the rows found (the same function
+//! as [`ExactIndex`], bit for bit); what is approximate is which rows are found.
+//!
+//! Filters: `admit` is asked during the layer-0 traversal about every row that could enter the
+//! result, and refused rows are traversed but never returned, so the search widens past them
+//! instead of returning fewer rows. When a filter is so selective that more than a fraction of
+//! the index would be scored before `ef` admitted rows are found, the search finishes as an exact
+//! scan ([`SearchTrace::exact_fallback`]), which is cheaper than the graph at that point and exact.
+
+mod build;
+mod file;
+mod graph;
+mod search;
+
+use std::sync::{Mutex, PoisonError};
+
+use evicortex_core::TurnId;
+
+pub use self::file::{
+    INDEX_FILE_MAGIC, INDEX_FILE_VERSION, IndexFileError, IndexFileHeader, IndexFileMeta,
+    IndexFileState, index_file_name, index_file_state, read_index_header, remove_index_file,
+};
+use self::{
+    graph::Graph,
+    search::{BeamEnd, Visited, filtered_beam, greedy},
+};
+use crate::{
+    ExactIndex, IndexKey, IndexKind, VectorError, VectorHit, VectorIndex, VectorIndexRead,
+    VectorRow,
+    distance::dot,
+    exact::{OrderedScore, top_n},
+};
+
+/// The graph's parameters. Every one changes results, so each is recorded in index files and in
+/// compiled contexts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HnswParams {
+    /// Links chosen per row on each layer; rows hold up to `m` links on the upper layers and
+    /// `2m` on layer 0. 2..=127.
+    pub m: usize,
+    /// Width of the beam that finds a new row's neighbours.
+    pub ef_construction: usize,
+    /// Width of the beam that answers a search (at least the `n` asked for).
+    pub ef_search: usize,
+    /// Seed of the level each row gets.
+    pub seed: u64,
+}
+
+impl Default for HnswParams {
+    /// The parameters chosen by `evicortex bench ann` on real LongMemEval embeddings (see
+    /// `docs/vector-index.md`).
+    fn default() -> HnswParams {
+        HnswParams { m: 16, ef_construction: 200, ef_search: 128, seed: 0x5EED_A11C }
+    }
+}
+
+/// What one search did.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SearchTrace {
+    /// Rows whose similarity was computed during the graph traversal.
+    pub scored: usize,
+    /// Whether the search finished as an exact scan (filter too selective for the graph).
+    pub exact_fallback: bool,
+}
+
+/// A search gives up on the graph once it has scored more than this fraction of the rows
+/// (1 / `FALLBACK_DIVISOR`) without finding `ef` admitted ones.
+const FALLBACK_DIVISOR: usize = 8;
+
+/// An HNSW graph over the unit vectors of an [`ExactIndex`] (which it owns: the exact scan over
+/// the same rows is the fallback, the audit's reference and the source of every score).
+#[derive(Debug)]
+pub struct HnswIndex<K = TurnId> {
+    exact: ExactIndex<K>,
+    params: HnswParams,
+    graph: Graph,
+    visited: Mutex<Vec<Visited>>,
+}
+
+impl<K: IndexKey> HnswIndex<K> {
+    /// An empty index of `dim`-dimensional vectors.
+    pub fn new(dim: usize, params: HnswParams) -> Result<HnswIndex<K>, VectorError> {
+        HnswIndex::build(ExactIndex::new(dim), params, &mut |_, _| {})
+    }
+
+    /// Builds the graph over every row of `exact`, in parallel on the rayon pool;
+    /// `progress(linked, total)` after each batch of rows.
+    pub fn build(
+        exact: ExactIndex<K>,
+        params: HnswParams,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<HnswIndex<K>, VectorError> {
+        check_params(&params)?;
+        let mut index = HnswIndex {
+            exact,
+            params,
+            graph: Graph::new(params.m),
+            visited: Mutex::new(Vec::new()),
+        };
+        index.link_pending(progress);
+        Ok(index)
+    }
+
+    pub(crate) fn from_parts(
+        exact: ExactIndex<K>,
+        params: HnswParams,
+        graph: Graph,
+    ) -> HnswIndex<K> {
+        HnswIndex { exact, params, graph, visited: Mutex::new(Vec::new()) }
+    }
+
+    pub(crate) fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> HnswParams {
+        self.params
+    }
+
+    /// The exact index over the same rows (scores from either are identical bit for bit).
+    pub fn exact(&self) -> &ExactIndex<K> {
+        &self.exact
+    }
+
+    /// Bytes held by the vectors, their quantised copy and the graph.
+    pub fn heap_bytes(&self) -> usize {
+        self.exact.heap_bytes() + self.graph.heap_bytes()
+    }
+
+    /// Adds many vectors at once: the new rows are linked in parallel batches.
+    pub fn extend<'a>(
+        &mut self,
+        rows: impl IntoIterator<Item = (K, &'a [f32])>,
+    ) -> Result<(), VectorError> {
+        let mut result = Ok(());
+        for (key, vector) in rows {
+            if let Err(err) = self.exact.insert(key, vector) {
+                result = Err(err);
+                break;
+            }
+        }
+        // Rows stored before a refusal are linked all the same: the graph never lags the rows.
+        self.link_pending(&mut |_, _| {});
+        result
+    }
+
+    /// [`VectorIndexRead::search`] with what the search did.
+    pub fn search_traced(
+        &self,
+        query: &[f32],
+        n: usize,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<(Vec<VectorHit<K>>, SearchTrace), VectorError> {
+        let query = self.exact.check_query(query)?;
+        let mut trace = SearchTrace::default();
+        let Some(entry) = self.graph.entry() else { return Ok((Vec::new(), trace)) };
+        if n == 0 {
+            return Ok((Vec::new(), trace));
+        }
+        let rows = self.graph.rows();
+        let ef = self.params.ef_search.max(n);
+        let budget = (rows / FALLBACK_DIVISOR).max(4 * ef);
+        let keys = self.exact.row_map().keys();
+        let vectors = self.exact.unit_vectors();
+        let dim = self.exact.dim();
+        let mut visited = self.take_visited(1).pop().expect("one visited set");
+        let graph = &self.graph;
+        let (found, end) = pulp::Arch::new().dispatch(|| {
+                let mut score = |row: u32| {
+                    let start = row as usize * dim;
+                    dot(&query, &vectors[start..start + dim])
+                };
+                let mut best = (OrderedScore(score(entry)), entry);
+                for layer in (1..=graph.level(entry)).rev() {
+                    best = greedy(graph, layer, best, &mut score);
+                }
+                visited.reset(rows);
+                filtered_beam(graph, best, ef, budget, &mut visited, &mut score, &mut |row| {
+                    admit(keys[row as usize])
+                })
+        });
+        trace.scored = visited.count();
+        self.return_visited(vec![visited]);
+        if end == BeamEnd::OverBudget || (found.len() < n && trace.scored < rows) {
+            trace.exact_fallback = true;
+            return Ok((self.exact.search(&query, n, admit)?, trace));
+        }
+        let mut hits: Vec<VectorHit<K>> = found
+            .into_iter()
+            .map(|(score, row)| VectorHit { key: keys[row as usize], score: score.0 })
+            .collect();
+        top_n(&mut hits, n);
+        Ok((hits, trace))
+    }
+
+    fn link_pending(&mut self, progress: &mut dyn FnMut(usize, usize)) {
+        if self.graph.rows() == self.exact.len() {
+            return;
+        }
+        let mut visited = self.take_visited(rayon::current_num_threads().max(1));
+        build::link_new_rows(
+            &mut self.graph,
+            self.exact.unit_vectors(),
+            self.exact.dim(),
+            &self.params,
+            &mut visited,
+            progress,
+        );
+        self.return_visited(visited);
+    }
+
+    fn take_visited(&self, count: usize) -> Vec<Visited> {
+        let mut pool = self.visited.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out: Vec<Visited> = Vec::with_capacity(count);
+        while out.len() < count {
+            out.push(pool.pop().unwrap_or_else(|| Visited::new(self.exact.len())));
+        }
+        out
+    }
+
+    fn return_visited(&self, visited: Vec<Visited>) {
+        self.visited.lock().unwrap_or_else(PoisonError::into_inner).extend(visited);
+    }
+}
+
+fn check_params(params: &HnswParams) -> Result<(), VectorError> {
+    let bad = |field: &'static str, reason: &str| {
+        Err(VectorError::InvalidParameter { field, reason: reason.to_owned() })
+    };
+    if !(2..=127).contains(&params.m) {
+        return bad("m", "must be in 2..=127");
+    }
+    if params.ef_construction < params.m {
+        return bad("ef_construction", "must be at least m");
+    }
+    if params.ef_search == 0 {
+        return bad("ef_search", "must be at least 1");
+    }
+    Ok(())
+}
+
+impl<K: IndexKey> VectorIndexRead<K> for HnswIndex<K> {
+    fn dim(&self) -> usize {
+        self.exact.dim()
+    }
+
+    fn len(&self) -> usize {
+        self.exact.len()
+    }
+
+    fn covers(&self) -> Option<TurnId> {
+        self.exact.covers()
+    }
+
+    fn kind(&self) -> IndexKind {
+        IndexKind::Hnsw(self.params)
+    }
+
+    fn search(
+        &self,
+        query: &[f32],
+        n: usize,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<Vec<VectorHit<K>>, VectorError> {
+        self.search_traced(query, n, admit).map(|(hits, _)| hits)
+    }
+}
+
+impl<K: IndexKey> VectorIndex<K> for HnswIndex<K> {
+    fn insert(&mut self, key: K, vector: &[f32]) -> Result<VectorRow, VectorError> {
+        let row = self.exact.insert(key, vector)?;
+        self.link_pending(&mut |_, _| {});
+        Ok(row)
+    }
+
+    fn mark_covered(&mut self, position: TurnId) -> Result<(), VectorError> {
+        self.exact.mark_covered(position)
+    }
+}
+
+#[cfg(test)]
+mod tests;
