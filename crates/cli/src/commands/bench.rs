@@ -38,12 +38,14 @@ pub enum Bench {
     /// The HNSW vector index against exact cosine on real embeddings: recall@50 of its candidates
     /// (with and without an as-of filter), build time, bytes on disk, and compile-path latency
     /// beside the exact scan, at 10k, 100k and 1M vectors in one namespace.
-    #[command(after_help = "Prepare the audit store once (real LongMemEval S text), embed it, then \
+    #[command(
+        after_help = "Prepare the audit store once (real LongMemEval S text), embed it, then \
         run; run from the repository root.\n\n\
         Examples:\n  \
         evicortex bench ann prepare --audit-store ann-audit --vectors 100000\n  \
         nice -n 15 evicortex --store ann-audit embed --overlength window\n  \
-        evicortex bench ann run --audit-store ann-audit --sizes 10000,100000")]
+        evicortex bench ann run --audit-store ann-audit --sizes 10000,100000"
+    )]
     Ann(ann::AnnBenchArgs),
 }
 

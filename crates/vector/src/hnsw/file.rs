@@ -103,9 +103,7 @@ pub fn index_file_state(
 ) -> Result<IndexFileState, IndexFileError> {
     let header = match read_index_header(path) {
         Ok(header) => header,
-        Err(IndexFileError::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
+        Err(IndexFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Ok(IndexFileState::Missing);
         }
         Err(IndexFileError::Corrupted { detail, .. }) => {

@@ -176,7 +176,10 @@ fn refuses_bad_parameters_and_answers_empty_and_small_indexes() {
 }
 
 fn meta(namespace: &str) -> IndexFileMeta {
-    IndexFileMeta { namespace: evicortex_core::Namespace::new(namespace).unwrap(), encoder: [7; 32] }
+    IndexFileMeta {
+        namespace: evicortex_core::Namespace::new(namespace).unwrap(),
+        encoder: [7; 32],
+    }
 }
 
 fn saved_index(dir: &std::path::Path) -> (HnswIndex<u32>, std::path::PathBuf) {

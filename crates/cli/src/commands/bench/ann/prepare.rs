@@ -50,9 +50,8 @@ pub fn run(args: &PrepareArgs) -> anyhow::Result<()> {
         .with_context(|| format!("reading {}", dataset.display()))?;
     let split = SplitFile::read(&split).with_context(|| format!("reading {}", split.display()))?;
     spinner.finish_and_clear();
-    let is_dev = |id: &str| {
-        matches!(split.assignment.get(id), Some(evicortex_eval::split::SplitName::Dev))
-    };
+    let is_dev =
+        |id: &str| matches!(split.assignment.get(id), Some(evicortex_eval::split::SplitName::Dev));
     let encoder = load_encoder(AUDIT_OVERLENGTH)?;
     let max_tokens = encoder.identity().max_tokens;
 
