@@ -18,7 +18,7 @@
 
 use std::collections::HashSet;
 
-use evicortex_core::{EventTime, Namespace, SessionId, Turn, TurnIndex};
+use evicortex::{EventTime, Namespace, SessionId, Turn, TurnIndex};
 use evicortex_eval::datasets::longmemeval::{HaystackSession, LongMemEvalDataset, Question};
 use unicode_segmentation::UnicodeSegmentation;
 
