@@ -18,7 +18,9 @@ use crate::commands;
         evicortex --store /tmp/mem stats --json\n  \
         evicortex verify\n\n\
         Exit codes: 0 ok, 1 internal error, 2 bad input or usage, 3 I/O failure, \
-        4 integrity failure, 5 required model missing."
+        4 integrity failure, 5 required model missing. A closed standard output (piping into \
+        `head`) is not a failure: the output is dropped, the work completes, and the exit \
+        code is unchanged."
 )]
 pub struct Cli {
     /// The store directory.
@@ -42,6 +44,8 @@ pub enum Command {
     Ingest(commands::ingest::IngestArgs),
     /// Recompute every digest and the whole hash chain; name the first bad record.
     Verify(commands::verify::VerifyArgs),
+    /// Upgrade the store's ledger from an older format version (verified first).
+    Migrate(commands::migrate::MigrateArgs),
     /// Erase a namespace, a session or one record: text removed from every file.
     Erase(commands::erase::EraseArgs),
     /// Show counts of turns, namespaces, sessions and bytes on disk.

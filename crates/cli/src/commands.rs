@@ -9,6 +9,7 @@ pub mod export;
 pub mod ingest;
 pub mod keys;
 pub mod mcp;
+pub mod migrate;
 pub mod model;
 pub mod serve;
 pub mod stats;

@@ -1,12 +1,16 @@
 //! The `evicortex` command-line tool: parse the arguments, call the `evicortex` library, render.
 //!
 //! Exit codes: 0 ok; 1 unexpected/internal; 2 bad input or usage (conflicts included); 3 I/O
-//! failure; 4 integrity failure; 5 required model missing. See `exit.rs`.
+//! failure; 4 integrity failure; 5 required model missing. See `exit.rs`. A closed standard
+//! output changes none of them: see `stdout.rs`.
+// `println!` panics on a closed stdout; commands write through `stdout::outln!`.
+#![deny(clippy::print_stdout)]
 
 mod args;
 mod commands;
 mod exit;
 mod progress;
+mod stdout;
 
 use std::process::ExitCode;
 
@@ -21,6 +25,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Ingest(args) => commands::ingest::run(store, args),
         Command::Verify(args) => commands::verify::run(store, args),
+        Command::Migrate(args) => commands::migrate::run(store, args),
         Command::Erase(args) => commands::erase::run(store, args),
         Command::Stats(args) => commands::stats::run(store, args),
         Command::Export(args) => commands::export::run(store, args),

@@ -1,16 +1,16 @@
 //! Appending a batch of turns: atomic, durable before it returns, idempotent per turn.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, path::Path};
 
 use evicortex_core::{EvidenceDigest, Turn, TurnId};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::{
-    AppendError, Ledger,
+    AppendError, Ledger, StorageError,
     canonical_json::canonical_json,
     error::ConflictingRecord,
-    record::turn_digest,
-    store::{self, Head, KIND_TURN, sql_err},
+    record::{ContentSalt, Format, turn_digest},
+    store::{self, Head, KIND_TURN, PREV_CHAIN, RECORD_COLUMNS, RawRecord, sql_err},
 };
 
 /// What happened to each turn of an appended batch, in batch order.
@@ -58,133 +58,193 @@ impl Ledger {
     /// Appends `turns` as one atomic, durable transaction: when this returns `Ok`, the batch is
     /// on disk (fsync'd); when it returns `Err`, nothing of it is. A turn identical to a stored
     /// one (same namespace, session, turn index and content) is a no-op; the same key with other
-    /// content is an [`AppendError::Conflict`].
+    /// content is an [`AppendError::Conflict`]. The records the append builds on (the last
+    /// record, and every stored turn it answers as already present) are checked against their
+    /// digests and chain links first; a mismatch is [`AppendError::Corrupted`].
     pub fn append(&self, turns: &[Turn]) -> Result<AppendReceipt, AppendError> {
-        for (index, turn) in turns.iter().enumerate() {
-            validate(index, turn)?;
-        }
-        let metas: Vec<String> = turns
-            .iter()
-            .map(|t| canonical_json(&serde_json::Value::Object(t.meta.clone())))
-            .collect();
+        let metas = validated_metas(turns)?;
         self.with_writer(
             |path| AppendError::ReadOnly { path },
             |conn| {
                 let path = self.path();
                 let sql = sql_err(path);
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&sql)?;
-                let mut head = store::read_meta(&tx)
+                let tx =
+                    conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&sql)?;
+                let mut head = store::read_meta(&tx).map_err(&sql)?.parse().map_err(|detail| {
+                    AppendError::Corrupted { turn_id: TurnId::from_raw(0), detail }
+                })?;
+                store::check_last_record(&tx, &head)
                     .map_err(&sql)?
-                    .parse()
-                    .map_err(|detail| AppendError::Corrupted { turn_id: TurnId::from_raw(0), detail })?;
+                    .map_err(|c| AppendError::Corrupted { turn_id: c.turn_id, detail: c.detail })?;
+                let plans = plan(&tx, path, turns, &metas)?;
                 let ingest_utc_micros = chrono::Utc::now().timestamp_micros();
-                let mut outcomes = Vec::with_capacity(turns.len());
-                let mut in_batch: HashMap<(&str, &str, u32), usize> = HashMap::new();
-                {
-                    let mut find = tx
-                        .prepare_cached(
-                            "SELECT seq, role, speaker, text, event_utc_us, event_offset_s, meta, \
-                             erased_by, digest FROM records \
-                             WHERE namespace = ?1 AND session = ?2 AND turn = ?3 AND kind = 1",
-                        )
-                        .map_err(&sql)?;
-                    let mut insert = tx
-                        .prepare_cached(
-                            "INSERT INTO records (seq, kind, namespace, session, turn, role, speaker, \
-                             text, event_utc_us, event_offset_s, ingest_utc_us, meta, digest, chain) \
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                        )
-                        .map_err(&sql)?;
-                    for (index, turn) in turns.iter().enumerate() {
-                        let key = (turn.namespace.as_str(), turn.session.as_str(), turn.turn.raw());
-                        if let Some(&first) = in_batch.get(&key) {
-                            if let Some(field) = first_difference(&turns[first], &metas[first], &Existing::from_turn(turn, &metas[index])) {
-                                return Err(conflict(index, turn, ConflictingRecord::InBatch(first), field));
-                            }
-                            let prior: AppendOutcome = outcomes[first];
-                            outcomes.push(AppendOutcome { status: AppendStatus::AlreadyPresent, ..prior });
-                            continue;
+                let mut outcomes: Vec<AppendOutcome> = Vec::with_capacity(turns.len());
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO records (seq, kind, namespace, session, turn, role, speaker, \
+                         text, event_utc_us, event_offset_s, ingest_utc_us, meta, digest, chain, \
+                         salt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, \
+                         ?14, ?15)",
+                    )
+                    .map_err(&sql)?;
+                for ((index, turn), planned) in turns.iter().enumerate().zip(plans) {
+                    let outcome = match planned {
+                        Plan::Present(outcome) => outcome,
+                        Plan::SameAsEarlier(first) => AppendOutcome {
+                            status: AppendStatus::AlreadyPresent,
+                            ..outcomes[first]
+                        },
+                        Plan::New => {
+                            let id = head.last.map_or(TurnId::from_raw(1), TurnId::next);
+                            let salt = ContentSalt::random().map_err(|e| {
+                                AppendError::Storage(StorageError::Io {
+                                    op: "drawing a random content salt for",
+                                    path: path.to_owned(),
+                                    source: std::io::Error::other(e.to_string()),
+                                })
+                            })?;
+                            let digest = turn_digest(turn, ingest_utc_micros, &salt);
+                            let chain = head.chain.link(&digest);
+                            insert
+                                .execute(params![
+                                    id.raw() as i64,
+                                    KIND_TURN,
+                                    turn.namespace.as_str(),
+                                    turn.session.as_str(),
+                                    turn.turn.raw(),
+                                    turn.role.as_str(),
+                                    turn.speaker.as_deref(),
+                                    turn.text.as_str(),
+                                    turn.time.utc_micros(),
+                                    turn.time.offset_seconds(),
+                                    ingest_utc_micros,
+                                    metas[index].as_str(),
+                                    digest.as_bytes().as_slice(),
+                                    chain.as_bytes().as_slice(),
+                                    salt.as_bytes().as_slice(),
+                                ])
+                                .map_err(&sql)?;
+                            head = Head { last: Some(id), chain };
+                            AppendOutcome { id, digest, status: AppendStatus::Appended }
                         }
-                        in_batch.insert(key, index);
-                        let existing = find
-                            .query_row(
-                                params![turn.namespace.as_str(), turn.session.as_str(), turn.turn.raw()],
-                                |r| {
-                                    Ok(Existing {
-                                        seq: r.get(0)?,
-                                        role: r.get(1)?,
-                                        speaker: r.get(2)?,
-                                        text: r.get(3)?,
-                                        event_utc_us: r.get(4)?,
-                                        event_offset_s: r.get(5)?,
-                                        meta: r.get(6)?,
-                                        erased_by: r.get(7)?,
-                                        digest: r.get(8)?,
-                                    })
-                                },
-                            )
-                            .optional()
-                            .map_err(&sql)?;
-                        if let Some(existing) = existing {
-                            let id = TurnId::from_raw(existing.seq as u64);
-                            if existing.erased_by.is_some() {
-                                return Err(AppendError::Erased {
-                                    index,
-                                    namespace: turn.namespace.clone(),
-                                    session: turn.session.clone(),
-                                    turn: turn.turn,
-                                    existing: id,
-                                });
-                            }
-                            if let Some(field) = first_difference(turn, &metas[index], &existing) {
-                                return Err(conflict(index, turn, ConflictingRecord::Stored(id), field));
-                            }
-                            let digest = <[u8; 32]>::try_from(existing.digest.as_slice())
-                                .map(EvidenceDigest::from_bytes)
-                                .map_err(|_| AppendError::Corrupted {
-                                    turn_id: id,
-                                    detail: "column digest is not 32 bytes".to_owned(),
-                                })?;
-                            outcomes.push(AppendOutcome { id, digest, status: AppendStatus::AlreadyPresent });
-                            continue;
-                        }
-                        let id = head.last.map_or(TurnId::from_raw(1), TurnId::next);
-                        let digest = turn_digest(turn, ingest_utc_micros);
-                        let chain = head.chain.link(&digest);
-                        insert
-                            .execute(params![
-                                id.raw() as i64,
-                                KIND_TURN,
-                                turn.namespace.as_str(),
-                                turn.session.as_str(),
-                                turn.turn.raw(),
-                                turn.role.as_str(),
-                                turn.speaker.as_deref(),
-                                turn.text.as_str(),
-                                turn.time.utc_micros(),
-                                turn.time.offset_seconds(),
-                                ingest_utc_micros,
-                                metas[index].as_str(),
-                                digest.as_bytes().as_slice(),
-                                chain.as_bytes().as_slice(),
-                            ])
-                            .map_err(&sql)?;
-                        head = Head { last: Some(id), chain };
-                        outcomes.push(AppendOutcome { id, digest, status: AppendStatus::Appended });
-                    }
+                    };
+                    outcomes.push(outcome);
                 }
+                drop(insert);
                 store::write_head(&tx, head).map_err(&sql)?;
                 tx.commit().map_err(&sql)?;
                 Ok(AppendReceipt { outcomes, head: head.last })
             },
         )
     }
+
+    /// Checks `turns` exactly as [`Ledger::append`] would (validity, conflicts within the batch
+    /// and with stored turns, erased turns, the digests of the stored turns it would answer as
+    /// present) against one snapshot of the ledger, without writing anything. Returns how many
+    /// turns would be new. A caller that commits a long input in several batches checks it
+    /// whole first, so that a conflict near its end refuses it before anything is stored.
+    pub fn check_append(&self, turns: &[Turn]) -> Result<usize, AppendError> {
+        let metas = validated_metas(turns)?;
+        let mut conn = self.reader()?;
+        let sql = sql_err(self.path());
+        let tx = conn.transaction().map_err(&sql)?;
+        let plans = plan(&tx, self.path(), turns, &metas)?;
+        Ok(plans.iter().filter(|p| matches!(p, Plan::New)).count())
+    }
+}
+
+/// What an append does with one turn of its batch.
+enum Plan {
+    /// Store it as a new record.
+    New,
+    /// An identical turn is stored.
+    Present(AppendOutcome),
+    /// An identical turn comes earlier in the batch (its position).
+    SameAsEarlier(usize),
+}
+
+fn validated_metas(turns: &[Turn]) -> Result<Vec<String>, AppendError> {
+    for (index, turn) in turns.iter().enumerate() {
+        validate(index, turn)?;
+    }
+    Ok(turns.iter().map(|t| canonical_json(&serde_json::Value::Object(t.meta.clone()))).collect())
+}
+
+/// Decides, against the ledger as `conn` sees it, what to do with each turn; refuses the batch
+/// on the first conflict, erased turn or corrupted stored turn.
+fn plan(
+    conn: &Connection,
+    path: &Path,
+    turns: &[Turn],
+    metas: &[String],
+) -> Result<Vec<Plan>, AppendError> {
+    let sql = sql_err(path);
+    let mut find = conn
+        .prepare_cached(&format!(
+            "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records \
+             WHERE namespace = ?1 AND session = ?2 AND turn = ?3 AND kind = {KIND_TURN}"
+        ))
+        .map_err(&sql)?;
+    let mut in_batch: HashMap<(&str, &str, u32), usize> = HashMap::new();
+    let mut plans = Vec::with_capacity(turns.len());
+    for (index, turn) in turns.iter().enumerate() {
+        let key = (turn.namespace.as_str(), turn.session.as_str(), turn.turn.raw());
+        if let Some(&first) = in_batch.get(&key) {
+            let earlier = Existing::from_turn(&turns[first], &metas[first]);
+            if let Some(field) = first_difference(turn, &metas[index], &earlier) {
+                return Err(conflict(index, turn, ConflictingRecord::InBatch(first), field));
+            }
+            plans.push(Plan::SameAsEarlier(first));
+            continue;
+        }
+        in_batch.insert(key, index);
+        let stored = find
+            .query_row(params![key.0, key.1, key.2], |r| {
+                Ok((RawRecord::from_row(r)?, store::prev_chain_at(r, 19)?))
+            })
+            .optional()
+            .map_err(&sql)?;
+        let Some((raw, prev_chain)) = stored else {
+            plans.push(Plan::New);
+            continue;
+        };
+        let id = raw.id();
+        if raw.erased_by.is_some() {
+            return Err(AppendError::Erased {
+                index,
+                namespace: turn.namespace.clone(),
+                session: turn.session.clone(),
+                turn: turn.turn,
+                existing: id,
+            });
+        }
+        let corrupted =
+            |c: store::Corrupt| AppendError::Corrupted { turn_id: c.turn_id, detail: c.detail };
+        let record = raw.decode(Format::V2).map_err(corrupted)?;
+        raw.check_turn(&record, prev_chain.as_deref()).map_err(corrupted)?;
+        if let Some(field) = first_difference(turn, &metas[index], &Existing::from_raw(&raw)) {
+            return Err(conflict(index, turn, ConflictingRecord::Stored(id), field));
+        }
+        plans.push(Plan::Present(AppendOutcome {
+            id,
+            digest: record.digest,
+            status: AppendStatus::AlreadyPresent,
+        }));
+    }
+    Ok(plans)
 }
 
 /// What the ledger cannot store faithfully is refused, never rounded.
 fn validate(index: usize, turn: &Turn) -> Result<(), AppendError> {
     let invalid = |field, reason: String| AppendError::InvalidTurn { index, field, reason };
-    if !turn.time.as_datetime().timestamp_subsec_nanos().is_multiple_of(1_000) {
+    let nanos = turn.time.as_datetime().timestamp_subsec_nanos();
+    if nanos >= 1_000_000_000 {
+        return Err(invalid(
+            "time",
+            format!("{} is a leap second, which the ledger cannot store", turn.time),
+        ));
+    }
+    if !nanos.is_multiple_of(1_000) {
         return Err(invalid(
             "time",
             format!("{} has sub-microsecond precision; the ledger stores microseconds", turn.time),
@@ -207,47 +267,52 @@ fn validate(index: usize, turn: &Turn) -> Result<(), AppendError> {
 
 /// The stored fields a new turn is compared with.
 #[derive(Debug)]
-struct Existing {
-    seq: i64,
-    role: Option<String>,
-    speaker: Option<String>,
-    text: Option<String>,
+struct Existing<'a> {
+    role: Option<&'a str>,
+    speaker: Option<&'a str>,
+    text: Option<&'a str>,
     event_utc_us: Option<i64>,
     event_offset_s: Option<i64>,
-    meta: Option<String>,
-    erased_by: Option<i64>,
-    digest: Vec<u8>,
+    meta: Option<&'a str>,
 }
 
-impl Existing {
-    fn from_turn(turn: &Turn, meta: &str) -> Existing {
+impl<'a> Existing<'a> {
+    fn from_turn(turn: &'a Turn, meta: &'a str) -> Existing<'a> {
         Existing {
-            seq: 0,
-            role: Some(turn.role.as_str().to_owned()),
-            speaker: turn.speaker.clone(),
-            text: Some(turn.text.clone()),
+            role: Some(turn.role.as_str()),
+            speaker: turn.speaker.as_deref(),
+            text: Some(&turn.text),
             event_utc_us: Some(turn.time.utc_micros()),
             event_offset_s: Some(i64::from(turn.time.offset_seconds())),
-            meta: Some(meta.to_owned()),
-            erased_by: None,
-            digest: Vec::new(),
+            meta: Some(meta),
+        }
+    }
+
+    fn from_raw(raw: &'a RawRecord) -> Existing<'a> {
+        Existing {
+            role: raw.role.as_deref(),
+            speaker: raw.speaker.as_deref(),
+            text: raw.text.as_deref(),
+            event_utc_us: raw.event_utc_us,
+            event_offset_s: raw.event_offset_s,
+            meta: raw.meta.as_deref(),
         }
     }
 }
 
 /// The first field in which `turn` differs from what is stored, if any.
 fn first_difference(turn: &Turn, meta: &str, existing: &Existing) -> Option<&'static str> {
-    if existing.role.as_deref() != Some(turn.role.as_str()) {
+    if existing.role != Some(turn.role.as_str()) {
         Some("role")
-    } else if existing.speaker.as_deref() != turn.speaker.as_deref() {
+    } else if existing.speaker != turn.speaker.as_deref() {
         Some("speaker")
-    } else if existing.text.as_deref() != Some(turn.text.as_str()) {
+    } else if existing.text != Some(turn.text.as_str()) {
         Some("text")
     } else if existing.event_utc_us != Some(turn.time.utc_micros())
         || existing.event_offset_s != Some(i64::from(turn.time.offset_seconds()))
     {
         Some("time")
-    } else if existing.meta.as_deref() != Some(meta) {
+    } else if existing.meta != Some(meta) {
         Some("meta")
     } else {
         None

@@ -7,8 +7,10 @@ use rusqlite::{Connection, TransactionBehavior, params};
 
 use crate::{
     EraseError, Ledger,
-    record::{content_digest, redaction_digest},
-    store::{self, Head, KIND_REDACTION, KIND_TURN, sql_err},
+    record::{ContentSalt, Format, content_digest, redaction_digest},
+    store::{
+        self, Head, KIND_REDACTION, KIND_TURN, PREV_CHAIN, RECORD_COLUMNS, RawRecord, sql_err,
+    },
 };
 
 /// What to erase. Every target names its namespace, so an erasure never crosses namespaces.
@@ -73,15 +75,24 @@ pub struct ErasedTurn {
 
 impl Ledger {
     /// Erases `target`: appends a redaction record naming every erased record and its digest,
-    /// clears text, speaker and meta of those records in the same durable transaction, then
-    /// scrubs the old bytes from every file of the ledger (secure delete, WAL checkpoint with
-    /// truncation, vacuum). `verify` still passes afterwards.
+    /// clears text, speaker, meta and content salt of those records in the same durable
+    /// transaction (each keeps its salted content digest, which confirms no guessed text once
+    /// the salt is gone), then scrubs the old bytes from every file of the ledger (secure
+    /// delete, WAL checkpoint with truncation, vacuum). `verify` still passes afterwards. The
+    /// last record and every erased record are checked against their digests first.
     pub fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
         let receipt = self.with_writer(
             |path| EraseError::ReadOnly { path },
             |conn| self.erase_in_transaction(conn, target),
         )?;
-        self.scrub()?;
+        // The redaction is committed: a failure from here on must say so.
+        self.scrub().map_err(|e| match e {
+            EraseError::ScrubIncomplete { .. } => e,
+            other => EraseError::ScrubIncomplete {
+                path: self.path().to_owned(),
+                detail: format!("{other}; erasing the same target again retries the scrub"),
+            },
+        })?;
         Ok(receipt)
     }
 
@@ -96,8 +107,11 @@ impl Ledger {
             .map_err(&sql)?
             .parse()
             .map_err(|detail| EraseError::Corrupted { turn_id: TurnId::from_raw(0), detail })?;
+        let corrupted =
+            |c: store::Corrupt| EraseError::Corrupted { turn_id: c.turn_id, detail: c.detail };
+        store::check_last_record(&tx, &head).map_err(&sql)?.map_err(corrupted)?;
         let ns = target.namespace().as_str();
-        let columns = "seq, kind, namespace, text, erased_by, digest, speaker, meta";
+        let columns = format!("{RECORD_COLUMNS}, {PREV_CHAIN}");
         let matches: Vec<Match> = {
             let mut stmt;
             let rows = match target {
@@ -132,27 +146,42 @@ impl Ledger {
             return Err(EraseError::NotFound { target: target.to_string() });
         }
         if let EraseTarget::Record(namespace, id) = target
-            && matches.iter().any(|m| m.kind != KIND_TURN || m.namespace != ns)
+            && matches
+                .iter()
+                .any(|m| m.raw.kind != Some(KIND_TURN) || m.raw.namespace.as_deref() != Some(ns))
         {
             return Err(EraseError::WrongNamespace { turn_id: *id, namespace: namespace.clone() });
         }
-        let already_erased = matches.iter().filter(|m| m.erased_by.is_some()).count();
+        let already_erased = matches.iter().filter(|m| m.raw.erased_by.is_some()).count();
         let mut live = Vec::new();
         let mut contents = Vec::new();
-        for m in matches.into_iter().filter(|m| m.erased_by.is_none()) {
-            let id = TurnId::from_raw(m.seq as u64);
-            let corrupt =
-                |detail: &str| EraseError::Corrupted { turn_id: id, detail: detail.to_owned() };
-            let digest = <[u8; 32]>::try_from(m.digest.as_slice())
-                .map(EvidenceDigest::from_bytes)
-                .map_err(|_| corrupt("column digest is not 32 bytes"))?;
-            let text = m.text.ok_or_else(|| corrupt("a live turn has no text"))?;
-            let meta = m.meta.ok_or_else(|| corrupt("a live turn has no meta"))?;
-            contents.push(content_digest(m.speaker.as_deref(), &text, &meta));
+        for Match { raw, prev_chain } in matches.into_iter().filter(|m| m.raw.erased_by.is_none()) {
+            // What the redaction lists must be what the chain committed to.
+            let record = raw.decode(Format::V2).map_err(corrupted)?;
+            raw.check_turn(&record, prev_chain.as_deref()).map_err(corrupted)?;
+            let (Some(text), Some(meta), Some(salt)) = (&raw.text, &raw.meta, &raw.salt) else {
+                return Err(EraseError::Corrupted {
+                    turn_id: raw.id(),
+                    detail: "a live turn lacks its text, meta or salt".to_owned(),
+                });
+            };
+            let salt = <[u8; 32]>::try_from(salt.as_slice()).map(ContentSalt::from_bytes).map_err(
+                |_| EraseError::Corrupted {
+                    turn_id: raw.id(),
+                    detail: "column salt is not 32 bytes".to_owned(),
+                },
+            )?;
+            contents.push(content_digest(
+                Format::V2,
+                Some(&salt),
+                raw.speaker.as_deref(),
+                text,
+                meta,
+            ));
             live.push(ErasedTurn {
-                id,
-                digest,
-                text_digest: TextDigest::of(&text),
+                id: raw.id(),
+                digest: record.digest,
+                text_digest: TextDigest::of(text),
                 namespace: target.namespace().clone(),
             });
         }
@@ -197,8 +226,8 @@ impl Ledger {
         {
             let mut clear = tx
                 .prepare(
-                    "UPDATE records SET text = NULL, speaker = NULL, meta = NULL, erased_by = ?1, \
-                     content_digest = ?2 WHERE seq = ?3",
+                    "UPDATE records SET text = NULL, speaker = NULL, meta = NULL, salt = NULL, \
+                     erased_by = ?1, content_digest = ?2 WHERE seq = ?3",
                 )
                 .map_err(&sql)?;
             for (e, content) in live.iter().zip(&contents) {
@@ -269,29 +298,15 @@ fn orphaned(conn: &Connection, erased: &[ErasedTurn]) -> rusqlite::Result<Vec<Te
     Ok(out)
 }
 
+/// A record matching the erase target, with the chain hash of the record before it.
 #[derive(Debug)]
 struct Match {
-    seq: i64,
-    kind: i64,
-    namespace: String,
-    text: Option<String>,
-    erased_by: Option<i64>,
-    digest: Vec<u8>,
-    speaker: Option<String>,
-    meta: Option<String>,
+    raw: RawRecord,
+    prev_chain: Option<Vec<u8>>,
 }
 
 impl Match {
     fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Match> {
-        Ok(Match {
-            seq: r.get(0)?,
-            kind: r.get(1)?,
-            namespace: r.get(2)?,
-            text: r.get(3)?,
-            erased_by: r.get(4)?,
-            digest: r.get(5)?,
-            speaker: r.get(6)?,
-            meta: r.get(7)?,
-        })
+        Ok(Match { raw: RawRecord::from_row(r)?, prev_chain: store::prev_chain_at(r, 19)? })
     }
 }

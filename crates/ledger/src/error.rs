@@ -17,6 +17,20 @@ pub enum StorageError {
         #[source]
         source: rusqlite::Error,
     },
+    /// An earlier write on this handle failed with an I/O error (a failed fsync or write), so
+    /// what is on disk is unknown to this process; it refuses further writes rather than carry
+    /// on as if that write had not happened. Opening the ledger again clears it.
+    #[error(
+        "ledger {path} refuses writes after an earlier write failed with an I/O error ({cause}); \
+         whether that write reached the disk is unknown: reopen the store (restart the server), \
+         then run `evicortex verify`"
+    )]
+    Poisoned {
+        /// The ledger file.
+        path: PathBuf,
+        /// The failure that poisoned it.
+        cause: String,
+    },
     /// A file system operation failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -39,7 +53,18 @@ impl StorageError {
                 source.sqlite_error_code(),
                 Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
             ),
-            StorageError::Io { .. } => false,
+            StorageError::Io { .. } | StorageError::Poisoned { .. } => false,
+        }
+    }
+
+    /// Whether the operating system failed a read, write or fsync (`SQLITE_IOERR` and its
+    /// extended codes). A full disk (`SQLITE_FULL`) is not one: SQLite rolls back cleanly.
+    pub fn is_io_failure(&self) -> bool {
+        match self {
+            StorageError::Sqlite { source, .. } => {
+                source.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
+            }
+            StorageError::Io { .. } | StorageError::Poisoned { .. } => false,
         }
     }
 }
@@ -54,8 +79,11 @@ pub enum OpenError {
         /// The ledger file that does not exist.
         path: PathBuf,
     },
-    /// The file is a ledger of a format this build does not read.
-    #[error("{path} has ledger format version {found}, this build reads version {supported}")]
+    /// The file is a ledger of a format this build does not read (it may migrate it: see
+    /// `remedy`).
+    #[error(
+        "{path} has ledger format version {found}, this build reads version {supported}: {remedy}"
+    )]
     UnsupportedFormat {
         /// The ledger file.
         path: PathBuf,
@@ -63,6 +91,8 @@ pub enum OpenError {
         found: String,
         /// The version this build reads and writes.
         supported: u32,
+        /// What to do about it.
+        remedy: String,
     },
     /// The cheap open-time check failed: missing metadata, or the recorded chain head does not
     /// match the last record. The store may still be inspected read-only (`verify`).
@@ -76,6 +106,29 @@ pub enum OpenError {
     /// The storage engine failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+impl OpenError {
+    pub(crate) fn unsupported_format(path: &std::path::Path, found: String) -> OpenError {
+        let remedy = if found == "1" {
+            let store = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(".".as_ref());
+            format!(
+                "upgrade it once with `evicortex migrate --store {}`, which verifies it and \
+                 re-digests every record with a fresh salt (see docs/ledger-format.md)",
+                store.display()
+            )
+        } else {
+            "it was written by another EviCortex build; open it with a build that reads that \
+             version"
+                .to_owned()
+        };
+        OpenError::UnsupportedFormat {
+            path: path.to_owned(),
+            found,
+            supported: crate::FORMAT_VERSION,
+            remedy,
+        }
+    }
 }
 
 /// Why [`crate::Ledger::append`] refused a batch. A refused batch changes nothing.
@@ -95,8 +148,8 @@ pub enum AppendError {
     /// The same (namespace, session, turn) is already stored, or given twice in the batch, with
     /// different content. Turns are immutable: never silently overwritten.
     #[error(
-        "conflict: namespace {namespace} session \"{session}\" turn {turn} is already stored as \
-         {existing} with a different {field}"
+        "conflict: namespace {namespace} session \"{session}\" turn {turn} {existing} with a \
+         different {field}"
     )]
     Conflict {
         /// The position of the incoming turn in the batch (0-based).
@@ -147,6 +200,28 @@ pub enum AppendError {
     Storage(#[from] StorageError),
 }
 
+impl AppendError {
+    /// The position in the batch of the turn this error is about, if it is about one.
+    pub fn batch_index(&self) -> Option<usize> {
+        match self {
+            AppendError::InvalidTurn { index, .. }
+            | AppendError::Conflict { index, .. }
+            | AppendError::Erased { index, .. } => Some(*index),
+            _ => None,
+        }
+    }
+
+    /// For a conflict between two turns of the batch, the position of the earlier one.
+    pub fn earlier_in_batch(&self) -> Option<usize> {
+        match self {
+            AppendError::Conflict { existing: ConflictingRecord::InBatch(first), .. } => {
+                Some(*first)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Where the other side of an [`AppendError::Conflict`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConflictingRecord {
@@ -159,8 +234,10 @@ pub enum ConflictingRecord {
 impl std::fmt::Display for ConflictingRecord {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConflictingRecord::Stored(id) => write!(f, "record {id}"),
-            ConflictingRecord::InBatch(index) => write!(f, "turn {index} of the same batch"),
+            ConflictingRecord::Stored(id) => write!(f, "is already stored as record {id}"),
+            ConflictingRecord::InBatch(index) => {
+                write!(f, "is given earlier in the same batch (at position {index})")
+            }
         }
     }
 }
@@ -249,6 +326,46 @@ pub enum ReadError {
         detail: String,
     },
     /// The storage engine failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Why [`crate::Ledger::migrate`] failed. Unless the variant says otherwise, nothing changed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MigrateError {
+    /// The file is missing or is not a ledger.
+    #[error(transparent)]
+    Open(OpenError),
+    /// The ledger has a format version this build cannot migrate.
+    #[error(
+        "{path} has ledger format version {found}; this build migrates version 1 to version {}",
+        crate::FORMAT_VERSION
+    )]
+    UnsupportedFormat {
+        /// The ledger file.
+        path: PathBuf,
+        /// The version found in the file.
+        found: String,
+    },
+    /// The version-1 ledger failed verification, so it was not migrated.
+    #[error("{path} was not migrated: it failed verification as a version-1 ledger: {source}")]
+    Unverified {
+        /// The ledger file.
+        path: PathBuf,
+        /// What verification found.
+        #[source]
+        source: VerifyError,
+    },
+    /// The migration could not complete as it should (the detail says whether it committed).
+    #[error("migrating {path}: {detail}")]
+    Internal {
+        /// The ledger file.
+        path: PathBuf,
+        /// What happened.
+        detail: String,
+    },
+    /// The storage engine failed; nothing was migrated.
     #[error(transparent)]
     Storage(#[from] StorageError),
 }

@@ -8,7 +8,7 @@ use std::{
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::{
-    ChainHash, FORMAT_VERSION, OpenError, StorageError,
+    ChainHash, FORMAT_VERSION, OpenError, StorageError, private_files,
     store::{self, APPLICATION_ID, sql_err},
 };
 
@@ -31,6 +31,10 @@ pub struct Ledger {
     writer: Option<Mutex<Connection>>,
     readers: Mutex<Vec<Connection>>,
     open_problem: Option<String>,
+    /// Set by a write that failed with an I/O error (a failed fsync or write): whether it
+    /// reached the disk is unknown, so no later write on this handle may act as if it did not
+    /// happen. Cleared only by opening the ledger again.
+    poisoned: Mutex<Option<String>>,
 }
 
 /// Idle reader connections kept for reuse.
@@ -38,8 +42,9 @@ const MAX_IDLE_READERS: usize = 8;
 
 impl Ledger {
     /// Opens (creating if absent) the ledger file at `path` for reading and writing. Refuses a
-    /// store of another format version or one whose recorded chain head does not match its last
-    /// record.
+    /// file that is not a ledger (leaving it untouched), a ledger of another format version, and
+    /// one whose recorded chain head does not match its last record. The ledger file and its
+    /// companions are made readable by their owner only (0600).
     pub fn open(path: &Path) -> Result<Ledger, OpenError> {
         Ledger::open_with(path, OpenMode::ReadWrite)
     }
@@ -53,7 +58,21 @@ impl Ledger {
         if mode == OpenMode::ReadWrite && !exists {
             create_initialised(path)?;
         }
+        if mode == OpenMode::ReadWrite && exists {
+            // SQLite would fall back to reading, or fail with "unable to open database file";
+            // the operating system says why (a read-only file system, permissions).
+            std::fs::OpenOptions::new().write(true).open(path).map_err(|source| {
+                OpenError::Storage(StorageError::Io {
+                    op: "opening for writing",
+                    path: path.to_owned(),
+                    source,
+                })
+            })?;
+        }
         let first = open_connection(path, mode)?;
+        // Nothing is written before the file is known to be a ledger of this format (or an
+        // empty database to initialise): a refused open leaves the file exactly as it was.
+        refuse_foreign(&first, path, mode)?;
         if mode == OpenMode::ReadWrite {
             set_wal(&first, path)?;
             initialise(&first, path)?;
@@ -61,6 +80,15 @@ impl Ledger {
         let open_problem = check_open(&first, path)?;
         if let (OpenMode::ReadWrite, Some(detail)) = (mode, &open_problem) {
             return Err(OpenError::Corrupted { path: path.to_owned(), detail: detail.clone() });
+        }
+        if mode == OpenMode::ReadWrite {
+            private_files::restrict_sqlite_files(path).map_err(|source| {
+                OpenError::Storage(StorageError::Io {
+                    op: "restricting to its owner",
+                    path: path.to_owned(),
+                    source,
+                })
+            })?;
         }
         let writer = match mode {
             OpenMode::ReadWrite => Some(Mutex::new(first)),
@@ -72,6 +100,7 @@ impl Ledger {
             writer,
             readers: Mutex::new(Vec::new()),
             open_problem,
+            poisoned: Mutex::new(None),
         })
     }
 
@@ -118,14 +147,52 @@ impl Ledger {
     }
 
     /// Runs `f` on the writer connection, or returns `read_only` for an inspected ledger.
-    pub(crate) fn with_writer<T, E>(
+    /// After a write failed with an I/O error, refuses every later write (see
+    /// [`StorageError::Poisoned`]).
+    pub(crate) fn with_writer<T, E: WriteError>(
         &self,
         read_only: impl FnOnce(PathBuf) -> E,
         f: impl FnOnce(&mut Connection) -> Result<T, E>,
     ) -> Result<T, E> {
-        match &self.writer {
-            Some(writer) => f(&mut lock(writer)),
-            None => Err(read_only(self.path.clone())),
+        let Some(writer) = &self.writer else { return Err(read_only(self.path.clone())) };
+        let mut conn = lock(writer);
+        if let Some(cause) = lock(&self.poisoned).clone() {
+            return Err(E::from(StorageError::Poisoned { path: self.path.clone(), cause }));
+        }
+        let result = f(&mut conn);
+        if let Err(e) = &result
+            && e.storage().is_some_and(StorageError::is_io_failure)
+        {
+            *lock(&self.poisoned) = Some(e.to_string());
+        }
+        result
+    }
+
+    /// Why this handle refuses writes, if an earlier write failed with an I/O error.
+    pub fn poisoned(&self) -> Option<String> {
+        lock(&self.poisoned).clone()
+    }
+}
+
+/// An error of a write operation, which may carry a storage failure.
+pub(crate) trait WriteError: From<StorageError> + std::fmt::Display {
+    fn storage(&self) -> Option<&StorageError>;
+}
+
+impl WriteError for crate::AppendError {
+    fn storage(&self) -> Option<&StorageError> {
+        match self {
+            crate::AppendError::Storage(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl WriteError for crate::EraseError {
+    fn storage(&self) -> Option<&StorageError> {
+        match self {
+            crate::EraseError::Storage(s) => Some(s),
+            _ => None,
         }
     }
 }
@@ -174,12 +241,60 @@ fn open_connection(path: &Path, mode: OpenMode) -> Result<Connection, OpenError>
     if mode == OpenMode::ReadWrite {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
-    let conn = Connection::open_with_flags(path, flags).map_err(sql_err(path))?;
+    let opened = Connection::open_with_flags(path, flags).and_then(|conn| {
+        if mode == OpenMode::Inspect {
+            conn.execute_batch("PRAGMA query_only = ON;")?;
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
+        }
+        Ok(conn)
+    });
+    let conn = match opened {
+        Err(e)
+            if mode == OpenMode::Inspect
+                && e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen)
+                && !companion(path, "-wal").exists()
+                && !companion(path, "-shm").exists() =>
+        {
+            return open_immutable(path);
+        }
+        other => other.map_err(sql_err(path))?,
+    };
     store::configure(&conn, path)?;
-    if mode == OpenMode::Inspect {
-        conn.execute_batch("PRAGMA query_only = ON;").map_err(sql_err(path))?;
-    }
     Ok(conn)
+}
+
+/// Opens a cleanly closed ledger (no WAL file) on read-only media, where SQLite cannot create
+/// the shared-memory file it reads a WAL-mode database through: nothing can change the file
+/// there, so it is read as immutable.
+fn open_immutable(path: &Path) -> Result<Connection, OpenError> {
+    let uri = format!("file:{}?immutable=1", uri_path(path));
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(uri, flags).map_err(sql_err(path))?;
+    store::configure(&conn, path)?;
+    conn.execute_batch("PRAGMA query_only = ON;").map_err(sql_err(path))?;
+    Ok(conn)
+}
+
+/// `path` with every byte outside the URI's unreserved characters and `/` percent-encoded.
+fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The ledger file's `-wal` or `-shm` companion.
+fn companion(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// Creates a new ledger file with its schema under a temporary name, then links it into place,
@@ -196,6 +311,8 @@ fn create_initialised(path: &Path) -> Result<(), OpenError> {
     if tmp.exists() {
         fs_err::remove_file(&tmp).map_err(io("removing a stale", &tmp))?;
     }
+    // Created private before SQLite sees it: its WAL and shared-memory files take its mode.
+    private_files::create_private_file(&tmp).map_err(io("creating", &tmp))?;
     {
         let conn = open_connection(&tmp, OpenMode::ReadWrite)?;
         set_wal(&conn, &tmp)?;
@@ -230,21 +347,51 @@ fn set_wal(conn: &Connection, path: &Path) -> Result<(), OpenError> {
     Ok(())
 }
 
-/// Creates the schema in an empty file; leaves an existing ledger alone and refuses a file that
-/// holds something else.
-fn initialise(conn: &Connection, path: &Path) -> Result<(), OpenError> {
+/// Refuses, by reading only, a file that is not a ledger: another application id, tables
+/// without ours, or (for inspection) an empty database; and a ledger of a format version this
+/// build does not read.
+fn refuse_foreign(conn: &Connection, path: &Path, mode: OpenMode) -> Result<(), OpenError> {
     let sql = sql_err(path);
     let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(&sql)?;
     let tables: i64 = conn
         .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))
         .map_err(&sql)?;
-    if tables > 0 || app_id != 0 {
-        if app_id != APPLICATION_ID {
-            return Err(OpenError::Corrupted {
-                path: path.to_owned(),
-                detail: format!("application_id is {app_id:#x}, not an EviCortex ledger"),
-            });
+    let corrupted = |detail: String| OpenError::Corrupted { path: path.to_owned(), detail };
+    if app_id == 0 && tables == 0 {
+        return match mode {
+            OpenMode::ReadWrite => Ok(()),
+            OpenMode::Inspect => {
+                Err(corrupted("the file holds no ledger (an empty database)".to_owned()))
+            }
+        };
+    }
+    if app_id != APPLICATION_ID {
+        return Err(corrupted(format!("application_id is {app_id:#x}, not an EviCortex ledger")));
+    }
+    let has_meta: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ledger_meta'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(&sql)?;
+    if has_meta == 1 {
+        let meta = store::read_meta(conn).map_err(&sql)?;
+        if let Some(found) = meta.format_version.filter(|v| *v != FORMAT_VERSION.to_string()) {
+            return Err(OpenError::unsupported_format(path, found));
         }
+    }
+    Ok(())
+}
+
+/// Creates the schema in an empty file; leaves an existing ledger alone (`refuse_foreign` has
+/// refused anything else).
+fn initialise(conn: &Connection, path: &Path) -> Result<(), OpenError> {
+    let sql = sql_err(path);
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))
+        .map_err(&sql)?;
+    if tables > 0 {
         return Ok(());
     }
     let tx = conn_begin_immediate(conn, path)?;
@@ -295,13 +442,7 @@ fn check_open(conn: &Connection, path: &Path) -> Result<Option<String>, OpenErro
     let meta = store::read_meta(conn).map_err(&sql)?;
     match meta.format_version.as_deref() {
         Some(v) if v == FORMAT_VERSION.to_string() => {}
-        Some(other) => {
-            return Err(OpenError::UnsupportedFormat {
-                path: path.to_owned(),
-                found: other.to_owned(),
-                supported: FORMAT_VERSION,
-            });
-        }
+        Some(other) => return Err(OpenError::unsupported_format(path, other.to_owned())),
         None => return Ok(Some("metadata lacks format_version".to_owned())),
     }
     let head = match meta.parse() {

@@ -4,8 +4,11 @@
 //! SQLite file opened in WAL mode with `synchronous=FULL`. [`Ledger::append`] writes a batch
 //! atomically and durably; every record carries the BLAKE3 digest of a canonical encoding and a
 //! chain hash linking it to its predecessor, so [`Ledger::verify`] proves nothing was altered,
-//! reordered or lost. [`Ledger::erase`] removes texts physically while the chain still verifies.
-//! See `docs/ledger-format.md` for the bytes on disk.
+//! reordered or lost. [`Ledger::erase`] removes texts physically while the chain still verifies,
+//! and what an erased record keeps confirms no guessed text (its content digest is salted, and
+//! the salt is erased with the text). Reads serve only records that match their digests.
+//! [`Ledger::migrate`] upgrades a ledger of an older format version. Store files are private to
+//! their owner (see [`create_private_dir`]). See `docs/ledger-format.md` for the bytes on disk.
 //!
 //! ```
 //! use evicortex_core::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
@@ -37,6 +40,8 @@ mod erase;
 mod error;
 mod hash_chain;
 mod ledger;
+mod migrate;
+mod private_files;
 mod read;
 mod record;
 mod store;
@@ -47,11 +52,16 @@ pub use crate::{
     canonical_json::canonical_json,
     erase::{EraseReceipt, EraseTarget, ErasedTurn},
     error::{
-        AppendError, ConflictingRecord, EraseError, OpenError, ReadError, StorageError, VerifyError,
+        AppendError, ConflictingRecord, EraseError, MigrateError, OpenError, ReadError,
+        StorageError, VerifyError,
     },
     hash_chain::ChainHash,
     ledger::{Ledger, OpenMode},
+    migrate::MigrationReport,
+    private_files::{
+        PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, create_private_dir, restrict_sqlite_files,
+    },
     read::LedgerStats,
-    record::{FORMAT_VERSION, redaction_digest, turn_digest},
+    record::{ContentSalt, FORMAT_VERSION, redaction_digest, turn_digest},
     verify::VerifyReport,
 };

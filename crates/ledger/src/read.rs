@@ -5,7 +5,10 @@ use rusqlite::params;
 
 use crate::{
     ChainHash, FORMAT_VERSION, Ledger, ReadError, StorageError,
-    store::{self, KIND_REDACTION, KIND_TURN, RECORD_COLUMNS, RawRecord, StoredBody, sql_err},
+    record::Format,
+    store::{
+        self, KIND_REDACTION, KIND_TURN, PREV_CHAIN, RECORD_COLUMNS, RawRecord, StoredBody, sql_err,
+    },
 };
 
 /// Counts over the whole ledger.
@@ -46,6 +49,10 @@ impl Ledger {
 
     /// Calls `f` with every live turn, in ledger order: of `namespace` if given, and only those
     /// after record `after` if given. Reads one consistent snapshot. Returns how many were seen.
+    ///
+    /// Every turn is checked against its digest and its chain link to the record before it
+    /// before `f` sees it: a record altered behind the ledger's back is a
+    /// [`ReadError::Corrupted`] naming it, never served.
     pub fn for_each_evidence<E: From<ReadError>>(
         &self,
         namespace: Option<&Namespace>,
@@ -57,7 +64,7 @@ impl Ledger {
             let path = self.path();
             let sql = |e| E::from(ReadError::from(sql_err(path)(e)));
             let query = format!(
-                "SELECT {RECORD_COLUMNS} FROM records WHERE kind = {KIND_TURN} \
+                "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records WHERE kind = {KIND_TURN} \
                  AND erased_by IS NULL AND (?1 IS NULL OR namespace = ?1) AND seq > ?2 ORDER BY seq"
             );
             let tx = conn.unchecked_transaction().map_err(sql)?;
@@ -71,9 +78,12 @@ impl Ledger {
             let mut n = 0;
             while let Some(row) = rows.next().map_err(sql)? {
                 let raw = RawRecord::from_row(row).map_err(sql)?;
-                let record = raw.decode().map_err(|c| {
+                let prev_chain = store::prev_chain_at(row, 19).map_err(sql)?;
+                let corrupted = |c: store::Corrupt| {
                     E::from(ReadError::Corrupted { turn_id: c.turn_id, detail: c.detail })
-                })?;
+                };
+                let record = raw.decode(Format::V2).map_err(corrupted)?;
+                raw.check_turn(&record, prev_chain.as_deref()).map_err(corrupted)?;
                 let StoredBody::Turn(turn) = record.body else {
                     return Err(E::from(ReadError::Corrupted {
                         turn_id: record.id,

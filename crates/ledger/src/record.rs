@@ -1,34 +1,96 @@
-//! The canonical encoding of a record and its digest (format version 1).
+//! The canonical encoding of a record and its digest (format version 2; version 1 is still
+//! computed, for verifying a version-1 ledger before migrating it).
 //!
 //! The digest is BLAKE3 over a length-prefixed, versioned byte string, never over SQLite's own
 //! row format, so it is independent of how SQLite lays out pages. `docs/ledger-format.md` gives
 //! the layout byte by byte; change it only together with [`FORMAT_VERSION`].
 
 use evicortex_core::{EvidenceDigest, Role, Turn, TurnId};
+use rand::TryRngCore;
 
 use crate::{EraseTarget, canonical_json::canonical_json};
 
 /// The on-disk format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 const MAGIC: &[u8; 4] = b"EVCX";
 const KIND_TURN: u8 = 1;
 const KIND_REDACTION: u8 = 2;
 const KIND_CONTENT: u8 = 3;
+/// Version 2: the content digest of a turn that version 1 had already erased.
+const KIND_MIGRATED_ERASED_CONTENT: u8 = 4;
 
-/// The digest of a turn record: everything stored about it except its position.
-pub fn turn_digest(turn: &Turn, ingest_utc_micros: i64) -> EvidenceDigest {
+/// A format version whose digests this build computes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// Unsalted content digests; read only to verify a ledger before migrating it.
+    V1,
+    /// Content digests salted per record (the current format).
+    V2,
+}
+
+impl Format {
+    fn code(self) -> u16 {
+        match self {
+            Format::V1 => 1,
+            Format::V2 => 2,
+        }
+    }
+}
+
+/// 32 random bytes inside a turn's content digest, stored beside the turn and destroyed when it
+/// is erased: the digest an erased turn keeps then confirms no guessed text.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub struct ContentSalt([u8; 32]);
+
+impl ContentSalt {
+    /// A fresh salt from the operating system's random source.
+    pub fn random() -> Result<ContentSalt, rand::rand_core::OsError> {
+        let mut bytes = [0u8; 32];
+        rand::rngs::OsRng.try_fill_bytes(&mut bytes)?;
+        Ok(ContentSalt(bytes))
+    }
+
+    /// Wraps raw bytes.
+    pub const fn from_bytes(bytes: [u8; 32]) -> ContentSalt {
+        ContentSalt(bytes)
+    }
+
+    /// The raw bytes.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ContentSalt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ContentSalt(..)")
+    }
+}
+
+/// The digest of a turn record: everything stored about it except its position, with its
+/// content salted by `salt`.
+pub fn turn_digest(turn: &Turn, ingest_utc_micros: i64, salt: &ContentSalt) -> EvidenceDigest {
     let meta = canonical_json(&serde_json::Value::Object(turn.meta.clone()));
-    turn_digest_parts(&TurnParts {
-        namespace: turn.namespace.as_str(),
-        session: turn.session.as_str(),
-        turn: turn.turn.raw(),
-        role: turn.role,
-        event_utc_micros: turn.time.utc_micros(),
-        event_offset_seconds: turn.time.offset_seconds(),
-        ingest_utc_micros,
-        content: content_digest(turn.speaker.as_deref(), &turn.text, &meta),
-    })
+    turn_digest_parts(
+        Format::V2,
+        &TurnParts {
+            namespace: turn.namespace.as_str(),
+            session: turn.session.as_str(),
+            turn: turn.turn.raw(),
+            role: turn.role,
+            event_utc_micros: turn.time.utc_micros(),
+            event_offset_seconds: turn.time.offset_seconds(),
+            ingest_utc_micros,
+            content: content_digest(
+                Format::V2,
+                Some(salt),
+                turn.speaker.as_deref(),
+                &turn.text,
+                &meta,
+            ),
+        },
+    )
 }
 
 /// The digest of a redaction record: its target, its time and every record it erased with that
@@ -38,7 +100,16 @@ pub fn redaction_digest(
     ingest_utc_micros: i64,
     erased: &[(TurnId, EvidenceDigest)],
 ) -> EvidenceDigest {
-    let mut h = Encoder::new(KIND_REDACTION);
+    redaction_digest_in(Format::V2, target, ingest_utc_micros, erased)
+}
+
+pub(crate) fn redaction_digest_in(
+    format: Format,
+    target: &EraseTarget,
+    ingest_utc_micros: i64,
+    erased: &[(TurnId, EvidenceDigest)],
+) -> EvidenceDigest {
+    let mut h = Encoder::new(format, KIND_REDACTION);
     h.str(target.namespace().as_str());
     match target {
         EraseTarget::Namespace(_) => {
@@ -79,8 +150,8 @@ pub(crate) struct TurnParts<'a> {
     pub content: [u8; 32],
 }
 
-pub(crate) fn turn_digest_parts(p: &TurnParts<'_>) -> EvidenceDigest {
-    let mut h = Encoder::new(KIND_TURN);
+pub(crate) fn turn_digest_parts(format: Format, p: &TurnParts<'_>) -> EvidenceDigest {
+    let mut h = Encoder::new(format, KIND_TURN);
     h.str(p.namespace);
     h.str(p.session);
     h.u32(p.turn);
@@ -92,9 +163,19 @@ pub(crate) fn turn_digest_parts(p: &TurnParts<'_>) -> EvidenceDigest {
     h.finish()
 }
 
-/// BLAKE3 of a turn's erasable content: speaker, text and the canonical JSON of meta.
-pub(crate) fn content_digest(speaker: Option<&str>, text: &str, meta_json: &str) -> [u8; 32] {
-    let mut h = Encoder::new(KIND_CONTENT);
+/// BLAKE3 of a turn's erasable content: (version 2) its salt, then speaker, text and the
+/// canonical JSON of meta. Version 1 has no salt; `salt` is ignored for it.
+pub(crate) fn content_digest(
+    format: Format,
+    salt: Option<&ContentSalt>,
+    speaker: Option<&str>,
+    text: &str,
+    meta_json: &str,
+) -> [u8; 32] {
+    let mut h = Encoder::new(format, KIND_CONTENT);
+    if format == Format::V2 {
+        h.bytes(salt.expect("a version-2 content digest is salted").as_bytes());
+    }
     match speaker {
         Some(speaker) => {
             h.some();
@@ -104,6 +185,16 @@ pub(crate) fn content_digest(speaker: Option<&str>, text: &str, meta_json: &str)
     }
     h.str(text);
     h.str(meta_json);
+    *h.finish().as_bytes()
+}
+
+/// The version-2 content digest of a turn that a version-1 ledger had already erased: its
+/// version-1 content digest, salted with a salt that is then thrown away, so what the migrated
+/// record keeps confirms no guessed text either.
+pub(crate) fn migrated_erased_content(salt: &ContentSalt, v1_content: &[u8; 32]) -> [u8; 32] {
+    let mut h = Encoder::new(Format::V2, KIND_MIGRATED_ERASED_CONTENT);
+    h.bytes(salt.as_bytes());
+    h.bytes(v1_content);
     *h.finish().as_bytes()
 }
 
@@ -123,10 +214,10 @@ fn role_code(role: Role) -> u8 {
 struct Encoder(blake3::Hasher);
 
 impl Encoder {
-    fn new(kind: u8) -> Encoder {
+    fn new(format: Format, kind: u8) -> Encoder {
         let mut hasher = blake3::Hasher::new();
         hasher.update(MAGIC);
-        hasher.update(&(FORMAT_VERSION as u16).to_le_bytes());
+        hasher.update(&format.code().to_le_bytes());
         hasher.update(&[kind]);
         Encoder(hasher)
     }
@@ -169,6 +260,8 @@ mod tests {
 
     use super::*;
 
+    const SALT: ContentSalt = ContentSalt::from_bytes([9; 32]);
+
     fn turn(text: &str) -> Turn {
         Turn {
             namespace: Namespace::new("alice").unwrap(),
@@ -182,27 +275,16 @@ mod tests {
         }
     }
 
-    /// The encoding written out by hand: if this test fails, the format changed and
-    /// FORMAT_VERSION and docs/ledger-format.md must change with it.
-    #[test]
-    fn digest_matches_hand_built_encoding() {
-        let str_ = |bytes: &mut Vec<u8>, s: &str| {
-            bytes.extend_from_slice(&(s.len() as u64).to_le_bytes());
-            bytes.extend_from_slice(s.as_bytes());
-        };
-        let mut content = Vec::new();
-        content.extend_from_slice(b"EVCX");
-        content.extend_from_slice(&1u16.to_le_bytes());
-        content.push(3);
-        content.push(1);
-        str_(&mut content, "Ada");
-        str_(&mut content, "hi");
-        str_(&mut content, r#"{"a":[true],"b":1}"#);
+    fn str_(bytes: &mut Vec<u8>, s: &str) {
+        bytes.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(s.as_bytes());
+    }
 
-        let t = turn("hi");
+    /// The record bytes around a content digest, for version `version`.
+    fn record_bytes(version: u16, t: &Turn, content: &[u8; 32]) -> Vec<u8> {
         let mut bytes = Vec::new();
         bytes.extend_from_slice(b"EVCX");
-        bytes.extend_from_slice(&1u16.to_le_bytes());
+        bytes.extend_from_slice(&version.to_le_bytes());
         bytes.push(1);
         str_(&mut bytes, "alice");
         str_(&mut bytes, "s1");
@@ -211,28 +293,81 @@ mod tests {
         bytes.extend_from_slice(&t.time.utc_micros().to_le_bytes());
         bytes.extend_from_slice(&3600i32.to_le_bytes());
         bytes.extend_from_slice(&42i64.to_le_bytes());
-        bytes.extend_from_slice(blake3::hash(&content).as_bytes());
-        assert_eq!(turn_digest(&t, 42).as_bytes(), blake3::hash(&bytes).as_bytes());
+        bytes.extend_from_slice(content);
+        bytes
+    }
+
+    /// The encoding written out by hand: if this test fails, the format changed and
+    /// FORMAT_VERSION and docs/ledger-format.md must change with it.
+    #[test]
+    fn digest_matches_hand_built_encoding() {
+        let mut content = Vec::new();
+        content.extend_from_slice(b"EVCX");
+        content.extend_from_slice(&2u16.to_le_bytes());
+        content.push(3);
+        content.extend_from_slice(&[9; 32]);
+        content.push(1);
+        str_(&mut content, "Ada");
+        str_(&mut content, "hi");
+        str_(&mut content, r#"{"a":[true],"b":1}"#);
+
+        let t = turn("hi");
+        let bytes = record_bytes(2, &t, blake3::hash(&content).as_bytes());
+        assert_eq!(turn_digest(&t, 42, &SALT).as_bytes(), blake3::hash(&bytes).as_bytes());
+    }
+
+    /// Version 1, still computed to verify a ledger before migrating it, pinned as well.
+    #[test]
+    fn version_1_digest_matches_hand_built_encoding() {
+        let mut content = Vec::new();
+        content.extend_from_slice(b"EVCX");
+        content.extend_from_slice(&1u16.to_le_bytes());
+        content.push(3);
+        content.push(1);
+        str_(&mut content, "Ada");
+        str_(&mut content, "hi");
+        str_(&mut content, r#"{"a":[true],"b":1}"#);
+        let v1_content =
+            content_digest(Format::V1, None, Some("Ada"), "hi", r#"{"a":[true],"b":1}"#);
+        assert_eq!(&v1_content, blake3::hash(&content).as_bytes());
+
+        let t = turn("hi");
+        let parts = TurnParts {
+            namespace: "alice",
+            session: "s1",
+            turn: 3,
+            role: Role::Assistant,
+            event_utc_micros: t.time.utc_micros(),
+            event_offset_seconds: 3600,
+            ingest_utc_micros: 42,
+            content: v1_content,
+        };
+        let bytes = record_bytes(1, &t, &v1_content);
+        assert_eq!(
+            turn_digest_parts(Format::V1, &parts).as_bytes(),
+            blake3::hash(&bytes).as_bytes()
+        );
     }
 
     #[test]
     fn every_field_changes_the_digest() {
         let base = turn("hi");
-        let d = turn_digest(&base, 1);
-        assert_ne!(d, turn_digest(&base, 2), "ingest time");
-        assert_ne!(d, turn_digest(&turn("hi "), 1), "text");
+        let d = turn_digest(&base, 1, &SALT);
+        assert_ne!(d, turn_digest(&base, 2, &SALT), "ingest time");
+        assert_ne!(d, turn_digest(&base, 1, &ContentSalt::from_bytes([8; 32])), "salt");
+        assert_ne!(d, turn_digest(&turn("hi "), 1, &SALT), "text");
         let mut t = base.clone();
         t.speaker = None;
-        assert_ne!(d, turn_digest(&t, 1), "speaker");
+        assert_ne!(d, turn_digest(&t, 1, &SALT), "speaker");
         let mut t = base.clone();
         t.role = Role::User;
-        assert_ne!(d, turn_digest(&t, 1), "role");
+        assert_ne!(d, turn_digest(&t, 1, &SALT), "role");
         let mut t = base.clone();
         t.time = EventTime::parse_rfc3339("2024-05-02T09:00:00.5Z").unwrap();
-        assert_ne!(d, turn_digest(&t, 1), "same instant, other offset");
+        assert_ne!(d, turn_digest(&t, 1, &SALT), "same instant, other offset");
         let mut t = base;
         t.meta.clear();
-        assert_ne!(d, turn_digest(&t, 1), "meta");
+        assert_ne!(d, turn_digest(&t, 1, &SALT), "meta");
     }
 
     #[test]
@@ -242,6 +377,11 @@ mod tests {
         let mut b = a.clone();
         b.namespace = Namespace::new("alices").unwrap();
         b.session = SessionId::new("1").unwrap();
-        assert_ne!(turn_digest(&a, 0), turn_digest(&b, 0));
+        assert_ne!(turn_digest(&a, 0, &SALT), turn_digest(&b, 0, &SALT));
+    }
+
+    #[test]
+    fn random_salts_differ() {
+        assert_ne!(ContentSalt::random().unwrap(), ContentSalt::random().unwrap());
     }
 }

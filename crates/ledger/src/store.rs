@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, types::ValueRef};
 
 use crate::{
     ChainHash, EraseTarget, StorageError,
-    record::{TurnParts, content_digest, turn_digest_parts},
+    record::{ContentSalt, Format, TurnParts, content_digest, turn_digest_parts},
 };
 
 /// `PRAGMA application_id` of a ledger file: "EVCX".
@@ -44,14 +44,19 @@ CREATE TABLE records (
     content_digest BLOB,
     digest         BLOB NOT NULL,
     chain          BLOB NOT NULL,
+    salt           BLOB,
     UNIQUE (namespace, session, turn)
 );
 ";
 
+/// What a version-1 ledger gains on migration: the column added last, so that a migrated and a
+/// new ledger have the same columns in the same order.
+pub(crate) const ADD_SALT_COLUMN: &str = "ALTER TABLE records ADD COLUMN salt BLOB";
+
 /// The columns every record query selects, in [`RawRecord::from_row`] order.
 pub(crate) const RECORD_COLUMNS: &str = "seq, kind, namespace, session, turn, role, speaker, \
      text, event_utc_us, event_offset_s, ingest_utc_us, meta, target_record, erased_seqs, \
-     erased_by, content_digest, digest, chain";
+     erased_by, content_digest, digest, chain, salt";
 
 /// Maps a rusqlite error to a [`StorageError`] naming the ledger file.
 pub(crate) fn sql_err(path: &Path) -> impl Fn(rusqlite::Error) -> StorageError + '_ {
@@ -150,6 +155,7 @@ pub(crate) struct RawRecord {
     pub content_digest: Option<Vec<u8>>,
     pub digest: Option<Vec<u8>>,
     pub chain: Option<Vec<u8>>,
+    pub salt: Option<Vec<u8>>,
     /// Columns whose stored type was not the expected one.
     pub type_errors: Vec<&'static str>,
 }
@@ -218,6 +224,7 @@ impl RawRecord {
         let content_digest = blob(15, "content_digest")?;
         let digest = blob(16, "digest")?;
         let chain = blob(17, "chain")?;
+        let salt = blob(18, "salt")?;
         Ok(RawRecord {
             seq,
             kind,
@@ -237,6 +244,7 @@ impl RawRecord {
             content_digest,
             digest,
             chain,
+            salt,
             type_errors,
         })
     }
@@ -253,8 +261,9 @@ impl RawRecord {
         value.as_ref().ok_or_else(|| self.corrupt(format!("column {column} is missing")))
     }
 
-    /// Decodes the row; every structural problem is a [`Corrupt`] naming the column.
-    pub(crate) fn decode(&self) -> Result<StoredRecord, Corrupt> {
+    /// Decodes the row of a ledger of `format`; every structural problem is a [`Corrupt`]
+    /// naming the column.
+    pub(crate) fn decode(&self, format: Format) -> Result<StoredRecord, Corrupt> {
         if let Some(column) = self.type_errors.first() {
             return Err(self.corrupt(format!("column {column} has the wrong storage type")));
         }
@@ -267,6 +276,19 @@ impl RawRecord {
         let namespace_text = self.require(&self.namespace, "namespace")?;
         let namespace = Namespace::new(namespace_text)
             .map_err(|e| self.corrupt(format!("column namespace: {e}")))?;
+        let live_turn = self.kind == Some(KIND_TURN) && self.erased_by.is_none();
+        match (format, live_turn, &self.salt) {
+            (Format::V2, true, _) => {
+                self.hash32(&self.salt, "salt")?;
+            }
+            (Format::V2, false, Some(_)) => {
+                return Err(self.corrupt("an erased turn or a redaction still holds a salt"));
+            }
+            (Format::V1, _, Some(_)) => {
+                return Err(self.corrupt("a version-1 record holds a salt"));
+            }
+            _ => {}
+        }
         let body = match self.kind {
             Some(KIND_TURN) => self.decode_turn(namespace)?,
             Some(KIND_REDACTION) => self.decode_redaction(namespace)?,
@@ -372,15 +394,23 @@ impl RawRecord {
         Ok(StoredBody::Redaction { target, erased })
     }
 
-    /// Recomputes a turn record's digest from its columns exactly as stored: for a live turn
-    /// from its content, for an erased one from the content digest it kept.
-    pub(crate) fn recompute_turn_digest(&self) -> Result<EvidenceDigest, Corrupt> {
+    /// Recomputes a turn record's digest in `format` from its columns exactly as stored: for a
+    /// live turn from its salt and content, for an erased one from the content digest it kept.
+    pub(crate) fn recompute_turn_digest(&self, format: Format) -> Result<EvidenceDigest, Corrupt> {
         let content = match self.erased_by {
-            None => content_digest(
-                self.speaker.as_deref(),
-                self.require(&self.text, "text")?,
-                self.require(&self.meta, "meta")?,
-            ),
+            None => {
+                let salt = match format {
+                    Format::V1 => None,
+                    Format::V2 => Some(ContentSalt::from_bytes(self.hash32(&self.salt, "salt")?)),
+                };
+                content_digest(
+                    format,
+                    salt.as_ref(),
+                    self.speaker.as_deref(),
+                    self.require(&self.text, "text")?,
+                    self.require(&self.meta, "meta")?,
+                )
+            }
             Some(_) => self.hash32(&self.content_digest, "content_digest")?,
         };
         let role: Role = self
@@ -389,18 +419,159 @@ impl RawRecord {
             .map_err(|e| self.corrupt(format!("column role: {e}")))?;
         let turn = *self.require(&self.turn, "turn")?;
         let offset = *self.require(&self.event_offset_s, "event_offset_s")?;
-        Ok(turn_digest_parts(&TurnParts {
-            namespace: self.require(&self.namespace, "namespace")?,
-            session: self.require(&self.session, "session")?,
-            turn: u32::try_from(turn).map_err(|_| self.corrupt("column turn is out of range"))?,
-            role,
-            event_utc_micros: *self.require(&self.event_utc_us, "event_utc_us")?,
-            event_offset_seconds: i32::try_from(offset)
-                .map_err(|_| self.corrupt("column event_offset_s is out of range"))?,
-            ingest_utc_micros: *self.require(&self.ingest_utc_us, "ingest_utc_us")?,
-            content,
-        }))
+        Ok(turn_digest_parts(
+            format,
+            &TurnParts {
+                namespace: self.require(&self.namespace, "namespace")?,
+                session: self.require(&self.session, "session")?,
+                turn: u32::try_from(turn)
+                    .map_err(|_| self.corrupt("column turn is out of range"))?,
+                role,
+                event_utc_micros: *self.require(&self.event_utc_us, "event_utc_us")?,
+                event_offset_seconds: i32::try_from(offset)
+                    .map_err(|_| self.corrupt("column event_offset_s is out of range"))?,
+                ingest_utc_micros: *self.require(&self.ingest_utc_us, "ingest_utc_us")?,
+                content,
+            },
+        ))
     }
+
+    /// Checks a turn record (live or erased) against its stored digest and, given the chain
+    /// hash of the record before it (`None` for the first record), its stored chain hash: what
+    /// a read serves or an append builds on is what the chain committed to.
+    pub(crate) fn check_turn(
+        &self,
+        record: &StoredRecord,
+        prev_chain: Option<&[u8]>,
+    ) -> Result<(), Corrupt> {
+        let digest = self.recompute_turn_digest(Format::V2)?;
+        self.check_digest_and_link(record, &digest, prev_chain)
+    }
+
+    fn check_digest_and_link(
+        &self,
+        record: &StoredRecord,
+        digest: &EvidenceDigest,
+        prev_chain: Option<&[u8]>,
+    ) -> Result<(), Corrupt> {
+        if *digest != record.digest {
+            return Err(self.corrupt("digest mismatch: the record's content was altered"));
+        }
+        let prev = match prev_chain {
+            None if record.id.raw() == 1 => ChainHash::GENESIS,
+            None => return Err(self.corrupt("the record before it is missing")),
+            Some(bytes) => ChainHash::from_bytes(<[u8; 32]>::try_from(bytes).map_err(|_| {
+                self.corrupt("the chain hash of the record before it is not 32 bytes")
+            })?),
+        };
+        if prev.link(digest) != record.chain {
+            return Err(
+                self.corrupt("chain hash mismatch: records were altered, reordered or lost")
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The chain hash of the record before each selected one (column 19 after
+/// [`RECORD_COLUMNS`]); NULL for the first record.
+pub(crate) const PREV_CHAIN: &str =
+    "(SELECT p.chain FROM records AS p WHERE p.seq = records.seq - 1)";
+
+/// Reads the [`PREV_CHAIN`] column at `idx`; a value of the wrong type comes back as an empty
+/// blob, which the check reports as corruption.
+pub(crate) fn prev_chain_at(
+    row: &rusqlite::Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<Option<Vec<u8>>> {
+    Ok(match row.get_ref(idx)? {
+        ValueRef::Null => None,
+        ValueRef::Blob(bytes) => Some(bytes.to_vec()),
+        _ => Some(Vec::new()),
+    })
+}
+
+/// Checks the record that an append or an erasure builds on: the last one must be the head the
+/// metadata records, match its digest and link to the record before it. `Ok(Err(_))` names
+/// what is wrong.
+pub(crate) fn check_last_record(
+    conn: &Connection,
+    head: &Head,
+) -> rusqlite::Result<Result<(), Corrupt>> {
+    let last = conn
+        .query_row(
+            &format!(
+                "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records ORDER BY seq DESC LIMIT 1"
+            ),
+            [],
+            |r| Ok((RawRecord::from_row(r)?, prev_chain_at(r, 19)?)),
+        )
+        .optional()?;
+    let (raw, prev) = match (head.last, last) {
+        (None, None) => return Ok(Ok(())),
+        (Some(_), Some(found)) => found,
+        (None, Some((raw, _))) => {
+            return Ok(Err(raw.corrupt("metadata says the ledger is empty, but it holds records")));
+        }
+        (Some(id), None) => {
+            return Ok(Err(Corrupt {
+                turn_id: id,
+                detail: "metadata names this record as the head, but there are no records"
+                    .to_owned(),
+            }));
+        }
+    };
+    if Some(raw.id()) != head.last {
+        return Ok(Err(raw.corrupt(format!(
+            "metadata says the head is record {}, the last record is this one",
+            head.last.map_or(0, TurnId::raw)
+        ))));
+    }
+    let record = match raw.decode(Format::V2) {
+        Ok(record) => record,
+        Err(c) => return Ok(Err(c)),
+    };
+    let digest = match &record.body {
+        StoredBody::Turn(_) | StoredBody::ErasedTurn { .. } => {
+            match raw.recompute_turn_digest(Format::V2) {
+                Ok(d) => d,
+                Err(c) => return Ok(Err(c)),
+            }
+        }
+        StoredBody::Redaction { target, erased } => {
+            let mut listed = Vec::with_capacity(erased.len());
+            for id in erased {
+                let digest: Option<Vec<u8>> = conn
+                    .query_row(
+                        "SELECT digest FROM records WHERE seq = ?1 AND erased_by = ?2",
+                        [id.raw() as i64, raw.seq],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                match digest.and_then(|d| <[u8; 32]>::try_from(d.as_slice()).ok()) {
+                    Some(d) => listed.push((*id, EvidenceDigest::from_bytes(d))),
+                    None => {
+                        return Ok(Err(raw.corrupt(format!(
+                            "lists {id} as erased, but that record is not a turn it erased"
+                        ))));
+                    }
+                }
+            }
+            crate::record::redaction_digest_in(
+                Format::V2,
+                target,
+                record.ingest_utc_micros,
+                &listed,
+            )
+        }
+    };
+    if let Err(c) = raw.check_digest_and_link(&record, &digest, prev.as_deref()) {
+        return Ok(Err(c));
+    }
+    if record.chain != head.chain {
+        return Ok(Err(raw.corrupt("its chain hash does not match the recorded chain head")));
+    }
+    Ok(Ok(()))
 }
 
 /// A decoded record.

@@ -1,12 +1,16 @@
 //! The full integrity check: every digest, the whole chain, every redaction, the head.
 
-use std::collections::{BTreeMap, HashMap};
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::Path,
+};
 
 use evicortex_core::{EvidenceDigest, TurnId};
+use rusqlite::Connection;
 
 use crate::{
     ChainHash, Ledger, VerifyError,
-    record::redaction_digest,
+    record::{Format, redaction_digest_in},
     store::{self, RECORD_COLUMNS, RawRecord, StoredBody, sql_err},
 };
 
@@ -44,115 +48,136 @@ impl Ledger {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<VerifyReport, VerifyError> {
         let mut conn = self.reader()?;
-        let path = self.path();
-        let sql = sql_err(path);
-        let tx = conn.transaction().map_err(&sql)?;
-        let meta = store::read_meta(&tx).map_err(&sql)?;
-        let recorded = meta.parse().map_err(|detail| VerifyError::BadHead { detail })?;
-        let total: i64 =
-            tx.query_row("SELECT count(*) FROM records", [], |r| r.get(0)).map_err(&sql)?;
-        let total = total as u64;
+        let tx = conn.transaction().map_err(sql_err(self.path()))?;
+        verify_on(&tx, self.path(), Format::V2, progress)
+    }
+}
 
-        let mut stmt = tx
-            .prepare(&format!("SELECT {RECORD_COLUMNS} FROM records ORDER BY seq"))
-            .map_err(&sql)?;
-        let mut rows = stmt.query([]).map_err(&sql)?;
-        let mut report = VerifyReport {
-            records: 0,
-            turns: 0,
-            erased_turns: 0,
-            redactions: 0,
-            head: None,
-            chain_head: ChainHash::GENESIS,
-        };
-        // Erased records waiting for the redaction that names them: redaction seq -> records.
-        let mut pending: HashMap<TurnId, BTreeMap<TurnId, EvidenceDigest>> = HashMap::new();
-        let mut expected = TurnId::from_raw(1);
-        while let Some(row) = rows.next().map_err(&sql)? {
-            let raw = RawRecord::from_row(row).map_err(&sql)?;
-            let id = raw.id();
-            let bad = |detail: String| VerifyError::BadRecord { turn_id: id, detail };
-            if id != expected {
-                return Err(if id > expected {
-                    VerifyError::BadRecord {
-                        turn_id: expected,
-                        detail: format!("record is missing (the next record is {id})"),
-                    }
-                } else {
-                    bad(format!("out-of-order sequence number, expected {expected}"))
-                });
+/// [`Ledger::verify`] on `conn` (inside a transaction, for one snapshot), for a ledger of
+/// `format`.
+pub(crate) fn verify_on(
+    tx: &Connection,
+    path: &Path,
+    format: Format,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<VerifyReport, VerifyError> {
+    let sql = sql_err(path);
+    let tables: i64 = tx
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' \
+                 AND name IN ('ledger_meta', 'records')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(&sql)?;
+    if tables != 2 {
+        return Err(VerifyError::BadHead {
+            detail: "the ledger_meta or records table is missing".to_owned(),
+        });
+    }
+    let meta = store::read_meta(tx).map_err(&sql)?;
+    let recorded = meta.parse().map_err(|detail| VerifyError::BadHead { detail })?;
+    let total: i64 =
+        tx.query_row("SELECT count(*) FROM records", [], |r| r.get(0)).map_err(&sql)?;
+    let total = total as u64;
+
+    let mut stmt =
+        tx.prepare(&format!("SELECT {RECORD_COLUMNS} FROM records ORDER BY seq")).map_err(&sql)?;
+    let mut rows = stmt.query([]).map_err(&sql)?;
+    let mut report = VerifyReport {
+        records: 0,
+        turns: 0,
+        erased_turns: 0,
+        redactions: 0,
+        head: None,
+        chain_head: ChainHash::GENESIS,
+    };
+    // Erased records waiting for the redaction that names them: redaction seq -> records.
+    let mut pending: HashMap<TurnId, BTreeMap<TurnId, EvidenceDigest>> = HashMap::new();
+    let mut expected = TurnId::from_raw(1);
+    while let Some(row) = rows.next().map_err(&sql)? {
+        let raw = RawRecord::from_row(row).map_err(&sql)?;
+        let id = raw.id();
+        let bad = |detail: String| VerifyError::BadRecord { turn_id: id, detail };
+        if id != expected {
+            return Err(if id > expected {
+                VerifyError::BadRecord {
+                    turn_id: expected,
+                    detail: format!("record is missing (the next record is {id})"),
+                }
+            } else {
+                bad(format!("out-of-order sequence number, expected {expected}"))
+            });
+        }
+        let record = raw.decode(format).map_err(|c| bad(c.detail))?;
+        let digest = match &record.body {
+            StoredBody::Turn(_) => {
+                report.turns += 1;
+                raw.recompute_turn_digest(format).map_err(|c| bad(c.detail))?
             }
-            let record = raw.decode().map_err(|c| bad(c.detail))?;
-            let digest = match &record.body {
-                StoredBody::Turn(_) => {
-                    report.turns += 1;
-                    raw.recompute_turn_digest().map_err(|c| bad(c.detail))?
-                }
-                StoredBody::ErasedTurn { erased_by } => {
-                    report.erased_turns += 1;
-                    pending.entry(*erased_by).or_default().insert(id, record.digest);
-                    raw.recompute_turn_digest().map_err(|c| bad(c.detail))?
-                }
-                StoredBody::Redaction { target, erased } => {
-                    report.redactions += 1;
-                    let waiting = pending.remove(&id).unwrap_or_default();
-                    let mut listed: Vec<(TurnId, EvidenceDigest)> =
-                        Vec::with_capacity(erased.len());
-                    for erased_id in erased {
-                        match waiting.get(erased_id) {
-                            Some(d) => listed.push((*erased_id, *d)),
-                            None => {
-                                return Err(bad(format!(
-                                    "lists {erased_id} as erased, but that record is not an \
+            StoredBody::ErasedTurn { erased_by } => {
+                report.erased_turns += 1;
+                pending.entry(*erased_by).or_default().insert(id, record.digest);
+                raw.recompute_turn_digest(format).map_err(|c| bad(c.detail))?
+            }
+            StoredBody::Redaction { target, erased } => {
+                report.redactions += 1;
+                let waiting = pending.remove(&id).unwrap_or_default();
+                let mut listed: Vec<(TurnId, EvidenceDigest)> = Vec::with_capacity(erased.len());
+                for erased_id in erased {
+                    match waiting.get(erased_id) {
+                        Some(d) => listed.push((*erased_id, *d)),
+                        None => {
+                            return Err(bad(format!(
+                                "lists {erased_id} as erased, but that record is not an \
                                      earlier turn erased by this redaction"
-                                )));
-                            }
+                            )));
                         }
                     }
-                    if let Some((&stray, _)) = waiting.iter().find(|(w, _)| !erased.contains(w)) {
-                        return Err(VerifyError::BadRecord {
-                            turn_id: stray,
-                            detail: format!("marked erased by {id}, which does not list it"),
-                        });
-                    }
-                    redaction_digest(target, record.ingest_utc_micros, &listed)
                 }
-            };
-            if digest != record.digest {
-                return Err(bad("digest mismatch: the record's content was altered".to_owned()));
+                if let Some((&stray, _)) = waiting.iter().find(|(w, _)| !erased.contains(w)) {
+                    return Err(VerifyError::BadRecord {
+                        turn_id: stray,
+                        detail: format!("marked erased by {id}, which does not list it"),
+                    });
+                }
+                redaction_digest_in(format, target, record.ingest_utc_micros, &listed)
             }
-            let chain = report.chain_head.link(&digest);
-            if chain != record.chain {
-                return Err(bad(
-                    "chain hash mismatch: records were altered, reordered or lost".to_owned()
-                ));
-            }
-            report.chain_head = chain;
-            report.head = Some(id);
-            report.records += 1;
-            expected = id.next();
-            if report.records.is_multiple_of(PROGRESS_EVERY) {
-                progress(report.records, total);
-            }
+        };
+        if digest != record.digest {
+            return Err(bad("digest mismatch: the record's content was altered".to_owned()));
         }
-        if let Some(stray) = pending.values().flat_map(|m| m.keys()).min() {
-            return Err(VerifyError::BadRecord {
-                turn_id: *stray,
-                detail: "marked erased by a record that is not a redaction listing it".to_owned(),
-            });
+        let chain = report.chain_head.link(&digest);
+        if chain != record.chain {
+            return Err(bad(
+                "chain hash mismatch: records were altered, reordered or lost".to_owned()
+            ));
         }
-        if recorded.last != report.head || recorded.chain != report.chain_head {
-            return Err(VerifyError::BadHead {
-                detail: format!(
-                    "metadata records head {} with chain {}, the records end at {} with chain {}",
-                    recorded.last.map_or("(empty)".to_owned(), |h| h.to_string()),
-                    recorded.chain,
-                    report.head.map_or("(empty)".to_owned(), |h| h.to_string()),
-                    report.chain_head,
-                ),
-            });
+        report.chain_head = chain;
+        report.head = Some(id);
+        report.records += 1;
+        expected = id.next();
+        if report.records.is_multiple_of(PROGRESS_EVERY) {
+            progress(report.records, total);
         }
-        progress(report.records, total);
-        Ok(report)
     }
+    if let Some(stray) = pending.values().flat_map(|m| m.keys()).min() {
+        return Err(VerifyError::BadRecord {
+            turn_id: *stray,
+            detail: "marked erased by a record that is not a redaction listing it".to_owned(),
+        });
+    }
+    if recorded.last != report.head || recorded.chain != report.chain_head {
+        return Err(VerifyError::BadHead {
+            detail: format!(
+                "metadata records head {} with chain {}, the records end at {} with chain {}",
+                recorded.last.map_or("(empty)".to_owned(), |h| h.to_string()),
+                recorded.chain,
+                report.head.map_or("(empty)".to_owned(), |h| h.to_string()),
+                report.chain_head,
+            ),
+        });
+    }
+    progress(report.records, total);
+    Ok(report)
 }

@@ -54,6 +54,15 @@ pub enum EmbeddingCacheError {
         #[source]
         source: rusqlite::Error,
     },
+    /// The cache file could not be made private to its owner.
+    #[error("{path}: {source}")]
+    Io {
+        /// The cache file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The cache holds data that fails an integrity check.
     #[error("{path}: corrupted embedding cache: {detail}")]
     Corrupted {
@@ -83,6 +92,7 @@ impl EmbeddingCacheError {
         match self {
             EmbeddingCacheError::Corrupted { .. } => ErrorClass::Integrity,
             EmbeddingCacheError::Dimension { .. } => ErrorClass::Internal,
+            EmbeddingCacheError::Io { .. } => ErrorClass::Io,
             EmbeddingCacheError::Sqlite { source, .. } => match source.sqlite_error_code() {
                 Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
                     ErrorClass::Integrity
@@ -137,6 +147,9 @@ impl EmbeddingCache {
         let path = dir.join(EMBEDDINGS_FILE);
         let sql = |source| EmbeddingCacheError::Sqlite { path: dir.join(EMBEDDINGS_FILE), source };
         let conn = Connection::open(&path).map_err(sql)?;
+        // Still empty when new: private before anything is written, and its WAL follows its mode.
+        evicortex_ledger::restrict_sqlite_files(&path)
+            .map_err(|source| EmbeddingCacheError::Io { path: path.clone(), source })?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;

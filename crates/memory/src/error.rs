@@ -142,6 +142,7 @@ fn direct_class(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
         EmbedError => embed_class,
         ArtifactError => artifact_class,
         FetchError => fetch_class,
+        evicortex_ledger::MigrateError => ErrorClass::of_migrate,
         evicortex_core::IdError => |_| ErrorClass::BadInput,
         evicortex_core::TimeError => |_| ErrorClass::BadInput,
         evicortex_compiler::ReaderTokenizerError => |_| ErrorClass::BadInput,

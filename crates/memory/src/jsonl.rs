@@ -83,6 +83,16 @@ pub fn parse_jsonl(
     bytes: &[u8],
     options: &IngestOptions,
 ) -> Result<Vec<Turn>, IngestError> {
+    Ok(parse_jsonl_numbered(file, bytes, options)?.into_iter().map(|(_, turn)| turn).collect())
+}
+
+/// [`parse_jsonl`], each turn with its 1-based line number (for errors found later, such as
+/// conflicts with stored turns).
+pub fn parse_jsonl_numbered(
+    file: &str,
+    bytes: &[u8],
+    options: &IngestOptions,
+) -> Result<Vec<(usize, Turn)>, IngestError> {
     let mut turns = Vec::new();
     for (i, raw_line) in bytes.split(|&b| b == b'\n').enumerate() {
         let line = i + 1;
@@ -105,7 +115,7 @@ pub fn parse_jsonl(
             field: e.field,
             reason: e.reason,
         })?;
-        turns.push(turn);
+        turns.push((line, turn));
     }
     Ok(turns)
 }
@@ -197,9 +207,30 @@ pub fn turn_from_json(
             ),
         ));
     }
-    let time =
-        EventTime::parse_rfc3339(required("time")?).map_err(|e| err("time", e.to_string()))?;
-    if !time.as_datetime().timestamp_subsec_nanos().is_multiple_of(1_000) {
+    let time_text = required("time")?;
+    // RFC 3339 gives "-00:00" its own meaning (UTC, but the local offset is unknown), which an
+    // explicit-offset event time cannot keep: it would come back as "Z".
+    if time_text.ends_with("-00:00") {
+        return Err(err(
+            "time",
+            format!(
+                "{time_text:?} has the offset -00:00 (RFC 3339: local offset unknown), which \
+                 would be stored as Z; give the real offset, or Z if UTC is meant"
+            ),
+        ));
+    }
+    let time = EventTime::parse_rfc3339(time_text).map_err(|e| err("time", e.to_string()))?;
+    let nanos = time.as_datetime().timestamp_subsec_nanos();
+    if nanos >= 1_000_000_000 {
+        return Err(err(
+            "time",
+            format!(
+                "{time_text:?} is a leap second (:60), which the ledger cannot store: it would \
+                 become the next second"
+            ),
+        ));
+    }
+    if !nanos.is_multiple_of(1_000) {
         return Err(err(
             "time",
             "has sub-microsecond precision; the ledger stores microseconds".to_owned(),
@@ -207,12 +238,47 @@ pub fn turn_from_json(
     }
     let meta = match object.get("meta") {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m.clone(),
+        Some(Value::Object(m)) => {
+            check_numbers("meta", &Value::Object(m.clone()))?;
+            m.clone()
+        }
         Some(other) => {
             return Err(err("meta", format!("must be an object, found {}", kind(other))));
         }
     };
     Ok(Turn { namespace, session, turn, role, speaker, text: text.to_owned(), time, meta })
+}
+
+/// Refuses numbers that parsing has already rounded: a JSON integer beyond the 64-bit range
+/// arrives as the nearest `f64` and would be stored and exported changed. Numbers of that
+/// magnitude are refused whatever their spelling (`1e30` too): once parsed, the two cannot be
+/// told apart, and the HTTP and MCP servers only see parsed values.
+fn check_numbers(path: &str, value: &Value) -> Result<(), FieldError> {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            let v = n.as_f64().unwrap_or(f64::NAN);
+            // Every integer literal from -2^63 to 2^64 - 1 parses exactly (as i64 or u64); one
+            // outside rounds to a double at or beyond those bounds.
+            if v <= -9_223_372_036_854_775_808.0 || v >= 18_446_744_073_709_551_616.0 {
+                return Err(FieldError {
+                    field: path.to_owned(),
+                    reason: format!(
+                        "{n} is outside the 64-bit integer range, where JSON numbers lose \
+                         precision when parsed; give it as a string"
+                    ),
+                });
+            }
+            Ok(())
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| check_numbers(&format!("{path}[{i}]"), v)),
+        Value::Object(map) => {
+            map.iter().try_for_each(|(k, v)| check_numbers(&format!("{path}.{k}"), v))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -226,13 +292,22 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// Parses one line as a JSON object, refusing duplicate keys (which `serde_json` would resolve
-/// silently by keeping the last).
+/// Parses one line as a JSON object, refusing duplicate keys at any depth (which `serde_json`
+/// would resolve silently by keeping the last).
 fn parse_object(line: &str) -> Result<Map<String, Value>, String> {
     let mut de = serde_json::Deserializer::from_str(line);
     let object = StrictObject::deserialize(&mut de).map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())?;
     Ok(object.0)
+}
+
+/// For `#[serde(deserialize_with = ...)]` on a list of turn objects received over HTTP: the
+/// same duplicate-key refusal, at any depth, as the JSONL reader.
+pub fn deserialize_turn_objects<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<Map<String, Value>>, D::Error> {
+    let objects: Vec<StrictObject> = Vec::deserialize(d)?;
+    Ok(objects.into_iter().map(|o| o.0).collect())
 }
 
 struct StrictObject(Map<String, Value>);
@@ -245,20 +320,80 @@ impl<'de> Deserialize<'de> for StrictObject {
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a JSON object (one turn per line)")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<StrictObject, A::Error> {
-                let mut map = Map::new();
-                while let Some(key) = access.next_key::<String>()? {
-                    let value: Value = access.next_value()?;
-                    if map.contains_key(&key) {
-                        return Err(serde::de::Error::custom(format!("duplicate field `{key}`")));
-                    }
-                    map.insert(key, value);
-                }
-                Ok(StrictObject(map))
+            fn visit_map<A: MapAccess<'de>>(self, access: A) -> Result<StrictObject, A::Error> {
+                strict_map(access).map(StrictObject)
             }
         }
         d.deserialize_map(V)
     }
+}
+
+/// Any JSON value, refusing an object that repeats a key anywhere inside it.
+struct StrictValue(Value);
+
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<StrictValue, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StrictValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<StrictValue, E> {
+                Ok(StrictValue(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<StrictValue, E> {
+                Ok(StrictValue(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<StrictValue, E> {
+                Ok(StrictValue(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<StrictValue, E> {
+                Ok(StrictValue(Value::from(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<StrictValue, E> {
+                Ok(StrictValue(Value::String(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<StrictValue, E> {
+                Ok(StrictValue(Value::String(v)))
+            }
+            fn visit_unit<E>(self) -> Result<StrictValue, E> {
+                Ok(StrictValue(Value::Null))
+            }
+            fn visit_none<E>(self) -> Result<StrictValue, E> {
+                Ok(StrictValue(Value::Null))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<StrictValue, D::Error> {
+                StrictValue::deserialize(d)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut access: A,
+            ) -> Result<StrictValue, A::Error> {
+                let mut items = Vec::new();
+                while let Some(StrictValue(item)) = access.next_element()? {
+                    items.push(item);
+                }
+                Ok(StrictValue(Value::Array(items)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, access: A) -> Result<StrictValue, A::Error> {
+                strict_map(access).map(|m| StrictValue(Value::Object(m)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn strict_map<'de, A: MapAccess<'de>>(mut access: A) -> Result<Map<String, Value>, A::Error> {
+    let mut map = Map::new();
+    while let Some(key) = access.next_key::<String>()? {
+        let StrictValue(value) = access.next_value()?;
+        if map.contains_key(&key) {
+            return Err(serde::de::Error::custom(format!("duplicate field `{key}`")));
+        }
+        map.insert(key, value);
+    }
+    Ok(map)
 }
 
 #[cfg(test)]
@@ -363,6 +498,84 @@ mod tests {
                 .contains("field `namespace`: is \"a\" but the namespace option says \"b\""),
             "{err}"
         );
+    }
+
+    /// B4: accepted input is never silently changed. Each of these was stored altered.
+    #[test]
+    fn input_that_would_be_stored_changed_is_refused() {
+        check_err(
+            &OK.replace(r#""time""#, r#""meta":{"n":123456789012345678901234567890},"time""#),
+            "in.jsonl:1: field `meta.n`: 1.2345678901234568e+29 is outside the 64-bit integer \
+             range, where JSON numbers lose precision when parsed; give it as a string",
+        );
+        check_err(
+            &OK.replace(r#""time""#, r#""meta":{"a":[{"b":-9223372036854775809}]},"time""#),
+            "in.jsonl:1: field `meta.a[0].b`: -9.223372036854776e+18 is outside the 64-bit \
+             integer range, where JSON numbers lose precision when parsed; give it as a string",
+        );
+        check_err(
+            &OK.replace(r#""time""#, r#""meta":{"a":1,"a":2},"time""#),
+            "in.jsonl:1: malformed JSON: duplicate field `a` at line 1 column 86",
+        );
+        check_err(
+            &OK.replace(r#""time""#, r#""meta":{"x":{"a":1,"a":1}},"time""#),
+            "in.jsonl:1: malformed JSON: duplicate field `a` at line 1 column 91",
+        );
+        check_err(
+            &OK.replace("2024-01-01T00:00:00Z", "2016-12-31T23:59:60Z"),
+            "in.jsonl:1: field `time`: \"2016-12-31T23:59:60Z\" is a leap second (:60), which \
+             the ledger cannot store: it would become the next second",
+        );
+        check_err(
+            &OK.replace("2024-01-01T00:00:00Z", "2024-01-01T00:00:00-00:00"),
+            "in.jsonl:1: field `time`: \"2024-01-01T00:00:00-00:00\" has the offset -00:00 \
+             (RFC 3339: local offset unknown), which would be stored as Z; give the real \
+             offset, or Z if UTC is meant",
+        );
+    }
+
+    /// The same refusals reach the HTTP and MCP servers, which pass parsed objects.
+    #[test]
+    fn parsed_objects_get_the_same_refusals() {
+        let base: Map<String, Value> = serde_json::from_str(OK).unwrap();
+        let with = |key: &str, value: Value| {
+            let mut o = base.clone();
+            o.insert(key.to_owned(), value);
+            turn_from_json(&o, &IngestOptions::default()).unwrap_err().field
+        };
+        let big: Value = serde_json::from_str(r#"{"n":[1e30]}"#).unwrap();
+        assert_eq!(with("meta", big), "meta.n[0]");
+        assert_eq!(with("time", "2016-12-31T23:59:60+01:00".into()), "time");
+        assert_eq!(with("time", "2024-01-01T00:00:00-00:00".into()), "time");
+        // The 64-bit extremes are exact; a huge float is refused with them in the same list.
+        let mixed: Value =
+            serde_json::from_str(r#"{"n":[18446744073709551615,-9223372036854775808,1.5e300]}"#)
+                .unwrap();
+        assert_eq!(with("meta", mixed), "meta.n[2]");
+        let exact: Value =
+            serde_json::from_str(r#"{"n":[18446744073709551615,-9223372036854775808,0.1]}"#)
+                .unwrap();
+        let mut o = base.clone();
+        o.insert("meta".to_owned(), exact.clone());
+        assert_eq!(
+            Value::Object(turn_from_json(&o, &IngestOptions::default()).unwrap().meta),
+            exact
+        );
+    }
+
+    #[test]
+    fn turn_objects_over_http_refuse_duplicate_keys_at_any_depth() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Body {
+            #[serde(deserialize_with = "deserialize_turn_objects")]
+            #[allow(dead_code, reason = "only parsed")]
+            turns: Vec<Map<String, Value>>,
+        }
+        let ok = format!(r#"{{"turns":[{OK}]}}"#);
+        serde_json::from_str::<Body>(&ok).unwrap();
+        let dup = ok.replace(r#""time""#, r#""meta":{"k":{"z":1,"z":2}},"time""#);
+        let err = serde_json::from_str::<Body>(&dup).unwrap_err();
+        assert!(err.to_string().starts_with("duplicate field `z`"), "{err}");
     }
 
     #[test]

@@ -55,6 +55,7 @@ mod export;
 mod index_cache;
 mod jsonl;
 mod memory;
+mod migrate;
 mod stats;
 
 pub use crate::{
@@ -71,9 +72,11 @@ pub use crate::{
     export::{ExportSummary, export_line},
     index_cache::DEFAULT_INDEX_CACHE_BYTES,
     jsonl::{
-        DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, parse_jsonl, turn_from_json,
+        DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, deserialize_turn_objects,
+        parse_jsonl, parse_jsonl_numbered, turn_from_json,
     },
     memory::{LEDGER_FILE, Memory, MemoryBuilder},
+    migrate::migrate_store,
     stats::Stats,
 };
 
@@ -87,8 +90,12 @@ pub use evicortex_core::{
 pub use evicortex_ledger::{
     AppendOutcome, AppendReceipt, AppendStatus, ChainHash, ConflictingRecord,
     EraseError as LedgerEraseError, EraseReceipt, EraseTarget, ErasedTurn, LedgerStats,
-    OpenError as LedgerOpenError, VerifyReport,
+    MigrateError, MigrationReport, OpenError as LedgerOpenError, OpenMode, VerifyReport,
 };
+
+/// Store files private to their owner (directories 0700, files 0600), for front ends that keep
+/// files of their own beside a store (the server's key store).
+pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
 
 /// The compile configuration, the question, the compiled context, reader tokenizers and
 /// rerankers.

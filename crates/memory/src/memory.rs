@@ -199,7 +199,7 @@ impl MemoryBuilder {
     /// encoder, or when the store already has one) is opened and reconciled with the ledger:
     /// vectors of texts that an interrupted erasure left behind are dropped.
     pub fn open(&self) -> Result<Memory, OpenError> {
-        fs_err::create_dir_all(&self.dir)
+        evicortex_ledger::create_private_dir(&self.dir)
             .map_err(|source| OpenError::CreateDir { path: self.dir.clone(), source })?;
         let ledger = Ledger::open_with(&self.dir.join(LEDGER_FILE), OpenMode::ReadWrite)?;
         let cache = if self.encoder.is_some() || self.dir.join(EMBEDDINGS_FILE).exists() {
@@ -346,6 +346,13 @@ impl Memory {
         Ok(receipt)
     }
 
+    /// Checks `turns` as [`Memory::append`] would (each turn valid, no conflict within the batch
+    /// or with the store) without storing anything; returns how many would be new. A concurrent
+    /// writer can still make a later append conflict.
+    pub fn check_append(&self, turns: &[Turn]) -> Result<usize, AppendError> {
+        self.inner.ledger.check_append(turns)
+    }
+
     /// With [`MemoryBuilder::background_embedding`]: waits until every turn appended before the
     /// call has been offered to the encoder, or `timeout` passes; returns whether it got there.
     /// Without a background embedder there is nothing to wait for.
@@ -406,6 +413,17 @@ impl Memory {
     /// Counts of turns, namespaces, sessions, erasures and bytes on disk.
     pub fn stats(&self) -> Result<Stats, ReadError> {
         Ok(Stats { ledger: self.inner.ledger.stats()? })
+    }
+
+    /// Calls `f` with every live turn (of `namespace`, or of all namespaces) after `after`, in
+    /// ledger order, each checked against its digest and chain link; returns how many it saw.
+    pub fn for_each_evidence<E: From<ReadError>>(
+        &self,
+        namespace: Option<&Namespace>,
+        after: Option<TurnId>,
+        f: impl FnMut(Evidence) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        self.inner.ledger.for_each_evidence(namespace, after, f)
     }
 
     /// The live turns of `namespace`, in ledger order (what indexes and the compiler read).

@@ -71,10 +71,10 @@ pub enum KeyStoreError {
         #[source]
         source: rusqlite::Error,
     },
-    /// The store directory could not be created.
-    #[error("creating store directory {path}: {source}")]
+    /// The store directory or the key file could not be created or made private to its owner.
+    #[error("creating or restricting {path}: {source}")]
     CreateDir {
-        /// The directory.
+        /// The directory or file.
         path: PathBuf,
         /// The IO error.
         #[source]
@@ -132,13 +132,17 @@ pub struct KeyStore {
 }
 
 impl KeyStore {
-    /// Opens (creating if needed) `dir/keys.sqlite`.
+    /// Opens (creating if needed) `dir/keys.sqlite`; the directory and the file are made private to
+    /// their owner (0700, 0600).
     pub fn open(dir: &Path) -> Result<KeyStore, KeyStoreError> {
-        fs_err::create_dir_all(dir)
+        evicortex::create_private_dir(dir)
             .map_err(|source| KeyStoreError::CreateDir { path: dir.to_owned(), source })?;
         let path = dir.join(KEY_STORE_FILE);
         let sql = |source| KeyStoreError::Sqlite { path: path.clone(), source };
         let conn = Connection::open(&path).map_err(sql)?;
+        // Still empty when new: private before a key hash is written, and its WAL follows.
+        evicortex::restrict_sqlite_files(&path)
+            .map_err(|source| KeyStoreError::CreateDir { path: path.clone(), source })?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
         // Every committed key is on disk before `create` returns.
         conn.pragma_update(None, "synchronous", "FULL").map_err(sql)?;

@@ -158,7 +158,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     };
     let context = memory.compile(&request)?;
 
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::stdout::stdout();
     if args.json {
         writeln!(out, "{}", context.to_json())?;
     } else {

@@ -6,7 +6,7 @@ use std::{path::Path, sync::Arc, time::Instant};
 use anyhow::Context;
 use evicortex::{CatchUpLimits, EmbedReport, EmbeddingRole, Encoder, Memory, Overlength};
 
-use crate::exit::UsageError;
+use crate::{exit::UsageError, stdout::outln};
 
 /// Arguments of `evicortex embed`.
 #[derive(Debug, clap::Args)]
@@ -108,7 +108,7 @@ pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
             let overlength = store_overlength(store, args.overlength)?;
             let memory = open_with_encoder(store, overlength)?;
             let report = catch_up(&memory, CatchUpLimits { chunk_texts: args.chunk_texts.max(1) })?;
-            print_report(&report);
+            print_report(&report)?;
             if !report.refused.is_empty() {
                 return Err(UsageError(format!(
                     "{} turns are longer than the encoder's 256 tokens and were not embedded (first: record {}, {} tokens); \
@@ -150,11 +150,11 @@ fn embed_text(text: &str, role: EmbeddingRole, args: &EmbedArgs) -> anyhow::Resu
             "dimension": identity.dimension,
             "vectors": windows,
         });
-        println!("{out}");
+        outln!("{out}")?;
     } else {
         for window in &embedded.windows {
             let values: Vec<String> = window.vector.iter().map(|x| x.to_string()).collect();
-            println!("{}", values.join(" "));
+            outln!("{}", values.join(" "))?;
         }
     }
     Ok(())
@@ -181,8 +181,8 @@ pub fn catch_up(memory: &Memory, limits: CatchUpLimits) -> anyhow::Result<EmbedR
 }
 
 /// Prints what a catch-up did.
-pub fn print_report(report: &EmbedReport) {
-    println!(
+pub fn print_report(report: &EmbedReport) -> std::io::Result<()> {
+    outln!(
         "embedded {} texts ({} tokens, {} vectors) in {:.1}s ({:.0} tokens/s); {} live turns, {} distinct texts, {} already cached, {} refused as overlength; identity {}",
         report.embedded_texts,
         report.embedded_tokens,
@@ -194,7 +194,7 @@ pub fn print_report(report: &EmbedReport) {
         report.already_cached,
         report.refused.len(),
         report.identity
-    );
+    )
 }
 
 /// The ingest hook: embeds the new turns when the encoder is installed, says so when it is not.
@@ -204,7 +204,7 @@ pub fn after_ingest(
     overlength: Option<Overlength>,
 ) -> anyhow::Result<()> {
     if no_embed {
-        println!("embedding skipped (--no-embed); `evicortex embed` embeds pending turns later");
+        outln!("embedding skipped (--no-embed); `evicortex embed` embeds pending turns later")?;
         return Ok(());
     }
     let overlength = store_overlength(store, overlength)?;
@@ -226,7 +226,7 @@ pub fn after_ingest(
         .open()
         .with_context(|| format!("opening the store {}", store.display()))?;
     let report = catch_up(&memory, CatchUpLimits::default())?;
-    print_report(&report);
+    print_report(&report)?;
     if let Some(first) = report.refused.first() {
         eprintln!(
             "warning: {} turns are longer than the encoder's 256 tokens and were not embedded \

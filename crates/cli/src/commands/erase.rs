@@ -6,7 +6,7 @@ use anyhow::Context;
 use evicortex::{EraseTarget, Memory};
 use evicortex::{Namespace, SessionId, TurnId};
 
-use crate::exit::UsageError;
+use crate::{exit::UsageError, stdout::outln};
 
 /// Arguments of `evicortex erase`.
 #[derive(Debug, clap::Args)]
@@ -46,15 +46,15 @@ pub fn run(store: &Path, args: &EraseArgs) -> anyhow::Result<()> {
         Memory::open(store).with_context(|| format!("opening the store {}", store.display()))?;
     let receipt = memory.erase(&target).with_context(|| format!("erasing {target}"))?;
     match receipt.redaction {
-        Some(redaction) => println!(
+        Some(redaction) => outln!(
             "erased {} turn(s) of {target} (redaction record {redaction}); {} already erased; files scrubbed",
             receipt.erased.len(),
             receipt.already_erased
         ),
-        None => println!(
+        None => outln!(
             "nothing left to erase in {target}: {} turn(s) were already erased; files scrubbed again",
             receipt.already_erased
         ),
-    }
+    }?;
     Ok(())
 }

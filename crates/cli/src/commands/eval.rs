@@ -13,6 +13,8 @@ use evicortex_eval::{
     split::SplitName,
 };
 
+use std::io::Write as _;
+
 use crate::exit::UsageError;
 
 /// Arguments of `evicortex eval`.
@@ -130,7 +132,7 @@ fn print_packed(outcomes: &Path) -> anyhow::Result<()> {
     let file = fs_err::File::open(outcomes)?;
     let table = packed_from_outcomes(std::io::BufReader::new(file))
         .with_context(|| format!("reading {}", outcomes.display()))?;
-    print!("{}", packed_markdown(&table));
+    write!(crate::stdout::stdout(), "{}", packed_markdown(&table))?;
     Ok(())
 }
 

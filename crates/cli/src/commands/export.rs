@@ -40,8 +40,8 @@ pub fn run(store: &Path, args: &ExportArgs) -> anyhow::Result<()> {
             summary
         }
         None => {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
+            // A reader that goes away early (`| head`) is not a failure: see `stdout.rs`.
+            let mut out = std::io::BufWriter::new(crate::stdout::stdout());
             let summary = memory.export(namespace.as_ref(), &mut out)?;
             out.flush()?;
             summary

@@ -1,10 +1,12 @@
 //! `evicortex keys`: create, list and revoke API keys of the HTTP server.
 
-use std::path::Path;
+use std::{io::Write, path::Path};
 
 use anyhow::Context;
 use evicortex::Namespace;
 use evicortex_server::{KeyScope, KeyStore};
+
+use crate::stdout::outln;
 
 /// Arguments of `evicortex keys`.
 #[derive(Debug, clap::Args)]
@@ -19,10 +21,10 @@ pub enum KeysCommand {
     /// Create a key and print it on the last line (it is shown only once; only its hash is kept).
     Create {
         /// The namespace the key may read and write.
-        #[arg(long, required_unless_present = "admin")]
-        namespace: Option<String>,
+        #[arg(long, required_unless_present = "admin", value_parser = parse_namespace)]
+        namespace: Option<Namespace>,
         /// An admin key: every namespace, plus `GET /v1/verify`.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "namespace")]
         admin: bool,
     },
     /// List keys by id, scope and creation time (never the secrets).
@@ -40,12 +42,10 @@ pub fn run(store: &Path, args: &KeysArgs) -> anyhow::Result<()> {
         .with_context(|| format!("opening the key store in {}", store.display()))?;
     match &args.command {
         KeysCommand::Create { namespace, admin } => {
+            // clap refuses both flags together and requires one of them.
             let scope = match (namespace, admin) {
-                (_, true) => KeyScope::Admin,
-                (Some(ns), false) => {
-                    KeyScope::Namespace(Namespace::new(ns).context("--namespace")?)
-                }
-                (None, false) => anyhow::bail!("give --namespace NS or --admin"),
+                (Some(ns), false) => KeyScope::Namespace(ns.clone()),
+                _ => KeyScope::Admin,
             };
             let key = keys.create(&scope)?;
             let scope_text = match &scope {
@@ -53,14 +53,22 @@ pub fn run(store: &Path, args: &KeysArgs) -> anyhow::Result<()> {
                 KeyScope::Namespace(ns) => format!("namespace {ns}"),
             };
             eprintln!("created key {} for {scope_text}; it is shown only once:", key.key_id);
-            println!("{}", key.secret);
+            // A key nobody saw must not stay valid.
+            let mut out = std::io::stdout().lock();
+            if let Err(e) = writeln!(out, "{}", key.secret).and_then(|()| out.flush()) {
+                keys.revoke(&key.key_id)?;
+                return Err(e).context(format!(
+                    "printing the new key failed, so key {} was revoked",
+                    key.key_id
+                ));
+            }
         }
         KeysCommand::List => {
-            println!("{:<14} {:<10} {:<28} namespace", "key id", "scope", "created");
+            outln!("{:<14} {:<10} {:<28} namespace", "key id", "scope", "created")?;
             for key in keys.list()? {
                 let scope = if key.admin { "admin" } else { "namespace" };
                 let namespace = key.namespace.as_deref().unwrap_or("-");
-                println!("{:<14} {:<10} {:<28} {namespace}", key.key_id, scope, key.created_at);
+                outln!("{:<14} {:<10} {:<28} {namespace}", key.key_id, scope, key.created_at)?;
             }
         }
         KeysCommand::Revoke { key_id } => {
@@ -69,4 +77,8 @@ pub fn run(store: &Path, args: &KeysArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn parse_namespace(raw: &str) -> Result<Namespace, String> {
+    Namespace::new(raw).map_err(|e| e.to_string())
 }

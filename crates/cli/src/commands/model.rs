@@ -7,6 +7,8 @@ use evicortex_embed::{
     FetchOutcome, ModelCache, ModelManifest, VerifiedArtifacts, directory_digest,
 };
 
+use crate::stdout::outln;
+
 /// Arguments of `evicortex model`.
 #[derive(Debug, clap::Args)]
 pub struct ModelArgs {
@@ -62,36 +64,36 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
             spinner.finish_and_clear();
             match outcome.with_context(|| format!("fetching {}", manifest.name))? {
                 FetchOutcome::AlreadyInstalled(dir) => {
-                    println!(
+                    outln!(
                         "{} {} already installed and verified: {}",
                         manifest.name,
                         manifest.revision,
                         dir.display()
-                    );
+                    )?;
                 }
                 FetchOutcome::Installed(dir) => {
-                    println!(
+                    outln!(
                         "installed {} {} ({} files verified): {}",
                         manifest.name,
                         manifest.revision,
                         manifest.files.len(),
                         dir.display()
-                    );
+                    )?;
                 }
                 FetchOutcome::Replaced(dir) => {
-                    println!(
+                    outln!(
                         "replaced a copy that failed verification; installed {} {}: {}",
                         manifest.name,
                         manifest.revision,
                         dir.display()
-                    );
+                    )?;
                 }
             }
         }
         ModelCommand::Path => {
             let cache = ModelCache::from_env()?;
             let artifacts = cache.open_verified(&manifest)?;
-            println!("{}", artifacts.root().display());
+            outln!("{}", artifacts.root().display())?;
         }
         ModelCommand::Verify { path } => {
             let dir = match path {
@@ -99,17 +101,17 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
                 None => ModelCache::from_env()?.install_dir(&manifest),
             };
             let artifacts = VerifiedArtifacts::open_pinned(&dir, &manifest)?;
-            println!(
+            outln!(
                 "ok: {} files of {} {} verified, directory sha256 {}: {}",
                 manifest.files.len(),
                 manifest.name,
                 manifest.revision,
                 artifacts.directory_sha256(),
                 dir.display()
-            );
+            )?;
         }
         ModelCommand::Digest { dir } => {
-            println!("{}", directory_digest(dir)?);
+            outln!("{}", directory_digest(dir)?)?;
         }
     }
     Ok(())

@@ -9,6 +9,8 @@ use anyhow::Context;
 use evicortex::{Memory, Overlength};
 use evicortex_server::{AppState, KeyStore, ServerConfig, serve_http, termination_signal};
 
+use crate::stdout::outln;
+
 /// Arguments of `evicortex serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -85,7 +87,7 @@ pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("listening on {}", args.listen))?;
         let local = listener.local_addr().context("reading the bound address")?;
         // Scripts and tests read this line to find the port.
-        println!("listening on http://{local}");
+        outln!("listening on http://{local}")?;
         eprintln!("evicortex serve: store {}, listening on http://{local}", store.display());
         serve_http(
             listener,

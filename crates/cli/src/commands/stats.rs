@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use crate::stdout::outln;
+
 /// Arguments of `evicortex stats`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -18,20 +20,20 @@ pub fn run(store: &Path, args: &StatsArgs) -> anyhow::Result<()> {
     let memory = super::open_existing(store)?;
     let stats = memory.stats()?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
+        outln!("{}", serde_json::to_string_pretty(&stats)?)?;
         return Ok(());
     }
     let s = &stats.ledger;
-    println!("store          {}", store.display());
-    println!("turns          {}", s.turns);
-    println!("namespaces     {}", s.namespaces);
-    println!("sessions       {}", s.sessions);
-    println!("erased turns   {}", s.erased_turns);
-    println!("redactions     {}", s.redactions);
-    println!("records        {}", s.records);
-    println!("head           {}", s.head.map_or("(empty)".to_owned(), |h| h.to_string()));
-    println!("chain head     {}", s.chain_head);
-    println!("format         v{}", s.format_version);
-    println!("ledger bytes   {}", s.bytes_on_disk);
+    outln!("store          {}", store.display())?;
+    outln!("turns          {}", s.turns)?;
+    outln!("namespaces     {}", s.namespaces)?;
+    outln!("sessions       {}", s.sessions)?;
+    outln!("erased turns   {}", s.erased_turns)?;
+    outln!("redactions     {}", s.redactions)?;
+    outln!("records        {}", s.records)?;
+    outln!("head           {}", s.head.map_or("(empty)".to_owned(), |h| h.to_string()))?;
+    outln!("chain head     {}", s.chain_head)?;
+    outln!("format         v{}", s.format_version)?;
+    outln!("ledger bytes   {}", s.bytes_on_disk)?;
     Ok(())
 }

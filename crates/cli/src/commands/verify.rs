@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Context;
 use evicortex::Memory;
 
-use crate::progress;
+use crate::{progress, stdout::outln};
 
 /// Arguments of `evicortex verify`.
 #[derive(Debug, clap::Args)]
@@ -37,9 +37,9 @@ pub fn run(store: &Path, args: &VerifyArgs) -> anyhow::Result<()> {
         .with_context(|| format!("verifying {}", memory.ledger_path().display()))?;
     bar.finish_and_clear();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        println!(
+        outln!(
             "ok: {} records verified ({} turns, {} erased, {} redactions); head {}, chain {}",
             report.records,
             report.turns,
@@ -47,7 +47,7 @@ pub fn run(store: &Path, args: &VerifyArgs) -> anyhow::Result<()> {
             report.redactions,
             report.head.map_or("(empty)".to_owned(), |h| h.to_string()),
             report.chain_head
-        );
+        )?;
     }
     Ok(())
 }

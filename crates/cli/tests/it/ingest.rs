@@ -161,3 +161,71 @@ fn every_command_has_help_with_examples() {
         assert!(out.contains("Examples:"), "{cmd} --help lacks examples:\n{out}");
     }
 }
+
+/// B1: with --commit-every, a conflict anywhere in the input (with an earlier line, or with a
+/// stored turn) is found before the first commit; the error names the file and line.
+#[test]
+fn commit_every_refuses_a_late_conflict_before_the_first_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let line = |turn: u32, text: &str| {
+        GOOD.replace(r#""turn":0"#, &format!(r#""turn":{turn}"#)).replace("hello", text)
+    };
+    let seed = dir.path().join("seed.jsonl");
+    fs_err::write(&seed, line(100, "stored before")).unwrap();
+    ok(&store, &["ingest", "--no-embed", seed.to_str().unwrap()]);
+    let before = ok(&store, &["export"]);
+
+    let mut within: Vec<String> = (0..6).map(|i| line(i, &format!("turn {i}"))).collect();
+    within.push(line(0, "turn 0, rewritten"));
+    let mut against: Vec<String> = (0..6).map(|i| line(i, &format!("turn {i}"))).collect();
+    against.push(line(100, "stored before, rewritten"));
+    for (name, lines, message) in [
+        (
+            "within.jsonl",
+            within,
+            "within.jsonl:7 (first given at within.jsonl:1): conflict: namespace a session \"s\" \
+             turn 0 is given earlier in the same batch (at position 0) with a different text",
+        ),
+        (
+            "against.jsonl",
+            against,
+            "against.jsonl:7: conflict: namespace a session \"s\" turn 100 is already stored as \
+             record #1 with a different text",
+        ),
+    ] {
+        fs_err::write(dir.path().join(name), lines.join("\n")).unwrap();
+        let r = run_in(dir.path(), &store, &["ingest", "--no-embed", "--commit-every", "2", name]);
+        assert_eq!(r.code, 2, "{name}: {}", r.stderr);
+        assert!(r.stderr.contains(message), "{name}: expected {message:?} in {:?}", r.stderr);
+        assert!(r.stdout.is_empty(), "{name}: a batch was acknowledged: {}", r.stdout);
+        assert_eq!(ok(&store, &["export"]), before, "{name}: the store changed");
+    }
+}
+
+/// B2: a reader that goes away (`| head -0`) neither panics the CLI nor stops an ingest between
+/// two batches: every turn is stored and the exit code is 0.
+#[test]
+fn a_closed_stdout_neither_panics_nor_abandons_an_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = sample();
+    for args in [
+        &["ingest", "--no-embed", "--commit-every", "5", sample.to_str().unwrap()][..],
+        &["export"],
+        &["stats"],
+    ] {
+        let mut child = crate::cli::command(dir.path(), args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader is gone before anything is written
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    let stats: serde_json::Value =
+        serde_json::from_str(&ok(dir.path(), &["stats", "--json"])).unwrap();
+    assert_eq!(stats["turns"], 23);
+}

@@ -11,14 +11,23 @@ mod crash;
 mod erase;
 /// Export: byte-exact round trips through `ingest`.
 mod export;
+/// Fault injection: failing fsync and writes, a full disk, a read-only store.
+mod faults;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;
+/// `evicortex keys`: scope flags and namespace checked before a key exists.
+mod keys;
 /// `evicortex mcp`: a real MCP client handshake over the child's stdio; remember, recall, forget.
 mod mcp_stdio;
+/// `evicortex migrate`: a format-version-1 store refused with what to do, then migrated.
+mod migrate;
 /// `evicortex model` and `evicortex embed`: verification, exit codes, the ingest hook, catch-up.
 mod model_embed;
 /// The evaluation's compiled contexts are `evicortex compile --json`'s, byte for byte.
 mod product_path;
+/// Store files private to their owner whatever the umask.
+#[cfg(unix)]
+mod permissions;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
 mod serve_sigterm;
 /// Verify and the open-time check on tampered stores.

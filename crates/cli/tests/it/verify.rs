@@ -47,3 +47,53 @@ fn verify_reports_json() {
     assert_eq!(report["records"], 23);
     assert_eq!(report["turns"], 23);
 }
+
+/// S3: compile and export check every record they serve against its digest: an altered record
+/// is an integrity failure (exit code 4) naming it, never cited or exported.
+#[test]
+fn compile_and_export_refuse_an_altered_record_with_exit_code_4() {
+    let dir = ingested();
+    sql(dir.path(), "UPDATE records SET text = 'He is NOT chipped.' WHERE seq = 5");
+    for args in [
+        &["export"][..],
+        &[
+            "compile",
+            "--namespace",
+            "alice",
+            "--query",
+            "chipped",
+            "--budget",
+            "200",
+            "--reader-tokenizer",
+            "o200k_base",
+            "--dense",
+            "off",
+        ],
+    ] {
+        let r = run(dir.path(), args);
+        assert_eq!(r.code, 4, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("record #5"), "{args:?}: {}", r.stderr);
+        assert!(!r.stdout.contains("NOT chipped"), "{args:?} served the altered text");
+    }
+}
+
+/// B5: a foreign SQLite file where the ledger should be is an integrity failure (4) for
+/// `verify`, and no command changes it.
+#[test]
+fn a_foreign_database_is_refused_as_integrity_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("CREATE TABLE x (a); INSERT INTO x VALUES (1);")
+        .unwrap();
+    let before = fs_err::read(&path).unwrap();
+    let good = dir.path().join("good.jsonl");
+    fs_err::write(&good, r#"{"namespace":"a","session":"s","turn":0,"role":"user","text":"hi","time":"2024-01-01T00:00:00Z"}"#).unwrap();
+    for args in [&["verify"][..], &["ingest", "--no-embed", good.to_str().unwrap()], &["stats"]] {
+        let r = run(dir.path(), args);
+        assert_eq!(r.code, 4, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("not an EviCortex ledger"), "{args:?}: {}", r.stderr);
+        assert!(fs_err::read(&path).unwrap() == before, "{args:?} changed the file");
+    }
+}

@@ -23,6 +23,7 @@ enum Edit {
     Kind,
     Renumber,
     ClearErasedBy,
+    FlipSaltBit(usize),
 }
 
 fn arb_edit() -> impl Strategy<Value = Edit> {
@@ -43,6 +44,7 @@ fn arb_edit() -> impl Strategy<Value = Edit> {
         Just(Edit::Kind),
         Just(Edit::Renumber),
         Just(Edit::ClearErasedBy),
+        (0usize..256).prop_map(Edit::FlipSaltBit),
     ]
 }
 
@@ -122,6 +124,18 @@ fn apply(conn: &rusqlite::Connection, seq: i64, edit: &Edit) -> bool {
         Edit::Kind => exec("UPDATE records SET kind = 3 WHERE seq = ?1"),
         Edit::Renumber => exec("UPDATE records SET seq = seq + 1000000 WHERE seq = ?1"),
         Edit::ClearErasedBy if erased => exec("UPDATE records SET erased_by = NULL WHERE seq = ?1"),
+        Edit::FlipSaltBit(bit) if live_turn => {
+            let mut salt: Vec<u8> = conn
+                .query_row("SELECT salt FROM records WHERE seq = ?1", [seq], |r| r.get(0))
+                .unwrap();
+            salt[bit / 8] ^= 1 << (bit % 8);
+            conn.execute(
+                "UPDATE records SET salt = ?1 WHERE seq = ?2",
+                rusqlite::params![salt, seq],
+            )
+            .unwrap()
+                == 1
+        }
         _ => false,
     }
 }

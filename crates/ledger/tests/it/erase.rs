@@ -1,7 +1,7 @@
 use evicortex_core::{Namespace, SessionId, TextDigest, TurnId};
 use evicortex_ledger::{EraseError, EraseTarget, Ledger, OpenMode};
 
-use crate::fixture::{Store, all_bytes, contains, turn};
+use crate::fixture::{Store, all_bytes, contains, raw, turn};
 
 /// A text long enough to spill into SQLite overflow pages, carrying a unique marker.
 fn secret(marker: &str) -> String {
@@ -114,4 +114,52 @@ fn appending_after_an_erasure_continues_the_chain() {
         (report.records, report.turns, report.erased_turns, report.redactions),
         (3, 1, 1, 1)
     );
+}
+
+/// BLAKE3 of a turn's content the way format version 1 digested it: unsalted, so anyone holding
+/// the file could confirm a guessed text against an erased record's kept digest.
+fn unsalted_content_digest(text: &str, meta: &str) -> [u8; 32] {
+    let mut bytes = b"EVCX".to_vec();
+    bytes.extend_from_slice(&1u16.to_le_bytes());
+    bytes.extend_from_slice(&[3, 0]);
+    for s in [text, meta] {
+        bytes.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(s.as_bytes());
+    }
+    *blake3::hash(&bytes).as_bytes()
+}
+
+/// S1: what an erased record keeps (its content digest, its record digest, the redaction's list)
+/// must not confirm a guessed text: the content digest is salted, and the salt goes with the
+/// text.
+#[test]
+fn an_erased_turns_kept_digest_confirms_no_guessed_text() {
+    let store = Store::new();
+    let secret = "My locker code is ZEBRAQUOKKA4711";
+    store.ledger.append(&[turn("a", "s", 0, "public"), turn("a", "s", 1, secret)]).unwrap();
+    let conn = raw(&store.path());
+    let salt: Option<Vec<u8>> =
+        conn.query_row("SELECT salt FROM records WHERE seq = 2", [], |r| r.get(0)).unwrap_or(None);
+    drop(conn);
+    store
+        .ledger
+        .erase(&EraseTarget::Record(Namespace::new("a").unwrap(), TurnId::from_raw(2)))
+        .unwrap();
+
+    let conn = raw(&store.path());
+    let kept: Vec<u8> = conn
+        .query_row("SELECT content_digest FROM records WHERE seq = 2", [], |r| r.get(0))
+        .unwrap();
+    assert_ne!(kept, unsalted_content_digest(secret, "{}"), "the kept digest confirms the text");
+    let salt = salt.expect("a live turn has a salt column");
+    assert_eq!(salt.len(), 32);
+    let salt_left: Option<Vec<u8>> =
+        conn.query_row("SELECT salt FROM records WHERE seq = 2", [], |r| r.get(0)).unwrap();
+    assert_eq!(salt_left, None, "erasure clears the salt");
+    drop(conn);
+    for (path, bytes) in all_bytes(store.dir.path()) {
+        assert!(!contains(&bytes, &salt), "the erased salt is still in {}", path.display());
+        assert!(!contains(&bytes, secret.as_bytes()), "the text is still in {}", path.display());
+    }
+    store.ledger.verify().unwrap();
 }

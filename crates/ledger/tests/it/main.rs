@@ -9,9 +9,15 @@ mod append;
 mod concurrency;
 /// Verify finds corruption of any column of any record (property test).
 mod corruption;
-/// Erasure: redaction records, scrubbed files, receipts.
+/// Erasure: redaction records, scrubbed files, receipts, no guessable digest left.
 mod erase;
+/// Fault injection: a failed fsync is reported and poisons the writer until reopened.
+mod faults;
+/// A format-version-1 ledger: refused untouched, migrated on request.
+mod format_v1;
 /// Open-time checks: refusing a tampered head, inspection mode, foreign files.
 mod open_check;
 /// Append/verify/read round trips over arbitrary batches (property test).
 mod round_trip;
+/// Reads, appends and erasures refuse records altered behind the ledger's back.
+mod tamper;

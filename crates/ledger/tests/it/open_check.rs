@@ -44,11 +44,11 @@ fn refuses_an_unknown_format_version() {
     let path = store.path();
     drop(store.ledger);
     raw(&path)
-        .execute("UPDATE ledger_meta SET value = '2' WHERE key = 'format_version'", [])
+        .execute("UPDATE ledger_meta SET value = '3' WHERE key = 'format_version'", [])
         .unwrap();
     let err = Ledger::open(&path).unwrap_err();
     assert!(
-        matches!(err, OpenError::UnsupportedFormat { ref found, supported: 1, .. } if found == "2"),
+        matches!(err, OpenError::UnsupportedFormat { ref found, supported: 2, .. } if found == "3"),
         "{err:?}"
     );
     assert!(matches!(
@@ -80,5 +80,82 @@ fn a_file_that_is_not_sqlite_is_a_corruption() {
     match Ledger::open(&path).unwrap_err() {
         OpenError::Storage(e) => assert!(e.is_corruption(), "{e}"),
         other => panic!("expected a storage corruption, got {other:?}"),
+    }
+}
+
+/// B5: a refused open leaves a foreign SQLite file exactly as it was (no switch to WAL, no
+/// companion files), in both modes.
+#[test]
+fn a_refused_open_leaves_a_foreign_file_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let conn = raw(&path);
+    conn.execute_batch("CREATE TABLE x (a); INSERT INTO x VALUES (1);").unwrap();
+    drop(conn);
+    let before = fs_err::read(&path).unwrap();
+    for mode in [OpenMode::ReadWrite, OpenMode::Inspect] {
+        let err = Ledger::open_with(&path, mode).unwrap_err();
+        assert!(
+            matches!(&err, OpenError::Corrupted { detail, .. } if detail.contains("not an EviCortex ledger")),
+            "{mode:?}: {err:?}"
+        );
+        assert!(fs_err::read(&path).unwrap() == before, "{mode:?} changed the file");
+        let names: Vec<_> = fs_err::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["ledger.sqlite"], "{mode:?} left files behind");
+    }
+    let journal: String = raw(&path).query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(journal, "delete");
+}
+
+/// An empty database is a ledger to create for a writer, but nothing to inspect.
+#[test]
+fn inspecting_an_empty_database_is_an_integrity_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    fs_err::write(&path, b"").unwrap();
+    let err = Ledger::open_with(&path, OpenMode::Inspect).unwrap_err();
+    assert!(matches!(err, OpenError::Corrupted { .. }), "{err:?}");
+    Ledger::open(&path).unwrap().verify().unwrap();
+}
+
+/// An EviCortex file whose tables were dropped: `verify` names it as an integrity failure, not
+/// as an I/O error about a missing table.
+#[test]
+fn verify_of_a_ledger_without_its_tables_is_an_integrity_failure() {
+    let store = stored();
+    let path = store.path();
+    drop(store.ledger);
+    raw(&path).execute_batch("DROP TABLE records;").unwrap();
+    let inspected = Ledger::open_with(&path, OpenMode::Inspect).unwrap();
+    let err = inspected.verify().unwrap_err();
+    assert!(
+        matches!(&err, VerifyError::BadHead { detail } if detail.contains("table is missing")),
+        "{err:?}"
+    );
+}
+
+/// S4: the ledger and its WAL and shared-memory files are readable by their owner only, for a
+/// new ledger and for an older one that was not.
+#[cfg(unix)]
+#[test]
+fn ledger_files_are_private_to_their_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| fs_err::metadata(p).unwrap().permissions().mode() & 0o777;
+    let store = stored();
+    let files = store.ledger.files();
+    assert!(files.iter().all(|f| f.exists()), "the ledger is open: {files:?}");
+    for file in &files {
+        assert_eq!(mode(file), 0o600, "{}", file.display());
+    }
+    let path = store.path();
+    drop(store.ledger);
+    fs_err::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let ledger = Ledger::open(&path).unwrap();
+    assert_eq!(mode(&path), 0o600);
+    for file in ledger.files().iter().filter(|f| f.exists()) {
+        assert_eq!(mode(file), 0o600, "{}", file.display());
     }
 }

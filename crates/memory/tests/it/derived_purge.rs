@@ -70,3 +70,53 @@ fn a_failing_purge_is_reported_after_the_ledger_commits() {
     assert_eq!(memory.stats().unwrap().ledger.erased_turns, 1);
     memory.verify().unwrap();
 }
+
+/// S1 for derived data: the embedding cache is keyed by an unsalted digest of the text, so after
+/// an erasure neither that key nor the vector may be left in any file of the store (not in a
+/// leaf, not as a divider key in an interior b-tree page, not in a WAL).
+#[test]
+fn an_erased_texts_cache_key_and_vector_are_in_no_file() {
+    let encoder = match evicortex_embed::load_pinned_minilm(
+        evicortex_embed::EncoderConfig::all_minilm_l6_v2(),
+    ) {
+        Ok(encoder) => encoder,
+        Err(err) => {
+            panic!("{err}\nthis test needs the pinned weights: run `evicortex model fetch`")
+        }
+    };
+    let encoder = std::sync::Arc::new(encoder);
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+    let secrets: Vec<String> =
+        (0..60).map(|i| format!("secret number {i} is {}", i * 7919)).collect();
+    let mut turns: Vec<Turn> =
+        secrets.iter().enumerate().map(|(i, s)| turn("a", i as u32, s)).collect();
+    turns.extend((0..60).map(|i| turn("b", i, &format!("kept line {i}"))));
+    memory.append(&turns).unwrap();
+    memory.catch_up(None, evicortex::CatchUpLimits::default(), &mut |_| {}).unwrap();
+    let texts: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    let blobs: Vec<Vec<u8>> = evicortex_embed::Encoder::embed_documents(encoder.as_ref(), &texts)
+        .unwrap()
+        .iter()
+        .map(|e| e.single().unwrap().iter().flat_map(|x| x.to_le_bytes()).collect())
+        .collect();
+
+    memory.erase(&EraseTarget::Namespace(Namespace::new("a").unwrap())).unwrap();
+    for entry in fs_err::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = fs_err::read(&path).unwrap();
+        for (secret, blob) in secrets.iter().zip(&blobs) {
+            let key = TextDigest::of(secret);
+            assert!(
+                !bytes.windows(32).any(|w| w == key.as_bytes()),
+                "the cache key of {secret:?} is still in {}",
+                path.display()
+            );
+            assert!(
+                !bytes.windows(blob.len()).any(|w| w == blob.as_slice()),
+                "the vector of {secret:?} is still in {}",
+                path.display()
+            );
+        }
+    }
+}

@@ -69,6 +69,39 @@ async fn malformed_and_invalid_bodies_name_the_field() {
     server.stop().await;
 }
 
+/// B4 over HTTP: what the ledger would store changed is refused, as in the JSONL format.
+#[tokio::test]
+async fn input_that_would_be_stored_changed_is_refused() {
+    let server = TestServer::start().await;
+    let key = server.key_for("alice");
+    let path = "/v1/namespaces/alice/turns";
+    let good = turn("s", 0, "a").to_string();
+    let with = |replacement: &str| good.replacen("\"text\"", replacement, 1);
+    let raw = |body: String| server.send("POST", path, Some(&key), Some(body.into_bytes()));
+
+    let reply = raw(format!(r#"{{"turns":[{}]}}"#, with(r#""meta":{"a":1,"a":2},"text""#))).await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    assert!(reply.text.contains("duplicate field `a`"), "{}", reply.text);
+    let reply = raw(format!(
+        r#"{{"turns":[{}]}}"#,
+        with(r#""meta":{"n":123456789012345678901234567890},"text""#)
+    ))
+    .await;
+    assert_refused(&reply, 422, Some("turns[0].meta.n"));
+    for time in ["2016-12-31T23:59:60Z", "2024-01-01T00:00:00-00:00"] {
+        let mut t = turn("s", 0, "a");
+        t["time"] = json!(time);
+        assert_refused(
+            &server.post(path, &key, &json!({"turns": [t]})).await,
+            422,
+            Some("turns[0].time"),
+        );
+    }
+    let stats = server.get("/v1/namespaces/alice/stats", Some(&key)).await;
+    assert_eq!(stats.body["turns"], 0, "{}", stats.text);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn oversized_bodies_get_413_and_too_many_turns_get_422() {
     let server =

@@ -20,7 +20,7 @@ use evicortex_embed::{
 };
 
 use self::{anchor::AnchorRun, sample::PeakRss};
-use crate::progress;
+use crate::{progress, stdout::outln};
 
 /// Arguments of `evicortex bench embed`.
 #[derive(Debug, clap::Args)]
@@ -137,7 +137,7 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
         None => None,
     };
 
-    println!(
+    outln!(
         "evicortex bench embed: {} LongMemEval S turns (seed {}), {} real tokens, {} encoder \
          identity {}",
         texts.len(),
@@ -145,31 +145,31 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
         real_tokens,
         encoder.identity().model,
         &encoder.identity_digest().to_string()[..16],
-    );
+    )?;
     if let Some(note) = &sample.note {
-        println!("{note}");
+        outln!("{note}")?;
     }
-    println!(
+    outln!(
         "threads: {}; f32 GEMM peak measured in this run: {gemm_gflops:.1} GFLOP/s; model work: \
          {:.2} GFLOP over the sample (linear layers + attention products)",
         std::thread::available_parallelism().map_or(1, usize::from),
         flops / 1e9
-    );
+    )?;
     match &anchor_runs {
-        Some(runs) => println!(
+        Some(runs) => outln!(
             "anchor: PyTorch {} + sentence-transformers, {} threads, same texts and batches",
             runs.first().map_or("?", |r| r.torch.as_str()),
             runs.first().map_or(0, |r| r.threads)
         ),
-        None => println!("anchor: not run (--no-anchor); ratio column is n/a"),
-    }
-    println!();
-    println!(
+        None => outln!("anchor: not run (--no-anchor); ratio column is n/a"),
+    }?;
+    outln!()?;
+    outln!(
         "| batch | order    | real tok/s | padded tok/s | cores busy | peak RSS MiB | % GEMM peak | anchor real tok/s | anchor peak RSS MiB | ratio |"
-    );
-    println!(
+    )?;
+    outln!(
         "|------:|----------|-----------:|-------------:|-----------:|-------------:|------------:|------------------:|--------------------:|------:|"
-    );
+    )?;
     for (i, (config, m)) in configs.iter().zip(&ours).enumerate() {
         let padded = padded_tokens(lengths, config.limits(max_tokens));
         let real_rate = real_tokens as f64 / m.wall_s;
@@ -185,7 +185,7 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
             }
             None => ("n/a".into(), "n/a".into(), "n/a".into()),
         };
-        println!(
+        outln!(
             "| {:>5} | {:<8} | {:>10.0} | {:>12.0} | {:>10.2} | {:>12.0} | {:>10.1}% | {:>17} | {:>19} | {:>5} |",
             config.batch,
             if config.sorted { "sorted" } else { "unsorted" },
@@ -197,14 +197,14 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
             anchor_rate,
             anchor_rss,
             ratio,
-        );
+        )?;
     }
-    println!();
-    println!(
+    outln!()?;
+    outln!(
         "ratio = evicortex real tok/s / anchor real tok/s (above 1 is faster). Cores busy = CPU \
          seconds / wall seconds. Peak RSS is the process's resident peak during the \
          configuration (the model's weights included)."
-    );
+    )?;
     Ok(())
 }
 

@@ -3,8 +3,9 @@
 //! The anchor is the same SQLite build, the same pragmas (WAL, `synchronous=FULL`), a table
 //! with the same columns and the same `UNIQUE(namespace, session, turn)`, one transaction per
 //! batch; it lacks what the ledger adds: the canonical encoding and BLAKE3 digest, the chain,
-//! the idempotence check and the head update. Verify's anchor is a full scan reading every
-//! column of the anchor table without hashing.
+//! the idempotence check and the head update. The anchor of verify and of reading every turn
+//! (what compile and export do, each turn checked against its digest and chain link) is a full
+//! scan reading every column of the anchor table without hashing.
 
 use std::{path::PathBuf, time::Instant};
 
@@ -13,7 +14,7 @@ use evicortex::Memory;
 use evicortex::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
-use crate::progress;
+use crate::{progress, stdout::outln};
 
 /// Arguments of `evicortex bench ledger`.
 #[derive(Debug, clap::Args)]
@@ -84,6 +85,14 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
     });
     let (ours, anchor) = time_verify(&ledger_dir, &anchor_path, args.turns)?;
     rows.push(Row { operation: "verify".to_owned(), turns: args.turns, ours, anchor, unit: "s" });
+    let (ours, anchor) = time_read(&ledger_dir, &anchor_path, args.turns)?;
+    rows.push(Row {
+        operation: "read every turn".to_owned(),
+        turns: args.turns,
+        ours,
+        anchor,
+        unit: "s",
+    });
 
     if args.large_turns > 0 {
         let slice = &turns[..args.large_turns];
@@ -115,23 +124,28 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
         });
     }
 
-    println!(
+    outln!(
         "evicortex bench ledger: seed {}, payload {:.0} bytes per turn (text, ids, meta), \
          WAL + synchronous=FULL for both",
         args.seed,
         payload as f64 / args.turns as f64
-    );
-    println!(
+    )?;
+    outln!(
         "anchor: plain rusqlite INSERTs of the same rows into a table with the same columns and UNIQUE index"
-    );
-    println!();
-    println!(
+    )?;
+    outln!()?;
+    outln!(
         "| {:<26} | {:>9} | {:>14} | {:>14} | {:>8} | {:<7} |",
-        "operation", "turns", "evicortex", "anchor", "ratio", "unit"
-    );
-    println!("|{:-<28}|{:->11}|{:->16}|{:->16}|{:->10}|{:-<9}|", "", "", "", "", "", "");
+        "operation",
+        "turns",
+        "evicortex",
+        "anchor",
+        "ratio",
+        "unit"
+    )?;
+    outln!("|{:-<28}|{:->11}|{:->16}|{:->16}|{:->10}|{:-<9}|", "", "", "", "", "", "")?;
     for row in &rows {
-        println!(
+        outln!(
             "| {:<26} | {:>9} | {:>14.2} | {:>14.2} | {:>8.2} | {:<7} |",
             row.operation,
             row.turns,
@@ -139,12 +153,12 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
             row.anchor,
             row.ours / row.anchor,
             row.unit
-        );
+        )?;
     }
-    println!();
-    println!(
+    outln!()?;
+    outln!(
         "ratio = evicortex / anchor (turns/s: below 1 is slower; s and bytes: above 1 is more)"
-    );
+    )?;
     Ok(())
 }
 
@@ -278,6 +292,13 @@ fn time_verify(
     let ours = start.elapsed().as_secs_f64();
     ensure!(report.turns as usize == n, "verify saw {} turns, expected {n}", report.turns);
 
+    spinner.finish_and_clear();
+    let (_, anchor_time) = scan_anchor(anchor, n)?;
+    Ok((ours, anchor_time))
+}
+
+/// A full scan of the anchor reading every column: (rows, seconds).
+fn scan_anchor(anchor: &std::path::Path, n: usize) -> anyhow::Result<(usize, f64)> {
     let conn = anchor_connection(anchor)?;
     let start = Instant::now();
     let mut stmt = conn.prepare("SELECT * FROM turns ORDER BY seq")?;
@@ -292,9 +313,30 @@ fn time_verify(
         }
         seen += 1;
     }
-    let anchor_time = start.elapsed().as_secs_f64();
-    spinner.finish_and_clear();
+    let elapsed = start.elapsed().as_secs_f64();
     ensure!(seen == n && bytes > 0, "anchor scan saw {seen} rows, expected {n}");
+    Ok((seen, elapsed))
+}
+
+/// What compile and export do: every live turn decoded and checked against its digest and
+/// chain link; against the same full scan of the anchor.
+fn time_read(
+    ledger_dir: &std::path::Path,
+    anchor: &std::path::Path,
+    n: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let memory = Memory::open_read_only(ledger_dir)?;
+    let spinner = progress::spinner(&format!("reading {n}"));
+    let start = Instant::now();
+    let mut bytes = 0usize;
+    let seen = memory.for_each_evidence(None, None, |e| {
+        bytes += e.turn.text.len();
+        Ok::<(), evicortex::ReadError>(())
+    })?;
+    let ours = start.elapsed().as_secs_f64();
+    spinner.finish_and_clear();
+    ensure!(seen as usize == n && bytes > 0, "read {seen} turns, expected {n}");
+    let (_, anchor_time) = scan_anchor(anchor, n)?;
     Ok((ours, anchor_time))
 }
 
