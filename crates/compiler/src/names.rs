@@ -13,7 +13,7 @@ pub fn named_speakers<'s>(question: &str, speakers: &'s [String]) -> Vec<&'s str
         let lower = word.to_lowercase();
         let mut exact = false;
         for (s, words) in names.iter().enumerate() {
-            if words.iter().any(|w| *w == lower) {
+            if words.contains(&lower) {
                 named[s] = true;
                 exact = true;
             }
