@@ -95,6 +95,8 @@ impl EvalQuestion {
     /// conversation). Turn keys are `D<s>_<t>` so that the session widening strips them to `D<s>`
     /// (non-evidence turns of a question's evidence sessions are keyed `noev-D<s>_<t>`);
     /// user-side and assistant-side are the two speakers, both `user` role (there is no assistant).
+    /// A turn that shares an image carries its caption in its text
+    /// ([`crate::datasets::locomo::DialogueTurn::stored_text`]).
     pub fn from_locomo(conv: &Conversation) -> Vec<EvalQuestion> {
         let turns: Vec<EvalTurn> = conv
             .sessions
@@ -106,7 +108,7 @@ impl EvalQuestion {
                     session: format!("session_{}", session.number),
                     role: Role::User,
                     speaker: Some(turn.speaker.clone()),
-                    text: turn.text.clone(),
+                    text: turn.stored_text(),
                     time: session.date,
                 })
             })

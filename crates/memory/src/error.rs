@@ -62,6 +62,9 @@ pub enum EraseError {
     /// The ledger erasure failed (nothing was erased unless the variant says it was committed).
     #[error(transparent)]
     Ledger(#[from] evicortex_ledger::EraseError),
+    /// Reading the turns to erase failed; nothing was erased.
+    #[error("reading the turns to erase: {0}")]
+    Read(#[source] ReadError),
     /// The ledger erasure was committed, but a derived store failed to purge; erasing the same
     /// target again retries the purge.
     #[error("erasure committed in the ledger, but purging derived data failed: {0}")]
@@ -165,6 +168,7 @@ impl EraseError {
     pub fn class(&self) -> ErrorClass {
         match self {
             EraseError::Ledger(e) => ledger_erase_class(e),
+            EraseError::Read(e) => read_class(e),
             EraseError::Derived(d) => d.class(),
         }
     }

@@ -49,6 +49,7 @@ mod compile_options;
 mod derived;
 mod embedding_cache;
 mod encoder;
+mod erase_documents;
 mod error;
 mod export;
 mod index_cache;

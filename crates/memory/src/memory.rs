@@ -14,11 +14,13 @@ use evicortex_embed::Encoder;
 use evicortex_ledger::{Ledger, OpenMode};
 
 use crate::{
-    AppendError, AppendReceipt, DerivedStore, EMBEDDINGS_FILE, EraseError, EraseReceipt,
-    EraseTarget, ExportError, ExportSummary, OpenError, ReadError, Stats, VerifyError,
-    VerifyReport,
+    AppendError, AppendReceipt, DerivedStore, DerivedStoreError, EMBEDDINGS_FILE, EraseError,
+    EraseReceipt, EraseTarget, ExportError, ExportSummary, OpenError, ReadError, Stats,
+    VerifyError, VerifyReport,
     background::BackgroundEmbedder,
     embedding_cache::EmbeddingCache,
+    erase_documents::{orphaned_documents, target_documents},
+    error::read_class,
     export_line,
     index_cache::{DEFAULT_INDEX_CACHE_BYTES, IndexCache},
 };
@@ -44,6 +46,8 @@ pub(crate) struct Inner {
     pub(crate) ledger: Ledger,
     /// The encoder and the cache its vectors live in; `None` for lexical-only use.
     pub(crate) dense: Option<Dense>,
+    /// The embedding cache, when the store has one (also in `dense` with an encoder).
+    cache: Option<Arc<EmbeddingCache>>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
     /// Every derived store, purged on erasure: the embedding cache (when the store has one), the
     /// compile indexes, and any store a caller attaches.
@@ -123,8 +127,14 @@ impl WriteState {
         )
     }
 
-    fn record(&mut self, receipt: &EraseReceipt) {
+    /// Records an erasure. With `unknown` (some erased turn's document could not be read), the
+    /// log forgets every erasure so far: writers that read before it rescan the live ledger.
+    fn record(&mut self, receipt: &EraseReceipt, unknown: bool) {
         self.erasures += 1;
+        if unknown {
+            self.orphans.clear();
+            return;
+        }
         self.orphans.push_back((self.erasures, receipt.orphaned_texts.clone()));
         while self.orphans.len() > ORPHAN_LOG {
             self.orphans.pop_front();
@@ -208,14 +218,15 @@ impl MemoryBuilder {
         };
         let indexes = Arc::new(IndexCache::new(self.index_cache_bytes));
         let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];
-        if let Some(cache) = cache {
-            derived.push(cache);
+        if let Some(cache) = &cache {
+            derived.push(cache.clone());
         }
         let background = self.background_embedding && dense.is_some();
         let memory = Memory::from_inner(Inner {
             dir: self.dir.clone(),
             ledger,
             dense,
+            cache,
             reranker: self.reranker.clone(),
             derived: RwLock::new(derived),
             writes: Mutex::default(),
@@ -242,6 +253,7 @@ impl MemoryBuilder {
             dir: self.dir.clone(),
             ledger,
             dense: None,
+            cache: None,
             reranker: self.reranker.clone(),
             derived: RwLock::new(vec![indexes.clone()]),
             writes: Mutex::default(),
@@ -349,14 +361,33 @@ impl Memory {
     }
 
     /// Erases `target` from the ledger (a redaction record; texts scrubbed from every file),
-    /// then purges every derived store, all under the writer lock.
+    /// then purges every derived store, all under the writer lock. The receipt's
+    /// `orphaned_texts` lists, besides the erased texts no live turn holds, the erased turns'
+    /// documents (`<speaker>: <text>`, what vectors are computed from) no live turn holds.
     pub fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
         let mut writes = self.lock_writes();
-        let receipt = self.inner.ledger.erase(target)?;
-        writes.record(&receipt);
+        let before = target_documents(&self.inner.ledger, target).map_err(EraseError::Read)?;
+        let mut receipt = self.inner.ledger.erase(target)?;
+        let committed = |e: ReadError| {
+            EraseError::Derived(DerivedStoreError::new("turn documents", read_class(&e), e))
+        };
+        let documents =
+            orphaned_documents(&self.inner.ledger, &receipt, &before).map_err(committed)?;
+        let unknown = documents.is_none();
+        receipt.orphaned_texts.extend(documents.into_iter().flatten());
+        receipt.orphaned_texts.sort();
+        receipt.orphaned_texts.dedup();
+        writes.record(&receipt, unknown);
         let derived = self.inner.derived.read().unwrap_or_else(PoisonError::into_inner).clone();
         for store in derived {
             store.purge(&receipt)?;
+        }
+        if unknown && let Some(cache) = &self.inner.cache {
+            // A turn appended during the erasure was erased with its document unread: keep only
+            // the documents live turns hold.
+            cache.retain_live(&self.inner.ledger).map_err(|e| {
+                EraseError::Derived(DerivedStoreError::new("embedding cache", e.class(), e))
+            })?;
         }
         Ok(receipt)
     }
@@ -460,14 +491,18 @@ mod tests {
             already_erased: 0,
             orphaned_texts: vec![TextDigest::of(text)],
         };
-        state.record(&receipt("a"));
-        state.record(&receipt("b"));
+        state.record(&receipt("a"), false);
+        state.record(&receipt("b"), false);
         assert_eq!(state.orphaned_since(1), Some(HashSet::from([TextDigest::of("b")])));
         assert_eq!(state.orphaned_since(0).map(|s| s.len()), Some(2));
         for _ in 0..ORPHAN_LOG {
-            state.record(&receipt("c"));
+            state.record(&receipt("c"), false);
         }
         assert_eq!(state.orphaned_since(0), None);
         assert!(state.orphaned_since(state.erasures - 1).is_some());
+        // An erasure whose documents are unknown sends every earlier writer back to the ledger.
+        state.record(&receipt("d"), true);
+        assert_eq!(state.orphaned_since(state.erasures - 1), None);
+        assert_eq!(state.orphaned_since(state.erasures), Some(HashSet::new()));
     }
 }

@@ -19,15 +19,15 @@ pub const READER_TOKENIZERS: [&str; 2] = ["o200k_base", "cl100k_base"];
 /// Candidates per retriever in the default configuration.
 pub const DEFAULT_TOP_N: usize = 50;
 
-/// The configuration used for the settings a request does not give: hybrid when the memory has
-/// an encoder, BM25 alone when the server runs lexical-only.
+/// The configuration used for the settings a request does not give: the compiler's committed
+/// default (`CompileConfig::default_with`), with dense retrieval when the memory has an encoder.
 pub fn default_config(memory: &Memory) -> CompileConfig {
     let dense = if memory.has_encoder() {
         DenseConfig::On { top_n: DEFAULT_TOP_N }
     } else {
         DenseConfig::Off
     };
-    CompileConfig::hybrid(DEFAULT_TOP_N, dense)
+    CompileConfig::default_with(DEFAULT_TOP_N, dense)
 }
 
 /// The reader tokenizers loaded so far (at most [`READER_TOKENIZERS`]).

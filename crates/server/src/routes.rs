@@ -96,7 +96,7 @@ pub(crate) async fn append_turns(
     request_body = CompileRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "compiled context (format evicortex-compiled-context-1)", body = Object),
+        (status = 200, description = "compiled context (format evicortex-compiled-context-2)", body = Object),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "invalid query, budget, tokenizer or options"),
     )

@@ -121,7 +121,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
             threshold: args.abstain_below,
         },
         report_filtered: args.report_filtered,
-        ..CompileConfig::hybrid(args.top_n, dense)
+        ..CompileConfig::default_with(args.top_n, dense)
     };
     config.validate().map_err(|e| UsageError(e.to_string()))?;
     if !store.join(evicortex::LEDGER_FILE).is_file() {

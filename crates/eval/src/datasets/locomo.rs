@@ -79,6 +79,18 @@ pub struct DialogueTurn {
     pub image_caption: Option<String>,
 }
 
+impl DialogueTurn {
+    /// What the turn says as the memory stores it: the text, and for a shared image its caption
+    /// (`<text> [shares image: <caption>]`), so the image is part of the turn for every index,
+    /// every system and the packed context alike.
+    pub fn stored_text(&self) -> String {
+        match &self.image_caption {
+            Some(caption) => format!("{} [shares image: {caption}]", self.text),
+            None => self.text.clone(),
+        }
+    }
+}
+
 /// One dated session.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DialogueSession {
