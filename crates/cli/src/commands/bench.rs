@@ -3,11 +3,16 @@
 
 mod embed;
 mod ledger;
+mod writers;
 
 use std::path::Path;
 
 /// Arguments of `evicortex bench`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    evicortex bench ledger\n  \
+    evicortex bench embed\n  \
+    evicortex bench writers")]
 pub struct BenchArgs {
     /// Which benchmark.
     #[command(subcommand)]
@@ -34,6 +39,14 @@ pub enum Bench {
         evicortex bench embed\n  \
         evicortex bench embed --sample 256 --batch-sizes 8,32 --no-anchor")]
     Embed(embed::EmbedBenchArgs),
+    /// Concurrent durable appends (one turn per write from many threads) through group commit,
+    /// against plain rusqlite with one transaction per write, in the same run.
+    #[command(after_help = "Works in a temporary directory (under --work-dir if given); the \
+        store given with --store is not touched.\n\n\
+        Examples:\n  \
+        evicortex bench writers\n  \
+        evicortex bench writers --writers 50 --seconds 2")]
+    Writers(writers::WritersBenchArgs),
 }
 
 /// Runs `evicortex bench`.
@@ -41,5 +54,6 @@ pub fn run(_store: &Path, args: &BenchArgs) -> anyhow::Result<()> {
     match &args.bench {
         Bench::Ledger(args) => ledger::run(args),
         Bench::Embed(args) => embed::run(args),
+        Bench::Writers(args) => writers::run(args),
     }
 }

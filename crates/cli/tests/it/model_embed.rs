@@ -162,3 +162,38 @@ fn compile_uses_the_windowed_vectors_that_embed_wrote() {
     assert!(!item["dense"].is_null(), "the windowed turn must be a dense candidate: {item}");
     assert!(!stderr.contains("--overlength window"), "the advice must not loop: {stderr}");
 }
+
+/// EVICORTEX_HOME names the store and nothing else: with it set (and no models under it),
+/// ingest still embeds with the installed model and compile runs dense, as with `--store`.
+#[test]
+fn evicortex_home_names_the_store_only() {
+    installed_model();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sample-conversation.jsonl");
+    let env = [("EVICORTEX_HOME", home.as_path())];
+    let (stdout, _) = expect_code(&evicortex(&["ingest", sample], &env), 0);
+    assert!(stdout.contains("\nembedded "), "ingest embeds under EVICORTEX_HOME: {stdout}");
+    assert!(home.join("ledger.sqlite").is_file());
+    assert!(!home.join("models").exists());
+    let (stdout, _) = expect_code(
+        &evicortex(
+            &[
+                "compile",
+                "--namespace",
+                "alice",
+                "--query",
+                "dog's name",
+                "--budget",
+                "200",
+                "--reader-tokenizer",
+                "o200k_base",
+                "--json",
+            ],
+            &env,
+        ),
+        0,
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["config"]["dense"]["mode"], "on", "{json}");
+}
