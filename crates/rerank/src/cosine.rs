@@ -31,8 +31,11 @@ type Key = (EncoderIdentityDigest, TextDigest);
 #[derive(Debug)]
 pub struct InMemoryVectors {
     capacity: usize,
-    entries: Mutex<(HashMap<Key, Arc<[Vec<f32>]>>, VecDeque<Key>)>,
+    entries: Mutex<Entries>,
 }
+
+/// The stored vectors by key, and the keys in the order they were stored (oldest first).
+type Entries = (HashMap<Key, Arc<[Vec<f32>]>>, VecDeque<Key>);
 
 impl InMemoryVectors {
     /// An empty store for at most `capacity` texts (at least one).
