@@ -23,7 +23,8 @@ use crate::commands;
         code is unchanged."
 )]
 pub struct Cli {
-    /// The store directory.
+    /// The store directory (EVICORTEX_HOME names it too, and nothing else: models live in
+    /// $EVICORTEX_MODELS_DIR or the user's cache).
     #[arg(
         long,
         global = true,

@@ -39,6 +39,9 @@ const LAST_IDENTITY: &str = "last_identity";
 pub struct EmbeddingCache {
     path: PathBuf,
     conn: Mutex<Connection>,
+    /// Counts committed writes of vectors, so that a reader that looked the vectors of some
+    /// turns up can tell whether looking again could find more.
+    writes: std::sync::atomic::AtomicU64,
 }
 
 /// Why an embedding-cache operation failed.
@@ -183,7 +186,7 @@ impl EmbeddingCache {
                 ),
             });
         }
-        Ok(EmbeddingCache { path, conn: Mutex::new(conn) })
+        Ok(EmbeddingCache { path, conn: Mutex::new(conn), writes: Default::default() })
     }
 
     /// Drops vectors of texts no live turn holds when the ledger recorded an erasure since the
@@ -424,7 +427,14 @@ impl EmbeddingCache {
             }
         }
         tx.commit().map_err(&sql)?;
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::Release);
         Ok(written)
+    }
+
+    /// How many writes of vectors have committed through this handle: unchanged since a lookup
+    /// means the lookup would find nothing new (vectors only enter through [`Self::put`]).
+    pub(crate) fn write_generation(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Records that the texts `refused` (text digest, encoder tokens) are longer than the

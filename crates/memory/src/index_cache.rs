@@ -158,8 +158,12 @@ pub(crate) struct NamespaceIndexes {
 pub(crate) struct DenseIndex {
     pub(crate) index: WindowedIndex,
     /// Turns in the corpus without a vector yet (catch-up has not reached them), in ledger
-    /// order; looked up again at every refresh.
+    /// order; looked up again at a refresh after the embedding cache was written.
     pub(crate) missing: Vec<Evidence>,
+    /// The embedding cache's write generation at the last lookup, and how many of `missing`
+    /// (a prefix) that lookup covered: with the generation unchanged only the turns after it
+    /// are looked up, so that a long backlog is not looked up again at every compile.
+    looked_up: Option<(u64, usize)>,
 }
 
 impl NamespaceIndexes {
@@ -308,23 +312,37 @@ impl NamespaceIndexes {
             self.dense = Some(DenseIndex {
                 index: WindowedIndex::new(ExactIndex::new(dense.encoder.identity().dimension)),
                 missing: self.corpus.evidence().to_vec(),
+                looked_up: None,
             });
         }
         let index = self.dense.as_mut().expect("set above");
-        if !index.missing.is_empty() {
-            let _span =
-                tracing::debug_span!("vector_index", %namespace, n_turns = index.missing.len())
-                    .entered();
+        let generation = dense.cache.write_generation();
+        let from = match index.looked_up {
+            Some((seen, covered)) if seen == generation => covered.min(index.missing.len()),
+            _ => 0,
+        };
+        if from < index.missing.len() {
+            let _span = tracing::debug_span!(
+                "vector_index",
+                %namespace,
+                n_turns = index.missing.len() - from
+            )
+            .entered();
             let digest = dense.encoder.identity_digest();
-            let vectors = dense.cache.namespace_vectors(&index.missing, &digest)?;
+            let vectors = dense.cache.namespace_vectors(&index.missing[from..], &digest)?;
             let mut window = 0u32;
             for (row, turn) in vectors.turns.iter().enumerate() {
                 window = if row > 0 && vectors.turns[row - 1] == *turn { window + 1 } else { 0 };
                 index.index.insert_window((*turn, window), vectors.row(row)).map_err(vector_err)?;
             }
             let still_missing: HashSet<TurnId> = vectors.missing.iter().copied().collect();
-            index.missing.retain(|e| still_missing.contains(&e.id));
+            let mut position = 0;
+            index.missing.retain(|e| {
+                position += 1;
+                position <= from || still_missing.contains(&e.id)
+            });
         }
+        index.looked_up = Some((generation, index.missing.len()));
         self.mark_dense_covered(namespace)
     }
 

@@ -52,6 +52,7 @@ mod encoder;
 mod erase_documents;
 mod error;
 mod export;
+mod group_commit;
 mod index_cache;
 mod jsonl;
 mod memory;
@@ -70,6 +71,7 @@ pub use crate::{
         VerifyError,
     },
     export::{ExportSummary, export_line},
+    group_commit::GroupCommitStats,
     index_cache::DEFAULT_INDEX_CACHE_BYTES,
     jsonl::{
         DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, deserialize_turn_objects,

@@ -22,6 +22,7 @@ use crate::{
     erase_documents::{orphaned_documents, target_documents},
     error::read_class,
     export_line,
+    group_commit::{GroupCommit, GroupCommitStats},
     index_cache::{DEFAULT_INDEX_CACHE_BYTES, IndexCache},
 };
 
@@ -54,6 +55,8 @@ pub(crate) struct Inner {
     derived: RwLock<Vec<Arc<dyn DerivedStore>>>,
     pub(crate) writes: Mutex<WriteState>,
     pub(crate) indexes: Arc<IndexCache>,
+    /// Concurrent appends committed together.
+    appends: GroupCommit,
     /// The thread that embeds appended turns, when asked for.
     embedder: OnceLock<BackgroundEmbedder>,
     /// Fault injection: runs between the erasure check and the write of derived data.
@@ -231,6 +234,7 @@ impl MemoryBuilder {
             derived: RwLock::new(derived),
             writes: Mutex::default(),
             indexes,
+            appends: GroupCommit::default(),
             embedder: OnceLock::new(),
             #[cfg(test)]
             before_put: TestHook::default(),
@@ -258,6 +262,7 @@ impl MemoryBuilder {
             derived: RwLock::new(vec![indexes.clone()]),
             writes: Mutex::default(),
             indexes,
+            appends: GroupCommit::default(),
             embedder: OnceLock::new(),
             #[cfg(test)]
             before_put: TestHook::default(),
@@ -336,14 +341,22 @@ impl Memory {
 
     /// Appends `turns` atomically and durably: when this returns `Ok`, the whole batch is on
     /// disk; identical turns already stored are no-ops, conflicting ones refuse the whole batch.
+    /// Batches of concurrent callers are committed together in one transaction (group commit:
+    /// one fsync for all), each still all-or-nothing and refused alone.
     /// The turns are lexical candidates of the next compile at once; their vectors come from
-    /// [`Memory::catch_up`] (content-addressed: a text already embedded is not embedded again).
+    /// [`Memory::catch_up`] or the background embedder (content-addressed: a text already
+    /// embedded is not embedded again).
     pub fn append(&self, turns: &[Turn]) -> Result<AppendReceipt, AppendError> {
-        let receipt = self.inner.ledger.append(turns)?;
+        let receipt = self.inner.appends.append(&self.inner.ledger, turns)?;
         if let Some(embedder) = self.inner.embedder.get() {
             embedder.notify();
         }
         Ok(receipt)
+    }
+
+    /// How many ledger transactions this memory's appends took, and how many batches they held.
+    pub fn group_commit_stats(&self) -> GroupCommitStats {
+        self.inner.appends.stats()
     }
 
     /// Checks `turns` as [`Memory::append`] would (each turn valid, no conflict within the batch

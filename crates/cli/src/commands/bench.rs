@@ -4,11 +4,16 @@
 mod ann;
 mod embed;
 mod ledger;
+mod writers;
 
 use std::path::Path;
 
 /// Arguments of `evicortex bench`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    evicortex bench ledger\n  \
+    evicortex bench embed\n  \
+    evicortex bench writers")]
 pub struct BenchArgs {
     /// Which benchmark.
     #[command(subcommand)]
@@ -47,6 +52,14 @@ pub enum Bench {
         evicortex bench ann run --audit-store ann-audit --sizes 10000,100000"
     )]
     Ann(ann::AnnBenchArgs),
+    /// Concurrent durable appends (one turn per write from many threads) through group commit,
+    /// against plain rusqlite with one transaction per write, in the same run.
+    #[command(after_help = "Works in a temporary directory (under --work-dir if given); the \
+        store given with --store is not touched.\n\n\
+        Examples:\n  \
+        evicortex bench writers\n  \
+        evicortex bench writers --writers 50 --seconds 2")]
+    Writers(writers::WritersBenchArgs),
 }
 
 /// Runs `evicortex bench`.
@@ -55,5 +68,6 @@ pub fn run(_store: &Path, args: &BenchArgs) -> anyhow::Result<()> {
         Bench::Ledger(args) => ledger::run(args),
         Bench::Embed(args) => embed::run(args),
         Bench::Ann(args) => ann::run(args),
+        Bench::Writers(args) => writers::run(args),
     }
 }

@@ -21,9 +21,12 @@ use crate::exit::UsageError;
     With --dense on (the default) the pinned encoder embeds the question and any turns not yet \
     embedded; --dense off needs no model.\n\n\
     Examples:\n  \
-    evicortex compile --namespace alice --query \"Where am I moving?\" --budget 300 --reader-tokenizer o200k_base\n  \
-    evicortex compile --namespace alice --query \"dog's name\" --budget 200 --reader-tokenizer cl100k_base --dense off --explain\n  \
-    evicortex compile --namespace alice --query Q --budget 500 --reader-tokenizer ./tokenizer.json --json"
+    evicortex compile --namespace alice --query \"Where am I moving?\" \\\n      \
+    --budget 300 --reader-tokenizer o200k_base\n  \
+    evicortex compile --namespace alice --query \"dog's name\" --budget 200 \\\n      \
+    --reader-tokenizer cl100k_base --dense off --explain\n  \
+    evicortex compile --namespace alice --query Q --budget 500 \\\n      \
+    --reader-tokenizer ./tokenizer.json --json"
 )]
 pub struct CompileArgs {
     /// The namespace to compile from.

