@@ -74,6 +74,9 @@ impl CompiledSystem {
         if matches!(config.dense, DenseConfig::On { .. }) && !store.memory.has_encoder() {
             bail!("system {name} uses dense retrieval and needs the encoder");
         }
+        if config.rerank != RerankConfig::Off && store.memory.reranker().is_none() {
+            bail!("system {name} reranks and needs a reranker (the run's `reranker`)");
+        }
         Ok(CompiledSystem {
             name: name.to_owned(),
             store,

@@ -72,6 +72,10 @@ pub struct RunSpec {
     pub abstention_thresholds: BTreeMap<String, f32>,
     /// Named variants of the compiled systems (see [`crate::variants`]), usable in `systems`.
     pub variants: BTreeMap<String, SystemVariant>,
+    /// The catalogue encoder of dense retrieval and the comparator.
+    pub encoder: String,
+    /// The reranker of the systems that rerank ([`evicortex::RerankerSpec`]), if any.
+    pub reranker: Option<String>,
     /// The committed configuration file this run came from, and its SHA-256 (preregistration).
     pub config_file: Option<(PathBuf, String)>,
 }
@@ -301,9 +305,9 @@ pub fn config_digest(path: &Path) -> anyhow::Result<String> {
     Ok(crate::artefact::hex(&sha2::Sha256::digest(&bytes)))
 }
 
-/// The encoder every encoder-backed system uses: the pinned all-MiniLM-L6-v2 with its 256-token
-/// limit; longer turns are embedded as windows of 256 tokens overlapping by 64 (each window its
-/// own vector; a turn scores as its best window).
+/// The default encoder's configuration: the pinned all-MiniLM-L6-v2 with its 256-token limit;
+/// longer turns are embedded as windows of 256 tokens overlapping by 64 (each window its own
+/// vector; a turn scores as its best window). Other catalogue encoders window the same way.
 pub fn eval_encoder_config() -> EncoderConfig {
     evicortex::pinned_encoder_config(eval_overlength())
 }
@@ -313,9 +317,40 @@ pub fn eval_overlength() -> Overlength {
     Overlength::Window { overlap_tokens: 64 }
 }
 
-/// Loads the evaluation's encoder ([`eval_encoder_config`]).
+/// Loads the default encoder ([`eval_encoder_config`]).
 pub fn eval_encoder() -> anyhow::Result<Arc<dyn Encoder>> {
     evicortex::load_pinned_encoder(eval_overlength()).context("loading the pinned encoder")
+}
+
+/// Loads the run's encoder (`spec.encoder`, windowed as [`eval_encoder_config`] says).
+pub fn run_encoder(spec: &RunSpec) -> anyhow::Result<Arc<dyn Encoder>> {
+    evicortex::load_catalogue_encoder(&spec.encoder, eval_overlength())
+        .with_context(|| format!("loading the encoder {}", spec.encoder))
+}
+
+/// Loads the run's reranker when a system reranks; refuses such a run without one.
+pub fn eval_reranker(spec: &RunSpec) -> anyhow::Result<Option<evicortex::LoadedReranker>> {
+    let mut reranking = None;
+    for system in &spec.systems {
+        if let Some(c) = crate::variants::resolve(&spec.variants, system, spec.candidate_limit)?
+            && c.rerank != evicortex::RerankConfig::Off
+        {
+            reranking = Some(system);
+            break;
+        }
+    }
+    let Some(system) = reranking else { return Ok(None) };
+    let Some(raw) = &spec.reranker else {
+        bail!(
+            "system {system} reranks and the run names no reranker: set `reranker` in the \
+             configuration (mpnet-cosine, cosine:MODEL or cross-encoder:DIR@SHA256)"
+        );
+    };
+    let reranker_spec: evicortex::RerankerSpec = raw.parse()?;
+    Ok(Some(
+        evicortex::load_reranker(&reranker_spec)
+            .with_context(|| format!("loading the reranker {reranker_spec}"))?,
+    ))
 }
 
 /// Opens the store in `dir` (with `encoder` when given), ingests the selected questions and, with
@@ -324,10 +359,11 @@ pub fn prepare_store(
     spec: &RunSpec,
     dir: &Path,
     encoder: Option<Arc<dyn Encoder>>,
+    reranker: Option<evicortex::LoadedReranker>,
 ) -> anyhow::Result<(EvalStore, IngestSummary, Option<EmbedReport>)> {
     let (_, _, mut questions, _, _) = load_questions(spec)?;
     subset(&mut questions, spec);
-    let store = EvalStore::open(dir, encoder)?;
+    let store = EvalStore::open(dir, encoder, reranker)?;
     let ingest = store.ingest(&questions)?;
     eprintln!(
         "ingest: {} namespaces appended ({} turns), {} already present, {:.1} s",
@@ -399,11 +435,13 @@ fn any_system(
 /// Runs `spec` with every system: controls in memory, compiled systems and the comparator on the
 /// store in `store_dir` (ingested and embedded first, resumably).
 pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
-    let encoder = if any_system(spec, needs_encoder)? { Some(eval_encoder()?) } else { None };
+    let encoder = if any_system(spec, needs_encoder)? { Some(run_encoder(spec)?) } else { None };
+    let reranker = eval_reranker(spec)?;
+    let reranker_name = reranker.as_ref().map(|r| r.reranker.name().to_owned());
     let mut prepare_s = None;
     let store = if any_system(spec, needs_store)? {
         let start = Instant::now();
-        let (store, _, _) = prepare_store(spec, store_dir, encoder.clone())?;
+        let (store, _, _) = prepare_store(spec, store_dir, encoder.clone(), reranker)?;
         prepare_s = Some(start.elapsed().as_secs_f64());
         Some(Arc::new(store))
     } else {
@@ -445,6 +483,7 @@ pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
         report.encoder = Some(serde_json::json!({
             "identity": serde_json::from_str::<serde_json::Value>(&e.identity().canonical_json())?,
             "identity_digest": e.identity_digest().to_hex(),
+            "reranker": reranker_name,
         }));
     }
     Ok(report)

@@ -57,6 +57,7 @@ mod index_cache;
 mod jsonl;
 mod memory;
 mod migrate;
+mod rerankers;
 mod stats;
 
 pub use crate::{
@@ -65,7 +66,9 @@ pub use crate::{
     compile_options::{CompileOptionsError, apply_compile_options},
     derived::{DerivedStore, DerivedStoreError},
     embedding_cache::{EMBEDDINGS_FILE, EmbeddingCacheError, last_overlength},
-    encoder::{load_pinned_encoder, pinned_encoder_config},
+    encoder::{
+        check_catalogue_encoder, load_catalogue_encoder, load_pinned_encoder, pinned_encoder_config,
+    },
     error::{
         AppendError, CatchUpError, EraseError, ErrorClass, ExportError, OpenError, ReadError,
         VerifyError,
@@ -79,6 +82,10 @@ pub use crate::{
     },
     memory::{LEDGER_FILE, Memory, MemoryBuilder},
     migrate::migrate_store,
+    rerankers::{
+        ErasableVectors, LoadedReranker, RerankerSpec, RerankerSpecError, SECOND_STAGE_MODEL,
+        load_reranker,
+    },
     stats::Stats,
 };
 
@@ -106,7 +113,7 @@ pub use evicortex_compiler::{
     CompiledContext, ContextItem, Coverage, DedupPolicy, DenseConfig, EncoderRef,
     ExcludedCandidate, ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig,
     MAX_RERANK_DEPTH, RankScore, ReaderTokenizer, ReaderTokenizerError, RerankConfig, Reranker,
-    Selection, StageTimings, SupportSignal, TermOverlapReranker, TiktokenReader, reader_tokenizer,
+    Selection, StageTimings, SupportSignal, TiktokenReader, reader_tokenizer,
 };
 
 /// The layout every compiled context is rendered in, and the packer with the compiler's exact
@@ -118,6 +125,6 @@ pub use evicortex_compiler::{
 
 /// The encoder a memory embeds with, and its errors.
 pub use evicortex_embed::{
-    EmbedError, EmbeddingRole, Encoder, EncoderConfig, EncoderIdentity, EncoderIdentityDigest,
-    IdentifiedVector, Overlength, TextEmbedding,
+    DEFAULT_MODEL, EmbedError, EmbeddingRole, Encoder, EncoderConfig, EncoderIdentity,
+    EncoderIdentityDigest, IdentifiedVector, Overlength, TextEmbedding,
 };

@@ -148,13 +148,16 @@ impl WriteState {
 /// How to open a [`Memory`]: the store directory, and optionally the encoder (dense retrieval,
 /// embedding of turns) and the reranker.
 ///
-/// ```
-/// # fn main() -> Result<(), evicortex::OpenError> {
-/// let dir = tempfile::tempdir().unwrap();
-/// let memory = evicortex::Memory::builder(dir.path())
-///     .reranker(std::sync::Arc::new(evicortex::TermOverlapReranker))
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // The second stage: all-mpnet-base-v2 scores the fused top 16 by cosine
+/// // (`evicortex model fetch all-mpnet-base-v2` installs it).
+/// let spec: evicortex::RerankerSpec = "mpnet-cosine".parse()?;
+/// let memory = evicortex::Memory::builder("store")
+///     .encoder(evicortex::load_pinned_encoder(evicortex::Overlength::Refuse)?)
+///     .loaded_reranker(evicortex::load_reranker(&spec)?)
 ///     .open()?;
-/// assert!(!memory.has_encoder());
+/// assert!(memory.has_encoder() && memory.reranker().is_some());
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
@@ -162,6 +165,7 @@ pub struct MemoryBuilder {
     dir: PathBuf,
     encoder: Option<Arc<dyn Encoder>>,
     reranker: Option<Arc<dyn Reranker>>,
+    reranker_store: Option<Arc<dyn DerivedStore>>,
     index_cache_bytes: usize,
     background_embedding: bool,
 }
@@ -177,6 +181,16 @@ impl MemoryBuilder {
     /// The reranker compile uses when the configuration turns reranking on.
     pub fn reranker(&mut self, reranker: Arc<dyn Reranker>) -> &mut MemoryBuilder {
         self.reranker = Some(reranker);
+        self.reranker_store = None;
+        self
+    }
+
+    /// A reranker from [`crate::load_reranker`], with the store of what it derives from turns
+    /// (the second stage's candidate vectors), which erasures then purge like every derived
+    /// store.
+    pub fn loaded_reranker(&mut self, loaded: crate::LoadedReranker) -> &mut MemoryBuilder {
+        self.reranker = Some(loaded.reranker);
+        self.reranker_store = loaded.derived;
         self
     }
 
@@ -224,6 +238,7 @@ impl MemoryBuilder {
         if let Some(cache) = &cache {
             derived.push(cache.clone());
         }
+        derived.extend(self.reranker_store.clone());
         let background = self.background_embedding && dense.is_some();
         let memory = Memory::from_inner(Inner {
             dir: self.dir.clone(),
@@ -277,6 +292,7 @@ impl Memory {
             dir: dir.as_ref().to_owned(),
             encoder: None,
             reranker: None,
+            reranker_store: None,
             index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
             background_embedding: false,
         }
@@ -305,6 +321,11 @@ impl Memory {
     /// The ledger file.
     pub fn ledger_path(&self) -> &Path {
         self.inner.ledger.path()
+    }
+
+    /// The reranker compile uses when its configuration turns reranking on, if any.
+    pub fn reranker(&self) -> Option<&Arc<dyn Reranker>> {
+        self.inner.reranker.as_ref()
     }
 
     /// Whether this memory embeds (it was opened with an encoder).

@@ -87,6 +87,13 @@ pub struct EvalRunArgs {
     /// overrides the configuration file's entry for that signal.
     #[arg(long, value_name = "SIGNAL=VALUE")]
     pub abstention_threshold: Vec<String>,
+    /// The catalogue encoder of dense retrieval and the comparator (`evicortex model list`).
+    #[arg(long, value_name = "NAME")]
+    pub encoder: Option<String>,
+    /// The reranker of the systems that rerank: mpnet-cosine, cosine:MODEL or
+    /// cross-encoder:DIR@SHA256.
+    #[arg(long, value_name = "SPEC")]
+    pub reranker: Option<String>,
     /// Only ingest the selected questions into the store and embed them (resumable), then stop.
     #[arg(long)]
     pub embed_only: bool,
@@ -104,8 +111,8 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
     };
     let spec = spec_from_args(benchmark, run_args)?;
     if run_args.embed_only {
-        let encoder = evicortex_eval::runner::eval_encoder()?;
-        evicortex_eval::runner::prepare_store(&spec, store, Some(encoder))?;
+        let encoder = evicortex_eval::runner::run_encoder(&spec)?;
+        evicortex_eval::runner::prepare_store(&spec, store, Some(encoder), None)?;
         return Ok(());
     }
     let report = evicortex_eval::runner::run_all(&spec, store)?;
@@ -169,6 +176,8 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
                 max_per_type: None,
                 abstention_thresholds: Default::default(),
                 variants: Default::default(),
+                encoder: evicortex::DEFAULT_MODEL.to_owned(),
+                reranker: None,
                 config_file: None,
             }
         }
@@ -210,6 +219,16 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
         check_abstention_threshold(signal, t)
             .map_err(|e| usage(format!("--abstention-threshold: {e:#}")))?;
         spec.abstention_thresholds.insert(signal.to_owned(), t);
+    }
+    if let Some(name) = &a.encoder {
+        spec.encoder = evicortex_eval::run_config::check_encoder(name)
+            .map_err(|e| usage(format!("--encoder: {e:#}")))?;
+    }
+    if let Some(raw) = &a.reranker {
+        spec.reranker = Some(
+            evicortex_eval::run_config::check_reranker(raw)
+                .map_err(|e| usage(format!("--reranker: {e:#}")))?,
+        );
     }
     if a.max_per_type.is_some() {
         spec.max_per_type = a.max_per_type;

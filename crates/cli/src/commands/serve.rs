@@ -51,6 +51,11 @@ pub struct RetrievalArgs {
     /// embedded with, else refuse.
     #[arg(long, value_name = "POLICY", value_parser = crate::commands::embed::parse_overlength)]
     pub overlength: Option<Overlength>,
+    /// The reranker compile requests with `options.rerank` on use (mpnet-cosine, cosine:MODEL
+    /// or cross-encoder:DIR@SHA256, as for `evicortex compile`); without it such requests are
+    /// refused.
+    #[arg(long, value_name = "SPEC")]
+    pub reranker: Option<evicortex::RerankerSpec>,
 }
 
 impl RetrievalArgs {
@@ -70,6 +75,9 @@ impl RetrievalArgs {
                 encoder.identity().model
             );
             builder.encoder(encoder).background_embedding();
+        }
+        if let Some(spec) = &self.reranker {
+            builder.loaded_reranker(crate::commands::compile::load_reranker(spec)?);
         }
         builder.open().with_context(|| format!("opening the store {}", store.display()))
     }

@@ -9,5 +9,7 @@ mod export_round_trip;
 /// The store directory and the embedding cache are private to their owner.
 #[cfg(unix)]
 mod private_files;
+/// The second-stage reranker through the facade, and its candidate vectors purged on erasure.
+mod second_stage;
 /// One `Memory` shared by threads.
 mod shared;
