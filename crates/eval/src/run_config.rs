@@ -133,6 +133,8 @@ impl RunConfigFile {
                 PathBuf::from(config_path),
                 crate::runner::config_digest(config_path)?,
             )),
+            stratified: None,
+            reader: None,
         })
     }
 }

@@ -176,7 +176,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
 }
 
 /// Embeds the namespace's turns not yet in the cache, with a progress bar on a terminal.
-fn catch_up(memory: &Memory, namespace: &Namespace) -> anyhow::Result<()> {
+pub(crate) fn catch_up(memory: &Memory, namespace: &Namespace) -> anyhow::Result<()> {
     let bar = crate::progress::bar(0, "embedding");
     let report = memory
         .catch_up(Some(namespace), CatchUpLimits::default(), &mut |p| {

@@ -52,6 +52,8 @@ fn spec(benchmark: Benchmark, dataset: &str, split: SplitName) -> RunSpec {
         abstention_thresholds: Default::default(),
         variants: Default::default(),
         config_file: None,
+        stratified: None,
+        reader: None,
     }
 }
 

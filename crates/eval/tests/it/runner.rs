@@ -39,6 +39,8 @@ fn spec(
         abstention_thresholds: Default::default(),
         variants: Default::default(),
         config_file: None,
+        stratified: None,
+        reader: None,
     }
 }
 
