@@ -69,5 +69,5 @@ pub enum Command {
     /// Create, list or revoke API keys of the HTTP server.
     Keys(commands::keys::KeysArgs),
     /// Evaluate on LongMemEval or LoCoMo: released metrics after packing, comparator and controls.
-    Eval(commands::eval::EvalArgs),
+    Eval(Box<commands::eval::EvalArgs>),
 }

@@ -26,12 +26,15 @@ pub trait CandidateVectors: Send + Sync + std::fmt::Debug {
 
 type Key = (EncoderIdentityDigest, TextDigest);
 
+/// The stored vectors by key, and the keys oldest first.
+type Entries = (HashMap<Key, Arc<[Vec<f32>]>>, VecDeque<Key>);
+
 /// [`CandidateVectors`] in memory, holding at most `capacity` texts (the oldest stored is
 /// dropped first).
 #[derive(Debug)]
 pub struct InMemoryVectors {
     capacity: usize,
-    entries: Mutex<(HashMap<Key, Arc<[Vec<f32>]>>, VecDeque<Key>)>,
+    entries: Mutex<Entries>,
 }
 
 impl InMemoryVectors {
