@@ -59,6 +59,8 @@ pub enum Command {
     Embed(commands::embed::EmbedArgs),
     /// Compile a cited context for a question within a reader-token budget, or abstain.
     Compile(commands::compile::CompileArgs),
+    /// Answer a question from memory: compile a context in the reader's tokens, read it, cite.
+    Answer(commands::answer::AnswerArgs),
     /// Run a benchmark and print a table with ratios against an anchor.
     Bench(commands::bench::BenchArgs),
     /// Serve the HTTP API (per-namespace keys, OpenAPI at /openapi.json); SIGTERM drains.
@@ -68,5 +70,5 @@ pub enum Command {
     /// Create, list or revoke API keys of the HTTP server.
     Keys(commands::keys::KeysArgs),
     /// Evaluate on LongMemEval or LoCoMo: released metrics after packing, comparator and controls.
-    Eval(commands::eval::EvalArgs),
+    Eval(Box<commands::eval::EvalArgs>),
 }

@@ -158,6 +158,8 @@ impl RunConfigFile {
                 PathBuf::from(config_path),
                 crate::runner::config_digest(config_path)?,
             )),
+            stratified: None,
+            reader: None,
         })
     }
 }

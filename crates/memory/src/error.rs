@@ -131,6 +131,9 @@ fn direct_class(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
         ExportError => ExportError::class,
         IngestError => IngestError::class,
         crate::CompileError => crate::CompileError::class,
+        crate::AnswerError => crate::AnswerError::class,
+        evicortex_reader::ReadError => crate::answer::read_error_class,
+        evicortex_reader::ReaderModelError => reader_model_class,
         CatchUpError => CatchUpError::class,
         ReadError => read_class,
         VerifyError => verify_class,
@@ -264,6 +267,19 @@ pub(crate) fn embed_class(e: &EmbedError) -> ErrorClass {
         EmbedError::Overlength { .. }
         | EmbedError::Tokenizer { .. }
         | EmbedError::InvalidConfig { .. } => ErrorClass::BadInput,
+        _ => ErrorClass::Internal,
+    }
+}
+
+fn reader_model_class(e: &evicortex_reader::ReaderModelError) -> ErrorClass {
+    use evicortex_reader::ReaderModelError as E;
+    match e {
+        E::UnknownModel { .. } => ErrorClass::BadInput,
+        E::ModelMissing { .. } => ErrorClass::ModelMissing,
+        E::Io { .. } => ErrorClass::Io,
+        E::DigestMismatch { .. } | E::BadGguf { .. } | E::MetadataMismatch { .. } => {
+            ErrorClass::Integrity
+        }
         _ => ErrorClass::Internal,
     }
 }

@@ -9,6 +9,8 @@
 //! - [`Memory::catch_up`] embeds the turns with no vector yet (content-addressed, resumable);
 //! - [`Memory::compile`] packs the turns that support a question into a reader-token budget, or
 //!   abstains (lexical, dense or hybrid, as its [`CompileConfig`] says);
+//! - [`Memory::answer`] compiles a context counted in a [`Reader`]'s own tokens, has the reader
+//!   read it and returns its answer with the records it cited, or the abstention;
 //! - [`Memory::erase`] forgets a namespace, session or record everywhere, derived data included;
 //! - [`Memory::verify`] proves nothing was altered; [`Memory::export`] writes it back as JSONL.
 //!
@@ -42,6 +44,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod answer;
 mod background;
 mod catch_up;
 mod compile;
@@ -61,6 +64,7 @@ mod rerankers;
 mod stats;
 
 pub use crate::{
+    answer::{AnswerError, AnswerReport, AnswerRequest, CompileTimings},
     catch_up::{CatchUpLimits, EmbedProgress, EmbedReport, RefusedTurn},
     compile::{CompileError, CompileReport, CompileRequest},
     compile_options::{CompileOptionsError, apply_compile_options},
@@ -127,4 +131,13 @@ pub use evicortex_compiler::{
 pub use evicortex_embed::{
     DEFAULT_MODEL, EmbedError, EmbeddingRole, Encoder, EncoderConfig, EncoderIdentity,
     EncoderIdentityDigest, IdentifiedVector, Overlength, TextEmbedding,
+};
+
+/// The shared reader: local GGUF models and chat-completions endpoints, the answer they give,
+/// and the scores that judge it.
+pub use evicortex_reader::{
+    ABSTENTION_REPLY, Answer, AnswerCache, ChatCompletionsClient, ChatCompletionsConfig,
+    DecodingSettings, GGUF_FILE, GgufManifest, LocalGgufReader, ReadError as ReaderReadError,
+    Reader, ReaderFetchOutcome, ReaderIdentity, ReaderModelError, chat_completions_router,
+    fetch_reader_model, reader_install_dir,
 };

@@ -22,7 +22,7 @@ use crate::{
 
 /// The command that installs a committed reader, for error messages.
 pub fn fetch_command(manifest: &GgufManifest) -> String {
-    format!("evicortex-reader fetch {}", manifest.name)
+    format!("evicortex model fetch {}", manifest.name)
 }
 
 /// What [`fetch_reader_model`] did.

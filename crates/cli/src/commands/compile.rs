@@ -193,7 +193,7 @@ pub fn load_reranker(spec: &evicortex::RerankerSpec) -> anyhow::Result<evicortex
 }
 
 /// Embeds the namespace's turns not yet in the cache, with a progress bar on a terminal.
-fn catch_up(memory: &Memory, namespace: &Namespace) -> anyhow::Result<()> {
+pub(crate) fn catch_up(memory: &Memory, namespace: &Namespace) -> anyhow::Result<()> {
     let bar = crate::progress::bar(0, "embedding");
     let report = memory
         .catch_up(Some(namespace), CatchUpLimits::default(), &mut |p| {

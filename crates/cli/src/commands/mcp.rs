@@ -20,13 +20,18 @@ pub struct McpArgs {
     pub namespace: String,
     #[command(flatten)]
     pub retrieval: crate::commands::serve::RetrievalArgs,
+    #[command(flatten)]
+    pub reader: crate::commands::serve::ReaderArgs,
 }
 
 /// Serves MCP on stdio until the client disconnects. Stdout carries only protocol messages.
 pub fn run(store: &Path, args: &McpArgs) -> anyhow::Result<()> {
     let namespace = Namespace::new(&args.namespace).context("--namespace")?;
     let memory = args.retrieval.open(store)?;
-    let server = McpServer::new(Arc::new(memory), namespace, ServerConfig::default());
+    let mut server = McpServer::new(Arc::new(memory), namespace, ServerConfig::default());
+    if let Some(reader) = args.reader.open()? {
+        server = server.with_reader(reader);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use evicortex::{Memory, Overlength};
-use evicortex_server::{AppState, KeyStore, ServerConfig, serve_http, termination_signal};
+use evicortex_server::{
+    AnswerReader, AppState, KeyStore, ServerConfig, serve_http, termination_signal,
+};
 
-use crate::stdout::outln;
+use crate::{exit::UsageError, stdout::outln};
 
 /// Arguments of `evicortex serve`.
 #[derive(Debug, clap::Args)]
@@ -36,6 +38,45 @@ pub struct ServeArgs {
     pub drain_timeout_secs: u64,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
+    #[command(flatten)]
+    pub reader: ReaderArgs,
+}
+
+/// The reader `answer` requests are read by (shared by `serve` and `mcp`).
+#[derive(Debug, clap::Args)]
+pub struct ReaderArgs {
+    /// Answer with this local reader (a pinned GGUF model, `evicortex model list`); `serve` also
+    /// offers it to admin keys at /v1/chat/completions (non-streaming). Without --reader or
+    /// --reader-endpoint, answer requests get 503.
+    #[arg(long, value_name = "NAME", conflicts_with = "reader_endpoint")]
+    pub reader: Option<String>,
+    /// Answer with the chat-completions endpoint the EVICORTEX_READER_* variables name.
+    #[arg(long, requires = "reader_tokenizer")]
+    pub reader_endpoint: bool,
+    /// With --reader-endpoint: the tokenizer its model uses, which budgets are counted in.
+    #[arg(long, value_name = "NAME", requires = "reader_endpoint")]
+    pub reader_tokenizer: Option<String>,
+}
+
+impl ReaderArgs {
+    /// The reader, when one is asked for.
+    pub fn open(&self) -> anyhow::Result<Option<AnswerReader>> {
+        if self.reader.is_none() && !self.reader_endpoint {
+            return Ok(None);
+        }
+        let reader =
+            crate::commands::answer::open_reader(self.reader.as_deref(), self.reader_endpoint)?;
+        let tokenizer = match &self.reader_tokenizer {
+            Some(name) => Some(
+                evicortex::reader_tokenizer(name)
+                    .map_err(|e| UsageError(format!("--reader-tokenizer: {e}")))?
+                    .into(),
+            ),
+            None => None,
+        };
+        eprintln!("reader: {}", reader.identity().label());
+        Ok(Some(AnswerReader { reader, tokenizer }))
+    }
 }
 
 /// How the server compiles (shared by `serve` and `mcp`).
@@ -101,7 +142,11 @@ pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
         body_limit_bytes: args.body_limit_bytes,
         max_turns_per_request: args.max_turns_per_request,
     };
-    let state = AppState::new(Arc::new(memory), keys, config);
+    let memory = Arc::new(memory);
+    let state = match args.reader.open()? {
+        Some(reader) => AppState::new_with_reader(memory, keys, config, reader),
+        None => AppState::new(memory, keys, config),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

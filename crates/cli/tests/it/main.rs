@@ -3,6 +3,8 @@
 /// Shared helpers: running the binary, reading a store's files.
 mod cli;
 
+/// `evicortex answer` with the real smallest reader: answer, citations, identity, refusals.
+mod answer;
 /// `evicortex compile`: cited context within budget, reproducible JSON, as-of, refusals.
 mod compile;
 /// SIGKILL at random moments during ingestion: every acknowledged batch survives, none is partial.

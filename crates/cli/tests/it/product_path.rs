@@ -54,6 +54,8 @@ fn spec(benchmark: Benchmark, dataset: &str, split: SplitName) -> RunSpec {
         encoder: evicortex::DEFAULT_MODEL.to_owned(),
         reranker: None,
         config_file: None,
+        stratified: None,
+        reader: None,
     }
 }
 

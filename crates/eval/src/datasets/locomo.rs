@@ -43,6 +43,17 @@ pub enum Category {
 }
 
 impl Category {
+    /// The dataset's number.
+    pub const fn number(self) -> u32 {
+        match self {
+            Category::MultiHop => 1,
+            Category::Temporal => 2,
+            Category::OpenDomain => 3,
+            Category::SingleHop => 4,
+            Category::Adversarial => 5,
+        }
+    }
+
     /// From the dataset's number.
     pub fn from_number(n: u64) -> Option<Category> {
         Some(match n {

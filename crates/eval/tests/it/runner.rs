@@ -41,6 +41,8 @@ fn spec(
         encoder: evicortex::DEFAULT_MODEL.to_owned(),
         reranker: None,
         config_file: None,
+        stratified: None,
+        reader: None,
     }
 }
 

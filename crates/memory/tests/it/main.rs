@@ -1,5 +1,7 @@
 //! Integration tests of the `evicortex` facade, one module per scenario.
 
+/// `Memory::answer` with the real smallest reader: exact counts, refusals, abstention.
+mod answer;
 /// A compile right after an append finds the turn and says when dense coverage lags.
 mod dense_lag;
 /// Erasure reaches every attached derived store.
