@@ -129,6 +129,7 @@ mod tests {
             pieces,
             vec![
                 "I moved to Lisbon in May.",
+                "Here is a list:",
                 "1. pack the boxes early",
                 "2. book the van.",
                 "Then we drove there on Monday night."
