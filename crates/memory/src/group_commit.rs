@@ -35,7 +35,7 @@ struct State {
     batches: u64,
 }
 
-/// How many groups and batches a [`GroupCommit`] has committed.
+/// How many groups and batches the memory's group commit has committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GroupCommitStats {
     /// Ledger transactions (each one fsync).
