@@ -277,6 +277,7 @@ fn reader_model_class(e: &evicortex_reader::ReaderModelError) -> ErrorClass {
         E::UnknownModel { .. } => ErrorClass::BadInput,
         E::ModelMissing { .. } => ErrorClass::ModelMissing,
         E::Io { .. } => ErrorClass::Io,
+        E::Download(f) => fetch_class(f),
         E::DigestMismatch { .. } | E::BadGguf { .. } | E::MetadataMismatch { .. } => {
             ErrorClass::Integrity
         }

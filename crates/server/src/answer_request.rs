@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use evicortex::{
     AnswerRequest as MemoryAnswerRequest, CompileQuery, DecodingSettings, EventTime, Memory,
-    Namespace, Reader, ReaderTokenizer, TokenBudget, apply_compile_options,
+    Namespace, Reader, ReaderTokenizer, TokenBudget,
 };
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::{ApiError, compile_request::default_config, facade_error};
+use crate::{ApiError, compile_request::requested_config, facade_error};
 
 /// Most tokens a request may ask the reader to generate.
 pub const MAX_NEW_TOKENS_LIMIT: u32 = 512;
@@ -69,14 +69,7 @@ pub fn answer(
             format!("must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {max_new_tokens}"),
         ));
     }
-    let defaults = default_config(memory);
-    let config = match &request.options {
-        None => defaults,
-        Some(options) => apply_compile_options(&defaults, options).map_err(|e| {
-            let field = e.field().map_or("options".to_owned(), |f| format!("options.{f}"));
-            ApiError::invalid(field, e)
-        })?,
-    };
+    let config = requested_config(memory, request.options.as_ref())?;
     let query = CompileQuery {
         namespace: namespace.clone(),
         question: request.query,

@@ -16,6 +16,22 @@ use crate::{ApiError, facade_error};
 /// requests: a client must not make the server open files.
 pub const READER_TOKENIZERS: [&str; 2] = ["o200k_base", "cl100k_base"];
 
+/// The default configuration with a request's `options` applied over it; a bad option is a
+/// 422 naming `options.<field>`.
+pub fn requested_config(
+    memory: &Memory,
+    options: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<CompileConfig, ApiError> {
+    let defaults = default_config(memory);
+    match options {
+        None => Ok(defaults),
+        Some(options) => apply_compile_options(&defaults, options).map_err(|e| {
+            let field = e.field().map_or("options".to_owned(), |f| format!("options.{f}"));
+            ApiError::invalid(field, e)
+        }),
+    }
+}
+
 /// Candidates per retriever in the default configuration.
 pub const DEFAULT_TOP_N: usize = 50;
 
@@ -67,14 +83,7 @@ pub fn compile(
     request: CompileRequest,
 ) -> Result<CompiledContext, ApiError> {
     let reader = readers.get(&request.reader_tokenizer)?;
-    let defaults = default_config(memory);
-    let config = match &request.options {
-        None => defaults,
-        Some(options) => apply_compile_options(&defaults, options).map_err(|e| {
-            let field = e.field().map_or("options".to_owned(), |f| format!("options.{f}"));
-            ApiError::invalid(field, e)
-        })?,
-    };
+    let config = requested_config(memory, request.options.as_ref())?;
     let query = CompileQuery {
         namespace: namespace.clone(),
         question: request.query,
