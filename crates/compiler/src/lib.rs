@@ -92,7 +92,7 @@ pub use crate::{
     candidates::Retriever,
     compile::{CompileInputs, ContextInputs, DenseInput, StageTimings, compile, compile_timed},
     compiled_context::{
-        AbstainReason, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem, Coverage, EncoderRef,
+        AbstainReason, BudgetParts, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem, Coverage, EncoderRef,
         ExcludedCandidate, ExclusionReason, ListRank, RankScore, Selection,
     },
     config::{

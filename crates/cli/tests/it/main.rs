@@ -15,6 +15,8 @@ mod erase;
 mod export;
 /// Fault injection: failing fsync and writes, a full disk, a read-only store.
 mod faults;
+/// The web inspector at `/ui` in headless Chromium against a real `evicortex serve`.
+mod inspector;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;
 /// `evicortex keys`: scope flags and namespace checked before a key exists.
@@ -36,3 +38,5 @@ mod product_path;
 mod serve_sigterm;
 /// Verify and the open-time check on tampered stores.
 mod verify;
+/// A small WebDriver client for the inspector test.
+mod webdriver;
