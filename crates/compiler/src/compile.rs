@@ -12,11 +12,11 @@ use evicortex_lexical::Bm25Index;
 use evicortex_vector::VectorIndexRead;
 
 use crate::{
-    AbstainReason, Admission, BudgetParts, CompileConfig, CompileError, CompileQuery, CompiledContext,
-    ContextItem, ContextVectors, Corpus, Coverage, DedupPolicy, DenseConfig, EncoderRef,
-    ExcludedCandidate, ExclusionReason, FusedHit, ListRank, NamesConfig, RankScore, RankedList,
-    ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey, SupportSignal, TimeConfig,
-    WindowIndex,
+    AbstainReason, Admission, BudgetParts, CompileConfig, CompileError, CompileQuery,
+    CompiledContext, ContextItem, ContextVectors, Corpus, Coverage, DedupPolicy, DenseConfig,
+    EncoderRef, ExcludedCandidate, ExclusionReason, FusedHit, ListRank, NamesConfig, RankScore,
+    RankedList, ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey, SupportSignal,
+    TimeConfig, WindowIndex,
     abstain::lexical_coverage,
     candidates::{dense_candidates, dense_context_candidates, lexical_candidates},
     compiled_context::COMPILED_CONTEXT_FORMAT,

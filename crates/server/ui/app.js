@@ -60,6 +60,7 @@ function nsPath(suffix) {
 
 async function connect(event) {
   if (event) event.preventDefault();
+  say("auth-message", "Connecting…", "");
   const typed = $("key").value.trim();
   if (typed) state.key = typed;
   $("key").value = "";

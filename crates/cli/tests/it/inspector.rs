@@ -72,7 +72,8 @@ async fn connect(browser: &Browser, key: &str) {
     browser.click("#connect").await;
     browser
         .wait_for(
-            "return document.getElementById('auth-message').textContent.length > 0;",
+            "const m = document.getElementById('auth-message').textContent;
+                return m.length > 0 && m !== 'Connecting…';",
             30,
             DESCRIBE,
         )
@@ -105,6 +106,18 @@ async fn texts(browser: &Browser, css: &str) -> Vec<String> {
         )
         .await;
     serde_json::from_value(value).expect("a list of texts")
+}
+
+/// `value` with every number as an f64: the browser's JSON writes 10.0 as 10.
+fn numbers_as_f64(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => json!(n.as_f64().expect("a finite number")),
+        Value::Array(items) => Value::Array(items.iter().map(numbers_as_f64).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), numbers_as_f64(v))).collect())
+        }
+        other => other.clone(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,12 +153,19 @@ async fn inspector_compile_matches_compile_json_and_keys_are_enforced() {
     connect(&browser, "evk_not-a-key").await;
     let refused = browser.text("#auth-message").await;
     assert!(refused.contains("401") && refused.contains("invalid api key"), "{refused}");
-    assert_eq!(browser.script("return document.getElementById('workspace').hidden;", json!([])).await, true);
+    assert_eq!(
+        browser.script("return document.getElementById('workspace').hidden;", json!([])).await,
+        true
+    );
 
     // Alice's key reads alice only: the namespace list and the timeline are hers.
     connect(&browser, &alice).await;
     browser
-        .wait_for("return document.querySelectorAll('#timeline li strong').length > 0;", 30, DESCRIBE)
+        .wait_for(
+            "return document.querySelectorAll('#timeline li strong').length > 0;",
+            30,
+            DESCRIBE,
+        )
         .await;
     assert_eq!(texts(&browser, "#namespace option").await, ["alice"]);
     assert_eq!(
@@ -182,7 +202,11 @@ async fn inspector_compile_matches_compile_json_and_keys_are_enforced() {
     let shown: Value =
         serde_json::from_str(&browser.text("#raw-json").await).expect("the page's json");
     for field in ["items", "excluded", "tokens_used", "budget_parts", "config", "text"] {
-        assert_eq!(shown[field], expected[field], "{field} differs from compile --json");
+        assert_eq!(
+            numbers_as_f64(&shown[field]),
+            numbers_as_f64(&expected[field]),
+            "{field} differs from compile --json"
+        );
     }
     let screenshot = output_dir().join("inspector.png");
     browser.screenshot(&screenshot).await;
@@ -191,9 +215,17 @@ async fn inspector_compile_matches_compile_json_and_keys_are_enforced() {
     // Verify needs an admin key: the page says so with the API's 403.
     browser.click("#verify").await;
     browser
-        .wait_for("return document.getElementById('verify-result').className.includes('error');", 30, DESCRIBE)
+        .wait_for(
+            "return document.getElementById('verify-result').className.includes('error');",
+            30,
+            DESCRIBE,
+        )
         .await;
-    assert!(browser.text("#verify-result").await.contains("403"), "{}", browser.text("#verify-result").await);
+    assert!(
+        browser.text("#verify-result").await.contains("403"),
+        "{}",
+        browser.text("#verify-result").await
+    );
 
     // Erase asks first; cancelling erases nothing, confirming erases the session.
     browser.type_into("#erase-target", "2024-06-02-settled").await;
@@ -204,9 +236,17 @@ async fn inspector_compile_matches_compile_json_and_keys_are_enforced() {
     browser.click("#erase").await;
     browser.click("#erase-yes").await;
     browser
-        .wait_for("return document.querySelectorAll('#timeline li strong').length === 2;", 30, DESCRIBE)
+        .wait_for(
+            "return document.querySelectorAll('#timeline li strong').length === 2;",
+            30,
+            DESCRIBE,
+        )
         .await;
-    assert!(browser.text("#erase-result").await.starts_with("Erased 6 turns"), "{}", browser.text("#erase-result").await);
+    assert!(
+        browser.text("#erase-result").await.starts_with("Erased 6 turns"),
+        "{}",
+        browser.text("#erase-result").await
+    );
 
     // Nothing of bob's namespace ever reached the page.
     let page = browser.script("return document.documentElement.outerHTML;", json!([])).await;
@@ -243,7 +283,11 @@ async fn stored_markup_renders_as_text() {
     browser.open(&format!("{}/ui", server.base)).await;
     connect(&browser, &key).await;
     browser
-        .wait_for("return document.querySelectorAll('#timeline li strong').length > 0;", 30, DESCRIBE)
+        .wait_for(
+            "return document.querySelectorAll('#timeline li strong').length > 0;",
+            30,
+            DESCRIBE,
+        )
         .await;
     compile(&browser, "Where is the locker and what is its code?").await;
 

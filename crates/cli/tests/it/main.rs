@@ -15,10 +15,10 @@ mod erase;
 mod export;
 /// Fault injection: failing fsync and writes, a full disk, a read-only store.
 mod faults;
-/// The web inspector at `/ui` in headless Chromium against a real `evicortex serve`.
-mod inspector;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;
+/// The web inspector at `/ui` in headless Chromium against a real `evicortex serve`.
+mod inspector;
 /// `evicortex keys`: scope flags and namespace checked before a key exists.
 mod keys;
 /// `evicortex mcp`: a real MCP client handshake over the child's stdio; remember, recall, forget.

@@ -82,13 +82,8 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": program("chromium"), "args": args},
         }}});
-        let mut browser = Browser {
-            driver,
-            base,
-            session: String::new(),
-            client,
-            _profile: profile,
-        };
+        let mut browser =
+            Browser { driver, base, session: String::new(), client, _profile: profile };
         let created = browser.call("POST", "/session", Some(capabilities)).await;
         browser.session =
             created["sessionId"].as_str().expect("a session id from chromedriver").to_owned();
@@ -130,8 +125,12 @@ impl Browser {
     pub async fn type_into(&self, css: &str, text: &str) {
         let element = self.find(css).await;
         self.call("POST", &self.at(&format!("element/{element}/clear")), Some(json!({}))).await;
-        self.call("POST", &self.at(&format!("element/{element}/value")), Some(json!({"text": text})))
-            .await;
+        self.call(
+            "POST",
+            &self.at(&format!("element/{element}/value")),
+            Some(json!({"text": text})),
+        )
+        .await;
     }
 
     /// Clicks the element `css` selects.
