@@ -131,7 +131,8 @@ async function loadSessions() {
   try {
     const [stats, listing] = await Promise.all([api("GET", nsPath("/stats")), api("GET", nsPath("/sessions"))]);
     if (namespace !== state.namespace) return;
-    $("ns-stats").textContent = stats.turns + " turns in " + stats.sessions + " sessions";
+    const plural = (n, word) => n + " " + word + (n === 1 ? "" : "s");
+    $("ns-stats").textContent = plural(stats.turns, "turn") + " in " + plural(stats.sessions, "session");
     renderTimeline(listing.sessions);
   } catch (error) {
     say("auth-message", error.message, "error");

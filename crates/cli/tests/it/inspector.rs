@@ -108,6 +108,26 @@ async fn texts(browser: &Browser, css: &str) -> Vec<String> {
     serde_json::from_value(value).expect("a list of texts")
 }
 
+/// Checks `budget_parts` against the compiled text, recounted here with the reader tokenizer: the
+/// preamble line, each session header line (with its blank line), and the items' own counts.
+fn recount_budget_parts(context: &Value) {
+    let reader = evicortex::reader_tokenizer(TOKENIZER).expect("the reader tokenizer");
+    let count = |text: &str| reader.count(text).expect("count") as u64;
+    let text = context["text"].as_str().expect("text");
+    let parts = &context["budget_parts"];
+    assert!(text.starts_with(evicortex::PREAMBLE), "{text}");
+    assert_eq!(parts["preamble"].as_u64(), Some(count(evicortex::PREAMBLE)));
+    let headers: u64 = text
+        .lines()
+        .filter(|line| line.starts_with("Session "))
+        .map(|line| count(&format!("\n{line}\n")))
+        .sum();
+    assert_eq!(parts["headers"].as_u64(), Some(headers), "{text}");
+    let items = context["items"].as_array().expect("items");
+    let evidence: u64 = items.iter().map(|i| i["tokens"].as_u64().expect("tokens")).sum();
+    assert_eq!(parts["evidence"].as_u64(), Some(evidence));
+}
+
 /// `value` with every number as an f64: the browser's JSON writes 10.0 as 10.
 fn numbers_as_f64(value: &Value) -> Value {
     match value {
@@ -143,6 +163,7 @@ async fn inspector_compile_matches_compile_json_and_keys_are_enforced() {
     );
     let expected: Value = serde_json::from_str(&cli_json).expect("compile --json");
     assert!(!expected["items"].as_array().expect("items").is_empty(), "{cli_json}");
+    recount_budget_parts(&expected);
     let alice = create_key(&store, "alice");
     let server = Server::start(&store);
     let browser = Browser::start(1400, 1500).await;
