@@ -17,6 +17,8 @@ mod export;
 mod faults;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;
+/// The web inspector at `/ui` in headless Chromium against a real `evicortex serve`.
+mod inspector;
 /// `evicortex keys`: scope flags and namespace checked before a key exists.
 mod keys;
 /// `evicortex mcp`: a real MCP client handshake over the child's stdio; remember, recall, forget.
@@ -36,3 +38,5 @@ mod product_path;
 mod serve_sigterm;
 /// Verify and the open-time check on tampered stores.
 mod verify;
+/// A small WebDriver client for the inspector test.
+mod webdriver;
