@@ -23,7 +23,8 @@ use crate::commands;
         code is unchanged."
 )]
 pub struct Cli {
-    /// The store directory.
+    /// The store directory (EVICORTEX_HOME names it too, and nothing else: models live in
+    /// $EVICORTEX_MODELS_DIR or the user's cache).
     #[arg(
         long,
         global = true,
@@ -58,6 +59,8 @@ pub enum Command {
     Embed(commands::embed::EmbedArgs),
     /// Compile a cited context for a question within a reader-token budget, or abstain.
     Compile(commands::compile::CompileArgs),
+    /// Answer a question from memory: compile a context in the reader's tokens, read it, cite.
+    Answer(commands::answer::AnswerArgs),
     /// Run a benchmark and print a table with ratios against an anchor.
     Bench(commands::bench::BenchArgs),
     /// Serve the HTTP API (per-namespace keys, OpenAPI at /openapi.json); SIGTERM drains.
@@ -67,5 +70,5 @@ pub enum Command {
     /// Create, list or revoke API keys of the HTTP server.
     Keys(commands::keys::KeysArgs),
     /// Evaluate on LongMemEval or LoCoMo: released metrics after packing, comparator and controls.
-    Eval(commands::eval::EvalArgs),
+    Eval(Box<commands::eval::EvalArgs>),
 }

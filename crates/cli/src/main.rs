@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         Command::Model(args) => commands::model::run(args),
         Command::Embed(args) => commands::embed::run(store, args),
         Command::Compile(args) => commands::compile::run(store, args),
+        Command::Answer(args) => commands::answer::run(store, args),
         Command::Bench(args) => commands::bench::run(store, args),
         Command::Serve(args) => commands::serve::run(store, args),
         Command::Mcp(args) => commands::mcp::run(store, args),

@@ -91,7 +91,7 @@ fn main() {
         let mut lexical = Bm25Index::new(Bm25Params { k1: 1.2, b: 0.75 });
         let mut dense = ExactIndex::new(DIM);
         for e in &records {
-            lexical.add(e.id, &evicortex_compiler::lexical_document(&e.turn)).expect("unique ids");
+            lexical.add(e.id, &evicortex_compiler::turn_document(&e.turn)).expect("unique ids");
             dense.insert(e.id, &synthetic(&mut rng)).expect("valid vector");
         }
         let corpus = Corpus::new(namespace.clone(), records, []).expect("valid corpus");
@@ -112,6 +112,7 @@ fn main() {
                         encoder: &encoder_ref,
                         pending: 0,
                     }),
+                    context: evicortex_compiler::ContextInputs::default(),
                     reader: &reader,
                     reranker: None,
                 };

@@ -2,15 +2,15 @@
 
 use std::collections::HashSet;
 
-use evicortex_lexical::{Bm25Index, analyze};
+use evicortex_lexical::Bm25Index;
 
 /// The idf-weighted share of the question's distinct terms that `text` contains, in 0..=1
-/// (idf from `index`). A question with no terms has support 0.
+/// (terms under `index`'s analyzer, idf from `index`). A question with no terms has support 0.
 pub fn lexical_coverage(index: &Bm25Index, question: &str, text: &str) -> f32 {
-    let mut question_terms = analyze(question);
+    let mut question_terms = index.analyze(question);
     question_terms.sort_unstable();
     question_terms.dedup();
-    let text_terms: HashSet<String> = analyze(text).into_iter().collect();
+    let text_terms: HashSet<String> = index.analyze(text).into_iter().collect();
     let (mut covered, mut total) = (0.0f64, 0.0f64);
     for term in &question_terms {
         let idf = f64::from(index.idf(term));

@@ -1,22 +1,79 @@
 //! Candidate lists: what each retriever proposes, ranked, with the filters applied inside.
 
 use evicortex_core::TurnId;
-use evicortex_lexical::{Bm25Index, analyze};
+use evicortex_lexical::Bm25Index;
 use evicortex_vector::VectorIndexRead;
 use serde::{Deserialize, Serialize};
 
-use crate::{Admission, CompileError};
+use crate::{Admission, CompileError, ContextVectors};
 
-/// A source of ranks that enters fusion.
+/// A source of ranks that enters fusion: a candidate list.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Retriever {
-    /// BM25 over the analyzed texts.
+    /// BM25 over the turns' documents.
     Lexical,
     /// Cosine similarity under the namespace's encoder.
     Dense,
+    /// BM25 over the turns' window documents (context).
+    LexicalContext,
+    /// Cosine with the turns' context vectors (context).
+    DenseContext,
+    /// The lexical list filtered to the named speakers' turns (names).
+    LexicalNamed,
+    /// The dense list filtered to the named speakers' turns (names).
+    DenseNamed,
+    /// The lexical context list filtered to the named speakers' turns (names).
+    LexicalContextNamed,
+    /// The dense context list filtered to the named speakers' turns (names).
+    DenseContextNamed,
+    /// The fused candidates said in the question's time window (time).
+    TimeWindow,
     /// The reranker over the best fused candidates.
     Rerank,
+}
+
+impl Retriever {
+    /// The list of the same ranking filtered to named speakers, for the four turn lists.
+    pub fn named(self) -> Option<Retriever> {
+        Some(match self {
+            Retriever::Lexical => Retriever::LexicalNamed,
+            Retriever::Dense => Retriever::DenseNamed,
+            Retriever::LexicalContext => Retriever::LexicalContextNamed,
+            Retriever::DenseContext => Retriever::DenseContextNamed,
+            _ => return None,
+        })
+    }
+
+    /// Which mechanism the list belongs to, as the explanation names it.
+    pub fn mechanism(self) -> &'static str {
+        match self {
+            Retriever::Lexical | Retriever::Dense => "retrieval",
+            Retriever::LexicalContext | Retriever::DenseContext => "context",
+            Retriever::LexicalNamed
+            | Retriever::DenseNamed
+            | Retriever::LexicalContextNamed
+            | Retriever::DenseContextNamed => "names",
+            Retriever::TimeWindow => "time window",
+            Retriever::Rerank => "reranker",
+        }
+    }
+
+    /// The list's name in the explanation and the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Retriever::Lexical => "lexical",
+            Retriever::Dense => "dense",
+            Retriever::LexicalContext => "lexical_context",
+            Retriever::DenseContext => "dense_context",
+            Retriever::LexicalNamed => "lexical_named",
+            Retriever::DenseNamed => "dense_named",
+            Retriever::LexicalContextNamed => "lexical_context_named",
+            Retriever::DenseContextNamed => "dense_context_named",
+            Retriever::TimeWindow => "time_window",
+            Retriever::Rerank => "rerank",
+        }
+    }
 }
 
 /// A key with the raw score its retriever gave it.
@@ -37,20 +94,37 @@ pub struct RankedList<K = TurnId> {
     pub hits: Vec<ScoredKey<K>>,
 }
 
-/// BM25's top `top_n` admitted turns for `question`.
+/// BM25's top `top_n` turns for `question` among those `admit` accepts, as `retriever`'s list.
 pub fn lexical_candidates(
     index: &Bm25Index,
     question: &str,
     top_n: usize,
-    admission: &Admission<'_>,
+    retriever: Retriever,
+    admit: impl FnMut(TurnId) -> bool,
 ) -> RankedList {
-    let _span = tracing::debug_span!("lexical_candidates", top_n).entered();
+    let _span = tracing::debug_span!("lexical_candidates", top_n, ?retriever).entered();
     let hits = index
-        .search(&analyze(question), top_n, |id| admission.admits(id))
+        .search(&index.analyze(question), top_n, admit)
         .into_iter()
         .map(|h| ScoredKey { key: h.key, score: h.score })
         .collect();
-    RankedList { retriever: Retriever::Lexical, hits }
+    RankedList { retriever, hits }
+}
+
+/// The context vectors' top `top_n` turns among those `admit` accepts.
+pub fn dense_context_candidates(
+    vectors: &ContextVectors,
+    query_vector: &[f32],
+    top_n: usize,
+    admit: impl FnMut(TurnId) -> bool,
+) -> RankedList {
+    let _span = tracing::debug_span!("dense_context_candidates", top_n).entered();
+    let hits = vectors
+        .search(query_vector, top_n, admit)
+        .into_iter()
+        .map(|(key, score)| ScoredKey { key, score })
+        .collect();
+    RankedList { retriever: Retriever::DenseContext, hits }
 }
 
 /// The vector index's top `top_n` admitted turns for the query vector.

@@ -1,5 +1,6 @@
-//! The pipeline: candidates (filtered inside) -> dedup -> RRF -> rerank -> support and abstention
-//! -> selection, expansion, exact fit and fill (`pack_turns`) -> manifest.
+//! The pipeline: candidates (turn and context lists, filtered inside) -> dedup -> names lists ->
+//! RRF -> time-window list and RRF again -> rerank -> support and abstention -> selection in the
+//! long-turn rule's order, expansion, exact fit and fill (`pack_turns`) -> manifest.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -7,22 +8,26 @@ use std::{
 };
 
 use evicortex_core::TurnId;
-use evicortex_lexical::{ANALYZER_VERSION, Bm25Index};
+use evicortex_lexical::Bm25Index;
 use evicortex_vector::VectorIndexRead;
 
 use crate::{
     AbstainReason, Admission, CompileConfig, CompileError, CompileQuery, CompiledContext,
-    ContextItem, Corpus, Coverage, DedupPolicy, DenseConfig, EncoderRef, ExcludedCandidate,
-    ExclusionReason, FusedHit, RankScore, RankedList, ReaderTokenizer, RerankConfig, Reranker,
-    Retriever, SupportSignal,
+    ContextItem, ContextVectors, Corpus, Coverage, DedupPolicy, DenseConfig, EncoderRef,
+    ExcludedCandidate, ExclusionReason, FusedHit, ListRank, NamesConfig, RankScore, RankedList,
+    ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey, SupportSignal, TimeConfig,
+    WindowIndex,
     abstain::lexical_coverage,
-    candidates::{dense_candidates, lexical_candidates},
+    candidates::{dense_candidates, dense_context_candidates, lexical_candidates},
     compiled_context::COMPILED_CONTEXT_FORMAT,
+    context_index::window_admitted,
     dedup::dedup_ranked_lists,
     fusion::{rrf_fuse, rrf_term, sort_fused},
-    lexical_document::lexical_document,
+    names::named_speakers,
     pack_turns::pack,
     rerank::ranks_of,
+    time_window::resolve_time,
+    turn_document::turn_document,
 };
 
 /// Everything a compile reads besides the query and configuration. No ledger, no model: the
@@ -35,10 +40,22 @@ pub struct CompileInputs<'a> {
     pub lexical: &'a Bm25Index,
     /// The dense side; required exactly when `config.dense` is on.
     pub dense: Option<DenseInput<'a>>,
+    /// The context lists' indexes; each required when `config.context` turns its list on.
+    pub context: ContextInputs<'a>,
     /// The reader's tokenizer.
     pub reader: &'a dyn ReaderTokenizer,
     /// The reranker; required exactly when `config.rerank` is on.
     pub reranker: Option<&'a dyn Reranker>,
+}
+
+/// The indexes of the context lists, built from the same corpus (see [`WindowIndex`] and
+/// [`ContextVectors`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ContextInputs<'a> {
+    /// BM25 over window documents, for `context.lexical_radius`.
+    pub lexical: Option<&'a WindowIndex>,
+    /// Context vectors, for `context.dense_radius`.
+    pub dense: Option<&'a ContextVectors>,
 }
 
 /// The dense side of a compile.
@@ -98,26 +115,52 @@ pub fn compile_timed(
     let corpus = inputs.corpus;
     let admission = Admission::new(corpus, query.as_of.map(|t| t.utc_micros()));
     let mut timings = StageTimings::default();
+    // A context list ranks a turn only when its whole window is admitted; without an as-of
+    // time every eligible record is, and windows hold eligible records only.
+    let context_admits = |id: TurnId, radius: u32| match admission.position(id) {
+        None => false,
+        Some(_) if query.as_of.is_none() => true,
+        Some(pos) => window_admitted(corpus, pos, radius, &admission),
+    };
 
     // 1. Candidates, filtered inside each retriever.
     let started = Instant::now();
     let mut lists: Vec<RankedList> = Vec::new();
-    if config.lexical.top_n > 0 {
+    let top_n = config.lexical.top_n;
+    if top_n > 0 {
+        let admit = |id| admission.admits(id);
         lists.push(lexical_candidates(
             inputs.lexical,
             &query.question,
-            config.lexical.top_n,
-            &admission,
+            top_n,
+            Retriever::Lexical,
+            admit,
         ));
+        let radius = config.context.lexical_radius;
+        if let (true, Some(window)) = (radius > 0, inputs.context.lexical) {
+            lists.push(lexical_candidates(
+                window.index(),
+                &query.question,
+                top_n,
+                Retriever::LexicalContext,
+                |id| context_admits(id, radius),
+            ));
+        }
     }
     timings.lexical = started.elapsed();
     let started = Instant::now();
     if let (DenseConfig::On { top_n }, Some(dense)) = (config.dense, inputs.dense) {
         lists.push(dense_candidates(dense.index, dense.query_vector, top_n, &admission)?);
+        let radius = config.context.dense_radius;
+        if let (true, Some(vectors)) = (radius > 0, inputs.context.dense) {
+            lists.push(dense_context_candidates(vectors, dense.query_vector, top_n, |id| {
+                context_admits(id, radius)
+            }));
+        }
     }
     timings.dense = started.elapsed();
 
-    // 2. Dedup: every copy maps to the earliest admitted record with the same text.
+    // 2. Dedup: every copy maps to the earliest admitted record with the same document.
     let started = Instant::now();
     let representative = |id: TurnId| -> TurnId {
         if config.dedup == DedupPolicy::Off {
@@ -131,7 +174,65 @@ pub fn compile_timed(
             .find(|&other| admission.admits(other))
             .unwrap_or(id)
     };
-    let (lists, duplicates) = dedup_ranked_lists(&lists, representative);
+    let (mut lists, duplicates) = dedup_ranked_lists(&lists, representative);
+
+    // 3. Names: each turn list again, filtered to the named speakers' turns.
+    let named_speakers = match config.names {
+        NamesConfig::Off => Vec::new(),
+        NamesConfig::SpeakerLists => {
+            let named = named_speakers(&query.question, corpus.speakers());
+            if named.len() < corpus.speakers().len() {
+                named.into_iter().map(str::to_owned).collect()
+            } else {
+                Vec::new()
+            }
+        }
+    };
+    if !named_speakers.is_empty() {
+        let said_by_named = |id: TurnId| {
+            corpus
+                .get(id)
+                .and_then(|e| e.turn.speaker.as_deref())
+                .is_some_and(|s| named_speakers.iter().any(|n| n == s))
+        };
+        let companions: Vec<RankedList> = lists
+            .iter()
+            .filter_map(|list| {
+                let retriever = list.retriever.named()?;
+                let hits: Vec<ScoredKey> =
+                    list.hits.iter().filter(|h| said_by_named(h.key)).copied().collect();
+                (!hits.is_empty()).then_some(RankedList { retriever, hits })
+            })
+            .collect();
+        lists.extend(companions);
+    }
+
+    // 4. Fusion; the time window's list; the reranker's ordinal term.
+    let mut fused = rrf_fuse(&lists, config.rrf_k);
+    let time_window = match config.time {
+        TimeConfig::Off => None,
+        TimeConfig::WindowList => query
+            .as_of
+            .or_else(|| corpus.latest_time())
+            .and_then(|reference| resolve_time(&query.question, reference)),
+    };
+    if let Some(window) = &time_window {
+        let (start, end) = (window.start.utc_micros(), window.list_end_micros());
+        let hits: Vec<ScoredKey> = fused
+            .iter()
+            .filter(|h| {
+                admission.position(h.key).is_some_and(|pos| {
+                    let t = corpus.time_at(pos);
+                    start <= t && t < end
+                })
+            })
+            .map(|h| ScoredKey { key: h.key, score: h.score as f32 })
+            .collect();
+        if !hits.is_empty() {
+            lists.push(RankedList { retriever: Retriever::TimeWindow, hits });
+            fused = rrf_fuse(&lists, config.rrf_k);
+        }
+    }
     let rank_of: HashMap<(Retriever, TurnId), RankScore> = lists
         .iter()
         .flat_map(|l| {
@@ -140,9 +241,6 @@ pub fn compile_timed(
             })
         })
         .collect();
-
-    // 3. Fusion, then the reranker's ordinal term.
-    let mut fused = rrf_fuse(&lists, config.rrf_k);
     let mut rerank_of: HashMap<TurnId, RankScore> = HashMap::new();
     if let (RerankConfig::On { depth, weight }, Some(reranker)) = (config.rerank, inputs.reranker) {
         rerank(
@@ -157,7 +255,7 @@ pub fn compile_timed(
         )?;
     }
 
-    // 4. Support and abstention.
+    // 5. Support and abstention.
     let support =
         support_score(config.abstention.signal, &lists, inputs.lexical, &query.question, corpus);
     let abstain_reason = if fused.is_empty() {
@@ -172,11 +270,19 @@ pub fn compile_timed(
     };
     timings.fuse = started.elapsed();
 
-    let ranks = |id: TurnId, fused_rank: Option<u32>| {
+    let ranks = |id: TurnId| {
+        let lists: Vec<ListRank> = lists
+            .iter()
+            .filter(|l| !matches!(l.retriever, Retriever::Lexical | Retriever::Dense))
+            .filter_map(|l| {
+                let r = rank_of.get(&(l.retriever, id))?;
+                Some(ListRank { list: l.retriever, rank: r.rank, score: r.score })
+            })
+            .collect();
         (
             rank_of.get(&(Retriever::Lexical, id)).copied(),
             rank_of.get(&(Retriever::Dense, id)).copied(),
-            fused_rank,
+            lists,
         )
     };
     let mut excluded: Vec<ExcludedCandidate> = duplicates
@@ -186,11 +292,13 @@ pub fn compile_timed(
             reason: ExclusionReason::Duplicate { of: d.kept },
             lexical: None,
             dense: None,
+            lists: Vec::new(),
             fused_rank: None,
+            length_divisor: None,
         })
         .collect();
 
-    // 5. Selection, expansion and exact packing.
+    // 6. Selection (in the long-turn rule's order), expansion and exact packing.
     let started = Instant::now();
     let mut items = Vec::new();
     let mut text = String::new();
@@ -198,26 +306,30 @@ pub fn compile_timed(
     let mut abstain_reason = abstain_reason;
     if abstain_reason.is_some() {
         for (i, hit) in fused.iter().enumerate() {
-            let (lexical, dense, fused_rank) = ranks(hit.key, Some(i as u32 + 1));
+            let (lexical, dense, lists) = ranks(hit.key);
             excluded.push(ExcludedCandidate {
                 record: hit.key,
                 reason: ExclusionReason::Abstained,
                 lexical,
                 dense,
-                fused_rank,
+                lists,
+                fused_rank: Some(i as u32 + 1),
+                length_divisor: None,
             });
         }
     } else {
-        let packed = pack(inputs, query, config, &fused, &admission, representative)?;
+        let packed = pack(inputs, query, config, &mut fused, &admission, representative)?;
         for (i, hit) in fused.iter().enumerate() {
             if packed.over_budget.contains(&hit.key) {
-                let (lexical, dense, fused_rank) = ranks(hit.key, Some(i as u32 + 1));
+                let (lexical, dense, lists) = ranks(hit.key);
                 excluded.push(ExcludedCandidate {
                     record: hit.key,
                     reason: ExclusionReason::Budget,
                     lexical,
                     dense,
-                    fused_rank,
+                    lists,
+                    fused_rank: Some(i as u32 + 1),
+                    length_divisor: packed.divisors.get(&hit.key).copied(),
                 });
             }
         }
@@ -229,7 +341,7 @@ pub fn compile_timed(
         for chosen in &packed.chosen {
             let e = corpus.at(chosen.pos);
             let fused_at = fused_pos.get(&e.id).copied();
-            let (lexical, dense, fused_rank) = ranks(e.id, fused_at.map(|i| i as u32 + 1));
+            let (lexical, dense, lists) = ranks(e.id);
             items.push(ContextItem {
                 citation: format!("#{}", e.id.raw()),
                 record: e.id,
@@ -245,8 +357,10 @@ pub fn compile_timed(
                 lexical,
                 dense,
                 rerank: rerank_of.get(&e.id).copied(),
-                fused_rank,
+                lists,
+                fused_rank: fused_at.map(|i| i as u32 + 1),
                 fused_score: fused_at.map(|i| fused[i].score),
+                length_divisor: packed.divisors.get(&e.id).copied(),
                 tokens: chosen.tokens,
             });
         }
@@ -281,7 +395,9 @@ pub fn compile_timed(
             dense: inputs.dense.and_then(|d| d.index.covers()),
             dense_pending: inputs.dense.map(|d| d.pending),
         },
-        analyzer: ANALYZER_VERSION.to_owned(),
+        analyzer: config.lexical.analyzer.version().to_owned(),
+        named_speakers,
+        time_window,
         config: config.clone(),
     };
     Ok((context, timings))
@@ -299,15 +415,8 @@ fn check_inputs(
             corpus: inputs.corpus.namespace().clone(),
         });
     }
-    let params = inputs.lexical.params();
-    if params.k1 != config.lexical.k1 || params.b != config.lexical.b {
-        return Err(CompileError::Bm25Mismatch {
-            index_k1: params.k1,
-            index_b: params.b,
-            config_k1: config.lexical.k1,
-            config_b: config.lexical.b,
-        });
-    }
+    check_lexical_index(inputs.lexical, config)?;
+    check_context_inputs(inputs, config)?;
     match (config.dense, inputs.dense) {
         (DenseConfig::On { .. }, None) => return Err(CompileError::MissingDenseInput),
         (DenseConfig::Off, Some(_)) => return Err(CompileError::UnexpectedDenseInput),
@@ -319,6 +428,80 @@ fn check_inputs(
         }
         (RerankConfig::Off, Some(_)) => {
             Err(CompileError::RerankerMismatch { config: "off", given: "a" })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_lexical_index(index: &Bm25Index, config: &CompileConfig) -> Result<(), CompileError> {
+    let params = index.params();
+    if params.k1 != config.lexical.k1 || params.b != config.lexical.b {
+        return Err(CompileError::Bm25Mismatch {
+            index_k1: params.k1,
+            index_b: params.b,
+            config_k1: config.lexical.k1,
+            config_b: config.lexical.b,
+        });
+    }
+    if index.analyzer() != config.lexical.analyzer {
+        return Err(CompileError::AnalyzerMismatch {
+            index: index.analyzer().version(),
+            config: config.lexical.analyzer.version(),
+        });
+    }
+    Ok(())
+}
+
+fn check_context_inputs(
+    inputs: &CompileInputs<'_>,
+    config: &CompileConfig,
+) -> Result<(), CompileError> {
+    let corpus_len = inputs.corpus.len();
+    let radius = config.context.lexical_radius;
+    match (radius > 0 && config.lexical.top_n > 0, inputs.context.lexical) {
+        (true, None) => {
+            return Err(CompileError::ContextInput {
+                list: "lexical_context",
+                reason: "it is on but no window index was given".to_owned(),
+            });
+        }
+        (true, Some(window)) => {
+            let problem = if window.radius() != radius {
+                Some(format!("the index has radius {}, config {radius}", window.radius()))
+            } else if window.built_for() != corpus_len {
+                Some(format!(
+                    "the index was built from {} records, the corpus has {corpus_len}",
+                    window.built_for()
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = problem {
+                return Err(CompileError::ContextInput { list: "lexical_context", reason });
+            }
+            check_lexical_index(window.index(), config)?;
+        }
+        (false, _) => {}
+    }
+    let radius = config.context.dense_radius;
+    let dense_on = matches!(config.dense, DenseConfig::On { .. });
+    match (radius > 0 && dense_on, inputs.context.dense) {
+        (true, None) => Err(CompileError::ContextInput {
+            list: "dense_context",
+            reason: "it is on but no context vectors were given".to_owned(),
+        }),
+        (true, Some(vectors)) if vectors.radius() != radius => Err(CompileError::ContextInput {
+            list: "dense_context",
+            reason: format!("the vectors have radius {}, config {radius}", vectors.radius()),
+        }),
+        (true, Some(vectors)) if vectors.built_for() != corpus_len => {
+            Err(CompileError::ContextInput {
+                list: "dense_context",
+                reason: format!(
+                    "the vectors were built from {} records, the corpus has {corpus_len}",
+                    vectors.built_for()
+                ),
+            })
         }
         _ => Ok(()),
     }
@@ -337,10 +520,13 @@ fn rerank(
 ) -> Result<(), CompileError> {
     let _span = tracing::debug_span!("rerank", depth).entered();
     let depth = depth.min(fused.len());
-    let passages: Vec<&str> = fused[..depth]
+    let documents: Vec<String> = fused[..depth]
         .iter()
-        .map(|h| corpus.get(h.key).map_or("", |e| e.turn.text.as_str()))
+        .map(|h| {
+            corpus.get(h.key).map_or_else(String::new, |e| turn_document(&e.turn).into_owned())
+        })
         .collect();
+    let passages: Vec<&str> = documents.iter().map(String::as_str).collect();
     let fail =
         |reason: String| CompileError::Rerank { reranker: reranker.name().to_owned(), reason };
     let scores = reranker.score(question, &passages).map_err(|e| fail(e.reason))?;
@@ -382,7 +568,7 @@ fn support_score(
         SupportSignal::LexicalCoverage => of(Retriever::Lexical)
             .iter()
             .filter_map(|h| corpus.get(h.key))
-            .map(|e| lexical_coverage(lexical, question, &lexical_document(&e.turn)))
+            .map(|e| lexical_coverage(lexical, question, &turn_document(&e.turn)))
             .reduce(f32::max),
     }
 }
@@ -399,7 +585,7 @@ fn filtered_candidates(
     let mut seen = HashSet::new();
     if config.lexical.top_n > 0 {
         let hits = inputs.lexical.search(
-            &evicortex_lexical::analyze(&query.question),
+            &inputs.lexical.analyze(&query.question),
             config.lexical.top_n,
             everything,
         );
@@ -412,7 +598,9 @@ fn filtered_candidates(
                     reason: ExclusionReason::Filtered { filter },
                     lexical: Some(RankScore { rank: i as u32 + 1, score: h.score }),
                     dense: None,
+                    lists: Vec::new(),
                     fused_rank: None,
+                    length_divisor: None,
                 });
             }
         }
@@ -428,7 +616,9 @@ fn filtered_candidates(
                         reason: ExclusionReason::Filtered { filter },
                         lexical: None,
                         dense: Some(rank),
+                        lists: Vec::new(),
                         fused_rank: None,
+                        length_divisor: None,
                     });
                 } else if let Some(existing) = out.iter_mut().find(|x| x.record == h.key) {
                     existing.dense = Some(rank);

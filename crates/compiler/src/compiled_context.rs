@@ -1,16 +1,14 @@
 //! The compiler's output: the prompt block and the manifest that explains it.
 
-use std::fmt::Write as _;
-
 use evicortex_core::{
     EventTime, EvidenceDigest, Namespace, Role, SessionId, TokenBudget, TurnId, TurnIndex,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{CompileConfig, FilterReason};
+use crate::{CompileConfig, FilterReason, ResolvedTime, Retriever};
 
 /// Format tag of [`CompiledContext`]'s JSON.
-pub const COMPILED_CONTEXT_FORMAT: &str = "evicortex-compiled-context-1";
+pub const COMPILED_CONTEXT_FORMAT: &str = "evicortex-compiled-context-2";
 
 /// A compiled context: the text for the reader, or an abstention, with everything needed to audit
 /// it. The same corpus, indexes, query and configuration give a byte-identical value.
@@ -50,6 +48,12 @@ pub struct CompiledContext {
     pub coverage: Coverage,
     /// The lexical analyzer's version.
     pub analyzer: String,
+    /// The namespace's speakers the question names (with `names` on and some, not all, named).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub named_speakers: Vec<String>,
+    /// The question's time expression and the window it resolved to (with `time` on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_window: Option<ResolvedTime>,
     /// The full configuration.
     pub config: CompileConfig,
 }
@@ -148,10 +152,17 @@ pub struct ContextItem {
     pub dense: Option<RankScore>,
     /// Reranker rank and raw score.
     pub rerank: Option<RankScore>,
-    /// Rank after fusion (and the reranker's term), from 1.
+    /// Ranks in the context, names and time-window lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lists: Vec<ListRank>,
+    /// Rank in the order candidates were offered to the budget (after fusion, the reranker's
+    /// term and the long-turn rule), from 1.
     pub fused_rank: Option<u32>,
     /// The fused RRF score.
     pub fused_score: Option<f64>,
+    /// What the long-turn rule divided the fused score by, when more than 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_divisor: Option<f32>,
     /// Reader tokens of this item's line counted alone (lines do not add up exactly to
     /// `tokens_used`, which is the exact count of the whole text).
     pub tokens: u32,
@@ -168,8 +179,25 @@ pub struct ExcludedCandidate {
     pub lexical: Option<RankScore>,
     /// Dense rank and cosine, if it was a dense candidate.
     pub dense: Option<RankScore>,
+    /// Ranks in the context, names and time-window lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lists: Vec<ListRank>,
     /// Rank after fusion, if it got that far.
     pub fused_rank: Option<u32>,
+    /// What the long-turn rule divided the fused score by, when more than 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_divisor: Option<f32>,
+}
+
+/// A candidate's rank and raw score in one of the lists beyond lexical and dense.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ListRank {
+    /// The list.
+    pub list: Retriever,
+    /// Rank in it, from 1.
+    pub rank: u32,
+    /// The list's raw score (BM25, cosine; the fused score for the time-window list).
+    pub score: f32,
 }
 
 /// Why a candidate was left out.
@@ -199,13 +227,18 @@ impl CompiledContext {
             .expect("compiled context serialises: no maps with non-string keys")
     }
 
-    /// A human-readable account of the decisions: support, each item with its ranks, each
-    /// exclusion with its reason.
+    /// A human-readable account of the decisions: support, the names and time window the
+    /// question resolved to, each item with its ranks and the mechanisms that contributed
+    /// (context, names, time window, reranker, long-turn rule, neighbour of a selected turn),
+    /// each exclusion with its reason and the same.
     pub fn explain(&self) -> String {
         let mut out = String::new();
         let support = self.support.map_or("none".to_owned(), |s| format!("{s:.4}"));
-        writeln!(
-            out,
+        let mut line = |text: String| {
+            out.push_str(&text);
+            out.push('\n');
+        };
+        line(format!(
             "namespace {} | budget {} {} | used {} | support {} ({:?}) | abstain {}",
             self.namespace,
             self.budget.tokens(),
@@ -217,48 +250,84 @@ impl CompiledContext {
                 None => "no".to_owned(),
                 Some(reason) => format!("yes: {reason}"),
             }
-        )
-        .expect("writing to a String cannot fail");
+        ));
+        if !self.named_speakers.is_empty() {
+            line(format!("names: the question names {}", self.named_speakers.join(", ")));
+        }
+        if let Some(t) = &self.time_window {
+            line(format!(
+                "time window: \"{}\" resolved against {} to {} .. {}; candidates said from {} up to the question's day form the time_window list",
+                t.expression,
+                t.reference.to_rfc3339(),
+                t.start.to_rfc3339(),
+                t.end.to_rfc3339(),
+                t.start.local_date(),
+            ));
+        }
         let rank = |r: &Option<RankScore>| {
             r.map_or("-".to_owned(), |r| format!("{}:{:.3}", r.rank, r.score))
         };
-        writeln!(
-            out,
-            "{:<10} {:>6} {:>12} {:>12} {:>12} {:>6}  selected",
+        line(format!(
+            "{:<10} {:>6} {:>12} {:>12} {:>12} {:>6}  contributions",
             "record", "fused", "lexical", "dense", "rerank", "tokens"
-        )
-        .expect("writing to a String cannot fail");
+        ));
         for item in &self.items {
-            let selected = match &item.selected_by {
-                Selection::Candidate => "retrieved".to_owned(),
-                Selection::Expansion { of } => format!("neighbour of {of}"),
-            };
-            writeln!(
-                out,
-                "{:<10} {:>6} {:>12} {:>12} {:>12} {:>6}  {selected}",
+            let mut parts = Vec::new();
+            if let Selection::Expansion { of } = &item.selected_by {
+                parts.push(format!("neighbour of {of}"));
+            }
+            parts.extend(contributions(&item.lists, item.rerank, item.length_divisor));
+            line(format!(
+                "{:<10} {:>6} {:>12} {:>12} {:>12} {:>6}  {}",
                 item.citation,
                 item.fused_rank.map_or("-".to_owned(), |r| r.to_string()),
                 rank(&item.lexical),
                 rank(&item.dense),
                 rank(&item.rerank),
                 item.tokens,
-            )
-            .expect("writing to a String cannot fail");
+                if parts.is_empty() { "retrieval only".to_owned() } else { parts.join("; ") },
+            ));
         }
         for ex in &self.excluded {
-            let reason = &ex.reason;
-            writeln!(
-                out,
-                "excluded {:<8} fused {:>4} lexical {:>12} dense {:>12}  {reason}",
+            let parts = contributions(&ex.lists, None, ex.length_divisor);
+            line(format!(
+                "excluded {:<8} fused {:>4} lexical {:>12} dense {:>12}  {}{}",
                 ex.record.to_string(),
                 ex.fused_rank.map_or("-".to_owned(), |r| r.to_string()),
                 rank(&ex.lexical),
                 rank(&ex.dense),
-            )
-            .expect("writing to a String cannot fail");
+                ex.reason,
+                if parts.is_empty() { String::new() } else { format!("; {}", parts.join("; ")) },
+            ));
         }
         out
     }
+}
+
+/// What each mechanism contributed to a candidate, one phrase per mechanism.
+fn contributions(
+    lists: &[ListRank],
+    rerank: Option<RankScore>,
+    divisor: Option<f32>,
+) -> Vec<String> {
+    let mut parts = Vec::new();
+    for mechanism in ["context", "names", "time window"] {
+        let ranks: Vec<String> = lists
+            .iter()
+            .filter(|l| l.list.mechanism() == mechanism)
+            .map(|l| format!("{} #{}", l.list.as_str(), l.rank))
+            .collect();
+        if !ranks.is_empty() {
+            parts.push(format!("{mechanism}: {}", ranks.join(", ")));
+        }
+    }
+    if let Some(r) = rerank {
+        parts.push(format!("reranker: #{} ({:.3})", r.rank, r.score));
+    }
+    if let Some(d) = divisor {
+        parts.push(format!("long turn: score / {d:.2}"));
+    }
+    parts
 }
 
 impl std::fmt::Display for AbstainReason {

@@ -1,7 +1,11 @@
 //! The compile configuration. Every field changes results, so none has a default: callers state
 //! each one, and the whole struct is recorded in the output.
 
+use evicortex_lexical::Analyzer;
 use serde::{Deserialize, Serialize};
+
+/// Candidates per retriever list in the default configuration.
+pub const DEFAULT_TOP_N: usize = 50;
 
 /// How a question is compiled. Serialised verbatim into every [`crate::CompiledContext`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -10,6 +14,13 @@ pub struct CompileConfig {
     pub lexical: LexicalConfig,
     /// Dense (cosine) candidates.
     pub dense: DenseConfig,
+    /// Turns ranked in their context: two more candidate lists over each turn's session
+    /// neighbours (the cited and packed unit stays the turn).
+    pub context: ContextConfig,
+    /// Speakers the question names: each turn list again, filtered to their turns.
+    pub names: NamesConfig,
+    /// Time expressions of the question: the candidates said in the window they resolve to.
+    pub time: TimeConfig,
     /// The `k` of reciprocal-rank fusion: a candidate at rank r (from 1) of a list adds
     /// `1 / (k + r)`. Must be positive.
     pub rrf_k: f32,
@@ -17,6 +28,8 @@ pub struct CompileConfig {
     pub rerank: RerankConfig,
     /// Which candidates count as duplicates.
     pub dedup: DedupPolicy,
+    /// The order candidates are offered to the budget in.
+    pub long_turns: LongTurns,
     /// Whether neighbouring turns of selected ones are added when they fit.
     pub expansion: Expansion,
     /// The support score and the threshold below which the compiler abstains.
@@ -37,6 +50,74 @@ pub struct LexicalConfig {
     pub k1: f32,
     /// BM25 `b`; must equal the index's.
     pub b: f32,
+    /// The analyzer of documents and questions (both lexical lists).
+    pub analyzer: Analyzer,
+}
+
+/// The context lists. A turn's window is its own document and those of the turns of its session
+/// at most `radius` positions before or after it. A context list only ranks turns whose whole
+/// window passes the filters (as-of, erasure), so no turn is ranked by words said after the
+/// as-of time; such a turn is still ranked by the turn lists.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextConfig {
+    /// BM25 over window documents (the documents of the window joined by newlines), top-N as the
+    /// lexical list; 0 turns this list off.
+    pub lexical_radius: u32,
+    /// Cosine with each turn's context vector: the L2-normalised sum of the stored vectors of
+    /// the turns in its window (no extra embedding), top-N as the dense list; 0 turns this list
+    /// off. Needs dense retrieval.
+    pub dense_radius: u32,
+}
+
+impl ContextConfig {
+    /// No context lists.
+    pub const OFF: ContextConfig = ContextConfig { lexical_radius: 0, dense_radius: 0 };
+}
+
+/// Named speakers.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum NamesConfig {
+    /// Names in the question change nothing beyond their words.
+    Off,
+    /// When the question names some (not all) of the namespace's speakers, each turn list
+    /// (lexical, dense, and the context lists) is fused a second time, filtered to those
+    /// speakers' turns, with weight 1. A speaker is named by any word of their name (whole word,
+    /// any case, possessive `'s` allowed) or by a short form: a capitalised word of 3 or more
+    /// letters, not the question's first, that begins exactly one speaker's name ("Mel" for
+    /// Melanie). Nicknames that are not prefixes ("Bob" for Robert) are not recognised.
+    SpeakerLists,
+}
+
+/// Time in the question.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum TimeConfig {
+    /// Time expressions change nothing beyond their words.
+    Off,
+    /// A relative or absolute time expression ("last Saturday", "two months ago", "in March",
+    /// "last year") is resolved against the question's date (the as-of time when given, else the
+    /// latest turn's time: never the clock, so compiles stay reproducible) into an event window;
+    /// the fused candidates said from the window's start up to the end of the question's day, in
+    /// fused order, are fused once more as one list (weight 1): what is said about an event
+    /// comes after it. The resolution is recorded in the compiled context.
+    WindowList,
+}
+
+/// The order in which candidates are offered to the budget.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum LongTurns {
+    /// Fused order.
+    FusedOrder,
+    /// Fused score divided by `max(1, tokens / unit_tokens)`, with `tokens` the reader tokens of
+    /// the turn's rendered line: a turn over `unit_tokens` must be proportionally more relevant
+    /// to displace shorter ones, so one long turn does not crowd out the rest. Turns up to
+    /// `unit_tokens` keep their fused score.
+    ScaledByLength {
+        /// Reader tokens a turn may have before its score is divided; at least 1.
+        unit_tokens: u32,
+    },
 }
 
 /// Dense candidate generation.
@@ -74,8 +155,10 @@ pub enum RerankConfig {
 pub enum DedupPolicy {
     /// No dedup.
     Off,
-    /// Texts equal after trimming and collapsing runs of whitespace: the earliest admitted turn
-    /// (by event time, then ledger record) is kept and every copy is cited with it.
+    /// Documents (speaker and text, `turn_document`) equal after trimming and collapsing runs of
+    /// whitespace: the earliest admitted turn (by event time, then ledger record) is kept and
+    /// every copy is cited with it. The same words said by two speakers are two pieces of
+    /// evidence.
     IdenticalText,
 }
 
@@ -134,22 +217,53 @@ impl CompileConfig {
     /// dedup, no expansion, no abstention threshold, support by lexical coverage (or dense cosine
     /// when dense is on). RRF k 10 rather than the customary 60 was chosen on the dev data: a turn
     /// one retriever ranks first keeps its place when the other retriever misses it.
+    /// No context, names or time lists, plain analyzer, fused order: the baseline every
+    /// mechanism of [`CompileConfig::default_for`] is measured against.
     pub fn hybrid(top_n: usize, dense: DenseConfig) -> CompileConfig {
         let signal = match dense {
             DenseConfig::Off => SupportSignal::LexicalCoverage,
             DenseConfig::On { .. } => SupportSignal::MaxDenseCosine,
         };
         CompileConfig {
-            lexical: LexicalConfig { top_n, k1: 1.2, b: 0.75 },
+            lexical: LexicalConfig { top_n, k1: 1.2, b: 0.75, analyzer: Analyzer::Plain },
             dense,
+            context: ContextConfig::OFF,
+            names: NamesConfig::Off,
+            time: TimeConfig::Off,
             rrf_k: 10.0,
             rerank: RerankConfig::Off,
             dedup: DedupPolicy::IdenticalText,
+            long_turns: LongTurns::FusedOrder,
             expansion: Expansion::None,
             abstention: AbstentionConfig { signal, threshold: None },
             layout: Layout::ChronologicalBySession,
             report_filtered: false,
         }
+    }
+
+    /// The committed default: what `evicortex compile`, the HTTP and MCP servers and the
+    /// evaluation's `evicortex` system run, with [`DEFAULT_TOP_N`] candidates per list (dense
+    /// retrieval when `dense`). Chosen on the dev data (`eval/configs/default-frozen.json` says
+    /// why); every choice is stated here.
+    pub fn default_for(dense: bool) -> CompileConfig {
+        CompileConfig::default_with(
+            DEFAULT_TOP_N,
+            if dense { DenseConfig::On { top_n: DEFAULT_TOP_N } } else { DenseConfig::Off },
+        )
+    }
+
+    /// [`CompileConfig::default_for`] with `top_n` lexical candidates per list and `dense`.
+    pub fn default_with(top_n: usize, dense: DenseConfig) -> CompileConfig {
+        let mut config = CompileConfig::hybrid(top_n, dense);
+        config.lexical.analyzer = Analyzer::EnglishSnowball;
+        config.context = ContextConfig {
+            lexical_radius: 1,
+            dense_radius: if dense == DenseConfig::Off { 0 } else { 2 },
+        };
+        config.names = NamesConfig::SpeakerLists;
+        config.time = TimeConfig::WindowList;
+        config.long_turns = LongTurns::ScaledByLength { unit_tokens: 100 };
+        config
     }
 
     /// Checks ranges and combinations; the error names the field.
@@ -188,6 +302,21 @@ impl CompileConfig {
             if !(weight.is_finite() && weight > 0.0) {
                 return bad("rerank.weight", format!("must be positive and finite, got {weight}"));
             }
+        }
+        if self.context.dense_radius > 0 && self.dense == DenseConfig::Off {
+            return bad(
+                "context.dense_radius",
+                "a dense context list needs dense retrieval on (use 0)".to_owned(),
+            );
+        }
+        if self.context.lexical_radius > 0 && self.lexical.top_n == 0 {
+            return bad(
+                "context.lexical_radius",
+                "a lexical context list needs lexical.top_n > 0 (use 0)".to_owned(),
+            );
+        }
+        if let LongTurns::ScaledByLength { unit_tokens: 0 } = self.long_turns {
+            return bad("long_turns.unit_tokens", "must be at least 1".to_owned());
         }
         if let Expansion::AdjacentTurns { radius: 0, .. } = self.expansion {
             return bad("expansion.radius", "must be at least 1 (use expansion: none)".to_owned());

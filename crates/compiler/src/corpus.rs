@@ -6,9 +6,9 @@ use std::{
     sync::Mutex,
 };
 
-use evicortex_core::{Evidence, Namespace, SessionId, TurnId};
+use evicortex_core::{EventTime, Evidence, Namespace, SessionId, TurnId};
 
-use crate::{CorpusError, reader_tokens::LineCounts};
+use crate::{CorpusError, reader_tokens::LineCounts, turn_document};
 
 /// The evidence of one namespace, sorted by ledger id, plus lookup tables. Built once per ledger
 /// position and reused across questions (the memory facade caches it); [`Corpus::push`] extends it
@@ -27,13 +27,17 @@ pub struct Corpus {
     eligible_times: Vec<i64>,
     /// Per position: event time, UTC microseconds.
     times: Vec<i64>,
-    /// Per position: index into `groups` (texts equal up to whitespace).
+    /// Per position: index into `groups` (documents equal up to whitespace).
     group_of: Vec<u32>,
     /// Positions per text group, in (event time, ledger id) order.
     groups: Vec<Vec<u32>>,
     group_ids: HashMap<[u8; 32], u32>,
     /// Positions per session, in (turn index, ledger id) order.
     sessions: HashMap<SessionId, Vec<u32>>,
+    /// The distinct speaker names of eligible records, in order of first appearance.
+    speakers: Vec<String>,
+    /// The latest event time of an eligible record.
+    latest: Option<EventTime>,
     /// Reader-token counts of turn texts, per tokenizer name; deterministic, so caching them does
     /// not change results.
     pub(crate) text_tokens: Mutex<HashMap<String, HashMap<TurnId, u32>>>,
@@ -65,6 +69,8 @@ impl Corpus {
             groups: Vec::new(),
             group_ids: HashMap::new(),
             sessions: HashMap::new(),
+            speakers: Vec::new(),
+            latest: None,
             text_tokens: Mutex::new(HashMap::new()),
             line_tokens: Mutex::new(HashMap::new()),
         };
@@ -98,7 +104,17 @@ impl Corpus {
         let time = e.turn.time.utc_micros();
         self.eligible_times.push(if eligible { time } else { INELIGIBLE });
         self.times.push(time);
-        let key = dedup_key(&e.turn.text);
+        if eligible {
+            if self.latest.is_none_or(|t| t.utc_micros() < time) {
+                self.latest = Some(e.turn.time);
+            }
+            if let Some(speaker) = &e.turn.speaker
+                && !self.speakers.contains(speaker)
+            {
+                self.speakers.push(speaker.clone());
+            }
+        }
+        let key = dedup_key(&turn_document(&e.turn));
         let next = self.groups.len() as u32;
         let group = *self.group_ids.entry(key).or_insert(next);
         if group == next {
@@ -154,6 +170,16 @@ impl Corpus {
         self.position(id).map(|p| &self.evidence[p])
     }
 
+    /// The distinct speaker names of the namespace's live records, in order of first appearance.
+    pub fn speakers(&self) -> &[String] {
+        &self.speakers
+    }
+
+    /// The latest event time of the namespace's live records.
+    pub(crate) fn latest_time(&self) -> Option<EventTime> {
+        self.latest
+    }
+
     /// Whether `id` was declared erased.
     pub fn is_erased(&self, id: TurnId) -> bool {
         self.erased.contains(&id)
@@ -181,7 +207,8 @@ impl Corpus {
         &self.evidence[pos]
     }
 
-    /// Positions of records whose text equals the one at `pos` (up to whitespace), earliest first.
+    /// Positions of records whose document (speaker and text) equals the one at `pos` (up to
+    /// whitespace), earliest first.
     pub(crate) fn text_group(&self, pos: usize) -> &[u32] {
         &self.groups[self.group_of[pos] as usize]
     }
@@ -192,7 +219,8 @@ impl Corpus {
     }
 }
 
-/// The dedup key: BLAKE3 of the text trimmed, with every run of whitespace replaced by one space.
+/// The dedup key: BLAKE3 of a turn's document trimmed, with every run of whitespace replaced by
+/// one space.
 pub(crate) fn dedup_key(text: &str) -> [u8; 32] {
     let mut hasher = blake3::Hasher::new();
     let mut first = true;

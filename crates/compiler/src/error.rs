@@ -45,6 +45,23 @@ pub enum CompileError {
         /// The configuration's b.
         config_b: f32,
     },
+    /// The lexical index was built with another analyzer than the configuration states.
+    #[error("lexical index uses the analyzer {index}; config says {config}")]
+    AnalyzerMismatch {
+        /// The index's analyzer version.
+        index: &'static str,
+        /// The configuration's.
+        config: &'static str,
+    },
+    /// A context list is on but its index was not given, or was built for another window or
+    /// analyzer, or from an older corpus.
+    #[error("context list {list}: {reason}")]
+    ContextInput {
+        /// `lexical_context` or `dense_context`.
+        list: &'static str,
+        /// What does not match.
+        reason: String,
+    },
     /// The dense index failed (dimension mismatch, unusable query vector).
     #[error("dense retrieval: {0}")]
     Vector(#[from] evicortex_vector::VectorError),

@@ -1,19 +1,24 @@
 //! The context compiler: for a question, the original turns that support it, cited, inside a hard
 //! budget counted in the reader's own tokens, or an abstention.
 //!
-//! Pipeline ([`compile`]): lexical and dense candidates with the namespace, as-of and erasure
-//! filters applied inside candidate generation; dedup of identical text (earliest kept, all
-//! cited); reciprocal-rank fusion with an explicit `k`; an optional [`Reranker`] over at most 16
-//! fused candidates whose ordinal ranks add one more RRF term; a support score and threshold for
-//! abstention; greedy selection with optional adjacent-turn expansion; a chronological layout
-//! grouped by session; and an exact count of the rendered block in the reader's tokenizer, trimmed
-//! until it fits, then filled with further whole candidate turns while it still fits. The compiler takes plain inputs ([`Corpus`], a `Bm25Index`, a `VectorIndexRead`
-//! and a precomputed query vector): no ledger, no model.
+//! Pipeline ([`compile`]): lexical and dense candidates over each turn's document
+//! ([`turn_document`]), and context candidates over its window of session neighbours
+//! ([`WindowIndex`], [`ContextVectors`]), with the namespace, as-of and erasure filters applied
+//! inside candidate generation; dedup of identical documents (earliest kept, all cited); each
+//! turn list again filtered to the speakers the question names; reciprocal-rank fusion with an
+//! explicit `k`; the fused candidates said in the question's time window as one more list; an
+//! optional [`Reranker`] over at most 16 fused candidates whose ordinal ranks add one more RRF
+//! term; a support score and threshold for abstention; greedy selection in fused order, or with
+//! long turns' scores scaled down by their length, with optional adjacent-turn expansion; a
+//! chronological layout grouped by session; and an exact count of the rendered block in the
+//! reader's tokenizer, trimmed until it fits, then filled with further whole candidate turns while
+//! it still fits. The compiler takes plain inputs ([`Corpus`], a `Bm25Index`, a
+//! `VectorIndexRead`, the context indexes and a precomputed query vector): no ledger, no model.
 //!
 //! ```
 //! use evicortex_compiler::{
 //!     CompileConfig, CompileInputs, CompileQuery, Corpus, DenseConfig, TiktokenReader, compile,
-//!     lexical_document,
+//!     turn_document,
 //! };
 //! use evicortex_core::*;
 //! use evicortex_lexical::{Bm25Index, Bm25Params};
@@ -36,11 +41,18 @@
 //! let evidence = vec![turn(0, "I moved to Lisbon in May."), turn(1, "My cat is called Tom.")];
 //! let mut lexical = Bm25Index::new(Bm25Params { k1: 1.2, b: 0.75 });
 //! for e in &evidence {
-//!     lexical.add(e.id, &lexical_document(&e.turn)).unwrap();
+//!     lexical.add(e.id, &turn_document(&e.turn)).unwrap();
 //! }
 //! let corpus = Corpus::new(ns.clone(), evidence, []).unwrap();
 //! let reader = TiktokenReader::o200k_base();
-//! let inputs = CompileInputs { corpus: &corpus, lexical: &lexical, dense: None, reader: &reader, reranker: None };
+//! let inputs = CompileInputs {
+//!     corpus: &corpus,
+//!     lexical: &lexical,
+//!     dense: None,
+//!     context: Default::default(),
+//!     reader: &reader,
+//!     reranker: None,
+//! };
 //! let query = CompileQuery {
 //!     namespace: ns,
 //!     question: "Where did I move?".into(),
@@ -58,12 +70,13 @@ mod candidates;
 mod compile;
 mod compiled_context;
 mod config;
+mod context_index;
 mod corpus;
 mod dedup;
 mod error;
 mod filter;
 mod fusion;
-mod lexical_document;
+mod names;
 mod pack;
 mod pack_ranked;
 mod pack_turns;
@@ -71,31 +84,38 @@ mod query;
 mod reader_tokens;
 mod render;
 mod rerank;
+mod time_window;
+mod turn_document;
 
 pub use crate::{
     abstain::lexical_coverage,
-    compile::{CompileInputs, DenseInput, StageTimings, compile, compile_timed},
+    candidates::Retriever,
+    compile::{CompileInputs, ContextInputs, DenseInput, StageTimings, compile, compile_timed},
     compiled_context::{
         AbstainReason, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem, Coverage, EncoderRef,
-        ExcludedCandidate, ExclusionReason, RankScore, Selection,
+        ExcludedCandidate, ExclusionReason, ListRank, RankScore, Selection,
     },
     config::{
-        AbstentionConfig, CompileConfig, DedupPolicy, DenseConfig, Expansion, Layout,
-        LexicalConfig, RerankConfig, SupportSignal,
+        AbstentionConfig, CompileConfig, ContextConfig, DEFAULT_TOP_N, DedupPolicy, DenseConfig,
+        Expansion, Layout, LexicalConfig, LongTurns, NamesConfig, RerankConfig, SupportSignal,
+        TimeConfig,
     },
+    context_index::{ContextVectors, WindowIndex, window_document},
     corpus::Corpus,
     error::{CompileError, CorpusError},
     filter::FilterReason,
-    lexical_document::lexical_document,
+    names::named_speakers,
     pack_ranked::{PackPolicy, RankedPack, pack_ranked},
     query::CompileQuery,
     reader_tokens::{ReaderTokenizer, ReaderTokenizerError, TiktokenReader, reader_tokenizer},
     render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_prefix},
     rerank::{MAX_RERANK_DEPTH, RerankError, Reranker, TermOverlapReranker},
+    time_window::{ResolvedTime, resolve_time},
+    turn_document::turn_document,
 };
 // Pipeline stages, named across the crate's modules but not part of its API.
 pub(crate) use crate::{
-    candidates::{RankedList, Retriever, ScoredKey},
+    candidates::{RankedList, ScoredKey},
     filter::Admission,
     fusion::FusedHit,
     pack::{BudgetPlanner, fill_exactly, fit_exactly},

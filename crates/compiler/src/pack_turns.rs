@@ -1,14 +1,16 @@
-//! Packing turns: greedy selection in fused order from per-piece estimates, each selected turn
+//! Packing turns: greedy selection in fused order (or the long-turn rule's) from per-piece
+//! estimates, each selected turn
 //! followed by its adjacent turns when expansion is on, the exact fit of the rendered block, then
 //! a fill of the slack the estimates left.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use evicortex_core::{TurnId, TurnIndex};
 
 use crate::{
     Admission, BudgetPlanner, CompileConfig, CompileError, CompileInputs, CompileQuery, Corpus,
-    DedupPolicy, Expansion, FusedHit, ReaderTokenizer, Selection, fill_exactly, fit_exactly,
+    DedupPolicy, Expansion, FusedHit, LongTurns, ReaderTokenizer, Selection, fill_exactly,
+    fit_exactly,
     reader_tokens::LineCachedCount,
     render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_order, turn_prefix},
 };
@@ -30,13 +32,15 @@ pub(crate) struct Packed {
     pub(crate) over_budget: HashSet<TurnId>,
     pub(crate) text: String,
     pub(crate) tokens: u32,
+    /// What the long-turn rule divided each candidate's fused score by, where more than 1.
+    pub(crate) divisors: HashMap<TurnId, f32>,
 }
 
 pub(crate) fn pack(
     inputs: &CompileInputs<'_>,
     query: &CompileQuery,
     config: &CompileConfig,
-    fused: &[FusedHit<TurnId>],
+    fused: &mut Vec<FusedHit<TurnId>>,
     admission: &Admission<'_>,
     representative: impl Fn(TurnId) -> TurnId,
 ) -> Result<Packed, CompileError> {
@@ -91,6 +95,26 @@ pub(crate) fn pack(
         let chosen = Chosen { pos, also_cited: also, selection, tokens, text_tokens: text_count };
         Ok((chosen, header))
     };
+    // The long-turn rule: offered in order of fused score / max(1, line tokens / unit).
+    let mut divisors = HashMap::new();
+    if let LongTurns::ScaledByLength { unit_tokens } = config.long_turns {
+        let mut scaled = Vec::with_capacity(fused.len());
+        for hit in fused.iter() {
+            let divisor = match admission.position(hit.key) {
+                Some(pos) => {
+                    let tokens = measure(pos, Selection::Candidate)?.0.tokens;
+                    (tokens as f32 / unit_tokens as f32).max(1.0)
+                }
+                None => 1.0,
+            };
+            if divisor > 1.0 {
+                divisors.insert(hit.key, divisor);
+            }
+            scaled.push((hit.score / f64::from(divisor), hit.clone()));
+        }
+        scaled.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.key.cmp(&b.1.key)));
+        *fused = scaled.into_iter().map(|(_, hit)| hit).collect();
+    }
     // Takes the turn if its text is within `max_text_tokens` and its line fits the plan.
     let mut try_take = |pos: usize,
                         selection: Selection,
@@ -119,7 +143,7 @@ pub(crate) fn pack(
         if radius > 0 { fused.iter().map(|h| h.key).collect() } else { HashSet::new() };
     // Each candidate's neighbours are offered right after it, while the budget still has room:
     // offered after all candidates, they would never fit at any budget the candidates fill.
-    for hit in fused {
+    for hit in fused.iter() {
         let Some(pos) = admission.position(hit.key) else { continue };
         if taken.contains(&hit.key) {
             continue;
@@ -172,7 +196,7 @@ pub(crate) fn pack(
     // expansion ran with the plan's seeds and is not repeated for filled turns.
     let kept: HashSet<TurnId> = fit.kept.iter().map(|c| corpus.at(c.pos).id).collect();
     let mut extra = Vec::new();
-    for hit in fused {
+    for hit in fused.iter() {
         let Some(pos) = admission.position(hit.key) else { continue };
         if !kept.contains(&hit.key) {
             extra.push(measure(pos, Selection::Candidate)?.0);
@@ -190,7 +214,7 @@ pub(crate) fn pack(
     // Same order as the rendered text: session of first appearance, then time.
     chosen.sort_by(|a, b| turn_order(corpus.at(a.pos)).cmp(&turn_order(corpus.at(b.pos))));
     let chosen = order_as_rendered(corpus, chosen);
-    Ok(Packed { chosen, over_budget, text: fit.text, tokens: fit.tokens as u32 })
+    Ok(Packed { chosen, over_budget, text: fit.text, tokens: fit.tokens as u32, divisors })
 }
 
 /// Positions of the turns with index `turn` in the session of `seed`.

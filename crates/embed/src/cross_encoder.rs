@@ -277,11 +277,11 @@ fn pair_tokenizers(
     Ok((tokenizer, truncating))
 }
 
+/// Pooler weight `[h, h]`, pooler bias `[h]`, classifier weight `[h]` and its bias.
+type ClassifierHead = (Vec<f32>, Vec<f32>, Vec<f32>, f32);
+
 /// Pooler `[h, h]` and bias, classifier `[h]` and bias, checked for one output.
-fn classifier_head(
-    weights: &[u8],
-    bert: &BertConfig,
-) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>, f32), EmbedError> {
+fn classifier_head(weights: &[u8], bert: &BertConfig) -> Result<ClassifierHead, EmbedError> {
     let h = bert.hidden_size;
     let reader = WeightReader::new(weights, "bert.")?;
     Ok((

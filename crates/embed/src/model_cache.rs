@@ -18,15 +18,13 @@ impl ModelCache {
         ModelCache { root: root.into() }
     }
 
-    /// The cache named by the environment: `EVICORTEX_MODELS_DIR`, else `$EVICORTEX_HOME/models`,
-    /// else `${XDG_CACHE_HOME:-$HOME/.cache}/evicortex/models`.
+    /// The cache named by the environment: `EVICORTEX_MODELS_DIR`, else
+    /// `${XDG_CACHE_HOME:-$HOME/.cache}/evicortex/models`. (`EVICORTEX_HOME` names the store
+    /// only, as `--store` does: models are shared by every store.)
     pub fn from_env() -> Result<ModelCache, ArtifactError> {
         let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         if let Some(dir) = var("EVICORTEX_MODELS_DIR") {
             return Ok(ModelCache::at(dir));
-        }
-        if let Some(home) = var("EVICORTEX_HOME") {
-            return Ok(ModelCache::at(PathBuf::from(home).join("models")));
         }
         let cache = match (var("XDG_CACHE_HOME"), var("HOME")) {
             (Some(xdg), _) => PathBuf::from(xdg),
@@ -35,7 +33,7 @@ impl ModelCache {
                 return Err(ArtifactError::InvalidConfig {
                     file: "environment".to_owned(),
                     field: "HOME".to_owned(),
-                    reason: "is unset; set EVICORTEX_MODELS_DIR or EVICORTEX_HOME".to_owned(),
+                    reason: "is unset; set EVICORTEX_MODELS_DIR".to_owned(),
                 });
             }
         };

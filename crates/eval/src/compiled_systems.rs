@@ -38,15 +38,16 @@ impl std::fmt::Debug for CompiledSystem {
 }
 
 /// The compile configuration of each compiled system, for `candidate_limit` candidates per
-/// retriever. Everything else is the compiler's stated hybrid starting point (BM25 k1 1.2,
-/// b 0.75, RRF k 10, identical-text dedup, no expansion, no abstention threshold), which is also
-/// what `evicortex compile` runs with its default flags and `--top-n <candidate_limit>`.
+/// retriever: `evicortex` is the compiler's committed default (`CompileConfig::default_with`,
+/// what `evicortex compile` runs with its default flags and `--top-n <candidate_limit>`, and the
+/// servers' default); `bm25` and `dense` are its single retrievers on the hybrid starting point
+/// (no context, names or time lists, plain analyzer, fused order), the controls they always were.
 pub fn compiled_system_config(name: &str, candidate_limit: usize) -> Option<CompileConfig> {
     let dense = DenseConfig::On { top_n: candidate_limit };
     Some(match name {
-        "evicortex" => CompileConfig::hybrid(candidate_limit, dense),
+        "evicortex" => CompileConfig::default_with(candidate_limit, dense),
         "evicortex-rerank" => {
-            let mut c = CompileConfig::hybrid(candidate_limit, dense);
+            let mut c = CompileConfig::default_with(candidate_limit, dense);
             c.rerank = RerankConfig::On { depth: 16, weight: 1.0 };
             c
         }
@@ -72,6 +73,9 @@ impl CompiledSystem {
         config.validate()?;
         if matches!(config.dense, DenseConfig::On { .. }) && !store.memory.has_encoder() {
             bail!("system {name} uses dense retrieval and needs the encoder");
+        }
+        if config.rerank != RerankConfig::Off && store.memory.reranker().is_none() {
+            bail!("system {name} reranks and needs a reranker (the run's `reranker`)");
         }
         Ok(CompiledSystem {
             name: name.to_owned(),

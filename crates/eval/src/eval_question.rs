@@ -30,6 +30,17 @@ pub struct EvalTurn {
     pub time: NaiveDateTime,
 }
 
+/// What the reader stage scores an answer against.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GoldAnswer {
+    /// The gold answer, as text (LoCoMo's adversarial answer for category 5).
+    pub answer: String,
+    /// When the question is asked, as LongMemEval writes it (`2023/05/30 (Tue) 23:40`).
+    pub question_date: Option<String>,
+    /// LoCoMo's category number.
+    pub locomo_category: Option<u32>,
+}
+
 /// One question with its haystack, ready for any system.
 #[derive(Clone, Debug)]
 pub struct EvalQuestion {
@@ -49,6 +60,8 @@ pub struct EvalQuestion {
     pub turns: Vec<EvalTurn>,
     /// Evidence keys and gold labels.
     pub keys: EvidenceKeys,
+    /// The gold answer, for the reader stage.
+    pub gold: GoldAnswer,
 }
 
 impl EvalQuestion {
@@ -88,6 +101,14 @@ impl EvalQuestion {
             abstention: q.abstention,
             turns,
             keys: EvidenceKeys::of(q),
+            gold: GoldAnswer {
+                answer: match &q.answer {
+                    crate::datasets::longmemeval::Answer::Text(text) => text.clone(),
+                    crate::datasets::longmemeval::Answer::Integer(n) => n.to_string(),
+                },
+                question_date: Some(q.question_date.format("%Y/%m/%d (%a) %H:%M").to_string()),
+                locomo_category: None,
+            },
         }
     }
 
@@ -95,6 +116,8 @@ impl EvalQuestion {
     /// conversation). Turn keys are `D<s>_<t>` so that the session widening strips them to `D<s>`
     /// (non-evidence turns of a question's evidence sessions are keyed `noev-D<s>_<t>`);
     /// user-side and assistant-side are the two speakers, both `user` role (there is no assistant).
+    /// A turn that shares an image carries its caption in its text
+    /// ([`crate::datasets::locomo::DialogueTurn::stored_text`]).
     pub fn from_locomo(conv: &Conversation) -> Vec<EvalQuestion> {
         let turns: Vec<EvalTurn> = conv
             .sessions
@@ -106,7 +129,7 @@ impl EvalQuestion {
                     session: format!("session_{}", session.number),
                     role: Role::User,
                     speaker: Some(turn.speaker.clone()),
-                    text: turn.text.clone(),
+                    text: turn.stored_text(),
                     time: session.date,
                 })
             })
@@ -183,6 +206,11 @@ impl EvalQuestion {
                         gold_sessions,
                         gold_turns,
                         exclusion,
+                    },
+                    gold: GoldAnswer {
+                        answer: q.answer.clone(),
+                        question_date: None,
+                        locomo_category: Some(q.category.number()),
                     },
                 }
             })

@@ -7,8 +7,8 @@ use std::{collections::HashMap, path::Path, sync::Arc};
 
 use anyhow::{Context, bail};
 use evicortex::{
-    CatchUpLimits, EmbedProgress, EmbedReport, Encoder, EventTime, Evidence, Memory, Namespace,
-    SessionId, TermOverlapReranker, Turn, TurnId, TurnIndex,
+    CatchUpLimits, EmbedProgress, EmbedReport, Encoder, EventTime, Evidence, LoadedReranker,
+    Memory, Namespace, SessionId, Turn, TurnId, TurnIndex,
 };
 
 use crate::{eval_question::EvalQuestion, ranking::TurnRef};
@@ -16,8 +16,8 @@ use crate::{eval_question::EvalQuestion, ranking::TurnRef};
 /// A store directory holding the benchmark's namespaces.
 #[derive(Debug)]
 pub struct EvalStore {
-    /// The memory every system reads: the product's facade, with the evaluation's encoder (when
-    /// a system needs dense retrieval) and the term-overlap reranker.
+    /// The memory every system reads: the product's facade, with the run's encoder (when a
+    /// system needs dense retrieval) and reranker (when a system reranks).
     pub memory: Memory,
 }
 
@@ -41,10 +41,17 @@ pub fn event_time(t: chrono::NaiveDateTime) -> EventTime {
 }
 
 impl EvalStore {
-    /// Opens (creating) the store in `dir`, with `encoder` when dense retrieval is evaluated.
-    pub fn open(dir: &Path, encoder: Option<Arc<dyn Encoder>>) -> anyhow::Result<EvalStore> {
+    /// Opens (creating) the store in `dir`, with `encoder` when dense retrieval is evaluated
+    /// and `reranker` when a system reranks.
+    pub fn open(
+        dir: &Path,
+        encoder: Option<Arc<dyn Encoder>>,
+        reranker: Option<LoadedReranker>,
+    ) -> anyhow::Result<EvalStore> {
         let mut builder = Memory::builder(dir);
-        builder.reranker(Arc::new(TermOverlapReranker));
+        if let Some(reranker) = reranker {
+            builder.loaded_reranker(reranker);
+        }
         if let Some(encoder) = encoder {
             builder.encoder(encoder);
         }

@@ -35,6 +35,7 @@ pub mod outcomes;
 pub mod packed_outcomes;
 pub mod protocol;
 pub mod ranking;
+pub mod reader_stage;
 pub mod report;
 pub mod run_config;
 pub mod runner;

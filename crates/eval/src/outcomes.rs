@@ -35,6 +35,9 @@ pub struct QuestionOutcome {
     pub packed_turns: Vec<String>,
     /// The question's scores (`None` when it is excluded).
     pub scores: Option<LevelScores>,
+    /// The shared reader's answer from the packed context, and its scores (with `--reader`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<crate::reader_stage::AnswerOutcome>,
 }
 
 impl QuestionOutcome {
@@ -63,6 +66,7 @@ impl QuestionOutcome {
             gold_turns,
             packed_turns,
             scores,
+            answer: None,
         }
     }
 }
@@ -107,6 +111,7 @@ mod tests {
                 widened_relevant_all_turns: 2,
                 exclusion: None,
             },
+            gold: Default::default(),
         }
     }
 

@@ -35,6 +35,11 @@ pub struct Report {
     pub wall_time_s: BTreeMap<String, f64>,
     /// Statements about how to read the numbers.
     pub notes: Vec<String>,
+    /// The reader stage: reader and judge identities and speeds (`null` without `--reader`).
+    pub reader: Option<serde_json::Value>,
+    /// Answer accuracy per system and budget (empty without `--reader`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub answers: BTreeMap<String, BTreeMap<String, crate::reader_stage::AnswerSummary>>,
     /// Per system, budget and question (written as `questions.jsonl`, not in `report.json`).
     #[serde(skip)]
     pub outcomes: Vec<QuestionOutcome>,
@@ -413,6 +418,7 @@ impl Report {
             }
         }
         self.packed_section(&mut md, &budgets);
+        crate::reader_stage::answers_markdown(self, cutoffs, &mut md);
         let numeric: Vec<usize> = budgets.iter().filter_map(|b| b.parse().ok()).collect();
         if numeric.len() >= 2
             && let Some(&k) = cutoffs.iter().max()

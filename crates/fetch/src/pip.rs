@@ -5,11 +5,7 @@ use std::{ffi::OsStr, path::Path, process::Command};
 use evicortex_embed::FetchError;
 
 /// Downloads the wheels of `requirements` (exact versions) into `dir` with one pip call.
-pub(crate) fn download(
-    python: &OsStr,
-    requirements: &[&str],
-    dir: &Path,
-) -> Result<(), FetchError> {
+pub fn download(python: &OsStr, requirements: &[&str], dir: &Path) -> Result<(), FetchError> {
     let output = Command::new(python)
         .args([
             "-m",

@@ -62,13 +62,28 @@ impl Ledger {
     /// record, and every stored turn it answers as already present) are checked against their
     /// digests and chain links first; a mismatch is [`AppendError::Corrupted`].
     pub fn append(&self, turns: &[Turn]) -> Result<AppendReceipt, AppendError> {
-        let metas = validated_metas(turns)?;
+        let mut results = self.append_group(&[turns])?;
+        results.pop().expect("one result per batch")
+    }
+
+    /// Group commit: appends several independent batches in ONE durable transaction (one
+    /// fsync), in order, each all-or-nothing on its own as [`Ledger::append`] makes it. A batch
+    /// that is refused (invalid turn, conflict, erased turn, corrupted stored turn) is rolled
+    /// back to its savepoint and gets its error; the other batches are committed. A batch sees
+    /// the batches before it, exactly as if they had been appended one after the other. When
+    /// the transaction itself fails (storage), nothing is stored and the outer `Err` says why.
+    pub fn append_group(
+        &self,
+        batches: &[&[Turn]],
+    ) -> Result<Vec<Result<AppendReceipt, AppendError>>, AppendError> {
+        let metas: Vec<Result<Vec<String>, AppendError>> =
+            batches.iter().map(|turns| validated_metas(turns)).collect();
         self.with_writer(
             |path| AppendError::ReadOnly { path },
             |conn| {
                 let path = self.path();
                 let sql = sql_err(path);
-                let tx =
+                let mut tx =
                     conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&sql)?;
                 let mut head = store::read_meta(&tx).map_err(&sql)?.parse().map_err(|detail| {
                     AppendError::Corrupted { turn_id: TurnId::from_raw(0), detail }
@@ -76,64 +91,36 @@ impl Ledger {
                 store::check_last_record(&tx, &head)
                     .map_err(&sql)?
                     .map_err(|c| AppendError::Corrupted { turn_id: c.turn_id, detail: c.detail })?;
-                let plans = plan(&tx, path, turns, &metas)?;
                 let ingest_utc_micros = chrono::Utc::now().timestamp_micros();
-                let mut outcomes: Vec<AppendOutcome> = Vec::with_capacity(turns.len());
-                let mut insert = tx
-                    .prepare_cached(
-                        "INSERT INTO records (seq, kind, namespace, session, turn, role, speaker, \
-                         text, event_utc_us, event_offset_s, ingest_utc_us, meta, digest, chain, \
-                         salt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, \
-                         ?14, ?15)",
-                    )
-                    .map_err(&sql)?;
-                for ((index, turn), planned) in turns.iter().enumerate().zip(plans) {
-                    let outcome = match planned {
-                        Plan::Present(outcome) => outcome,
-                        Plan::SameAsEarlier(first) => AppendOutcome {
-                            status: AppendStatus::AlreadyPresent,
-                            ..outcomes[first]
-                        },
-                        Plan::New => {
-                            let id = head.last.map_or(TurnId::from_raw(1), TurnId::next);
-                            let salt = ContentSalt::random().map_err(|e| {
-                                AppendError::Storage(StorageError::Io {
-                                    op: "drawing a random content salt for",
-                                    path: path.to_owned(),
-                                    source: std::io::Error::other(e.to_string()),
-                                })
-                            })?;
-                            let digest = turn_digest(turn, ingest_utc_micros, &salt);
-                            let chain = head.chain.link(&digest);
-                            insert
-                                .execute(params![
-                                    id.raw() as i64,
-                                    KIND_TURN,
-                                    turn.namespace.as_str(),
-                                    turn.session.as_str(),
-                                    turn.turn.raw(),
-                                    turn.role.as_str(),
-                                    turn.speaker.as_deref(),
-                                    turn.text.as_str(),
-                                    turn.time.utc_micros(),
-                                    turn.time.offset_seconds(),
-                                    ingest_utc_micros,
-                                    metas[index].as_str(),
-                                    digest.as_bytes().as_slice(),
-                                    chain.as_bytes().as_slice(),
-                                    salt.as_bytes().as_slice(),
-                                ])
-                                .map_err(&sql)?;
-                            head = Head { last: Some(id), chain };
-                            AppendOutcome { id, digest, status: AppendStatus::Appended }
+                let mut results = Vec::with_capacity(batches.len());
+                for (turns, metas) in batches.iter().zip(metas) {
+                    let metas = match metas {
+                        Ok(metas) => metas,
+                        Err(refused) => {
+                            results.push(Err(refused));
+                            continue;
                         }
                     };
-                    outcomes.push(outcome);
+                    let savepoint = tx.savepoint().map_err(&sql)?;
+                    match append_batch(&savepoint, path, head, turns, &metas, ingest_utc_micros) {
+                        Ok((receipt, new_head)) => {
+                            savepoint.commit().map_err(&sql)?;
+                            head = new_head;
+                            results.push(Ok(receipt));
+                        }
+                        // A storage failure fails the whole transaction; a refusal only its batch.
+                        Err(AppendError::Storage(failure)) => {
+                            return Err(AppendError::Storage(failure));
+                        }
+                        Err(refused) => {
+                            drop(savepoint);
+                            results.push(Err(refused));
+                        }
+                    }
                 }
-                drop(insert);
                 store::write_head(&tx, head).map_err(&sql)?;
                 tx.commit().map_err(&sql)?;
-                Ok(AppendReceipt { outcomes, head: head.last })
+                Ok(results)
             },
         )
     }
@@ -151,6 +138,71 @@ impl Ledger {
         let plans = plan(&tx, self.path(), turns, &metas)?;
         Ok(plans.iter().filter(|p| matches!(p, Plan::New)).count())
     }
+}
+
+/// Plans and inserts one batch after `head` inside the open transaction `conn`; returns its
+/// receipt and the new head. On `Err` the caller rolls the batch back.
+fn append_batch(
+    conn: &Connection,
+    path: &Path,
+    mut head: Head,
+    turns: &[Turn],
+    metas: &[String],
+    ingest_utc_micros: i64,
+) -> Result<(AppendReceipt, Head), AppendError> {
+    let sql = sql_err(path);
+    let plans = plan(conn, path, turns, metas)?;
+    let mut outcomes: Vec<AppendOutcome> = Vec::with_capacity(turns.len());
+    let mut insert = conn
+        .prepare_cached(
+            "INSERT INTO records (seq, kind, namespace, session, turn, role, speaker, text, \
+             event_utc_us, event_offset_s, ingest_utc_us, meta, digest, chain, salt) VALUES \
+             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        )
+        .map_err(&sql)?;
+    for ((index, turn), planned) in turns.iter().enumerate().zip(plans) {
+        let outcome = match planned {
+            Plan::Present(outcome) => outcome,
+            Plan::SameAsEarlier(first) => {
+                AppendOutcome { status: AppendStatus::AlreadyPresent, ..outcomes[first] }
+            }
+            Plan::New => {
+                let id = head.last.map_or(TurnId::from_raw(1), TurnId::next);
+                let salt = ContentSalt::random().map_err(|e| {
+                    AppendError::Storage(StorageError::Io {
+                        op: "drawing a random content salt for",
+                        path: path.to_owned(),
+                        source: std::io::Error::other(e.to_string()),
+                    })
+                })?;
+                let digest = turn_digest(turn, ingest_utc_micros, &salt);
+                let chain = head.chain.link(&digest);
+                insert
+                    .execute(params![
+                        id.raw() as i64,
+                        KIND_TURN,
+                        turn.namespace.as_str(),
+                        turn.session.as_str(),
+                        turn.turn.raw(),
+                        turn.role.as_str(),
+                        turn.speaker.as_deref(),
+                        turn.text.as_str(),
+                        turn.time.utc_micros(),
+                        turn.time.offset_seconds(),
+                        ingest_utc_micros,
+                        metas[index].as_str(),
+                        digest.as_bytes().as_slice(),
+                        chain.as_bytes().as_slice(),
+                        salt.as_bytes().as_slice(),
+                    ])
+                    .map_err(&sql)?;
+                head = Head { last: Some(id), chain };
+                AppendOutcome { id, digest, status: AppendStatus::Appended }
+            }
+        };
+        outcomes.push(outcome);
+    }
+    Ok((AppendReceipt { outcomes, head: head.last }, head))
 }
 
 /// What an append does with one turn of its batch.

@@ -10,18 +10,82 @@
 //! 3. Segments without a letter or digit (spaces, punctuation, symbols, emoji) are dropped.
 //! 4. Each term is lowercased with Unicode's `to_lowercase` (a case mapping, not full case folding:
 //!    `ß` stays `ß`, `İ` becomes `i̇`).
+//! 5. With [`Analyzer::EnglishSnowball`] only: a term made of letters alone (an apostrophe inside
+//!    allowed) is reduced to its Snowball English stem (`painting`, `paints`, `painted` ->
+//!    `paint`); terms with digits, dots, underscores or hyphens (versions, identifiers, models)
+//!    are left whole, so stemming never changes which identifiers match.
 //!
-//! No stemming and no stop words: BM25's inverse document frequency already discounts common
-//! words, and stemming would change which identifiers match. Repeated terms are kept (term
-//! frequency matters to BM25). Changing any rule changes results, so [`ANALYZER_VERSION`] changes
-//! with it and is recorded in every compiled context's configuration.
+//! No stop words: BM25's inverse document frequency already discounts common words. Repeated
+//! terms are kept (term frequency matters to BM25). Changing any rule changes results, so the
+//! analyzer's [`Analyzer::version`] changes with it and is recorded in every compiled context.
 
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
 use unicode_segmentation::UnicodeSegmentation;
 
-/// Version of the rules above; part of every configuration that uses the analyzer.
+/// Version of rules 1 to 4 ([`Analyzer::Plain`]).
 pub const ANALYZER_VERSION: &str = "evicortex-analyzer-1";
 
-/// The terms of `text`, in order of appearance, duplicates kept.
+/// Which rules a lexical index and its queries follow (see the module docs).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Analyzer {
+    /// Rules 1 to 4: exact lowercased words.
+    Plain,
+    /// Rules 1 to 5: words reduced to their Snowball English stem.
+    EnglishSnowball,
+}
+
+impl Analyzer {
+    /// The version of this analyzer's rules, recorded with every result it produced.
+    pub fn version(self) -> &'static str {
+        match self {
+            Analyzer::Plain => ANALYZER_VERSION,
+            Analyzer::EnglishSnowball => "evicortex-analyzer-1+snowball-english",
+        }
+    }
+
+    /// The terms of `text` under this analyzer, in order of appearance, duplicates kept.
+    pub fn analyze(self, text: &str) -> Vec<String> {
+        let mut terms = Vec::new();
+        self.analyze_into(text, &mut terms);
+        terms
+    }
+
+    /// Like [`Analyzer::analyze`], appending to `terms`.
+    pub fn analyze_into(self, text: &str, terms: &mut Vec<String>) {
+        let start = terms.len();
+        analyze_into(text, terms);
+        if self == Analyzer::EnglishSnowball {
+            let stemmer = english_stemmer();
+            for term in &mut terms[start..] {
+                if is_word(term) {
+                    if term.contains('\u{2019}') {
+                        *term = term.replace('\u{2019}', "'");
+                    }
+                    let stem = stemmer.stem(term);
+                    if stem != term.as_str() {
+                        *term = stem.into_owned();
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn english_stemmer() -> &'static rust_stemmers::Stemmer {
+    static STEMMER: OnceLock<rust_stemmers::Stemmer> = OnceLock::new();
+    STEMMER.get_or_init(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English))
+}
+
+/// Letters only, with apostrophes inside (`don't`, `caroline's`).
+fn is_word(term: &str) -> bool {
+    term.chars().all(|c| c.is_alphabetic() || c == '\'' || c == '\u{2019}')
+        && term.chars().next().is_some_and(char::is_alphabetic)
+}
+
+/// The terms of `text` under [`Analyzer::Plain`], in order of appearance, duplicates kept.
 pub fn analyze(text: &str) -> Vec<String> {
     let mut terms = Vec::new();
     analyze_into(text, &mut terms);
@@ -100,6 +164,18 @@ mod tests {
         check("I'm in São Paulo 🎉 — ok", &["i'm", "in", "são", "paulo", "ok"]);
         check("", &[]);
         check("?!  ...", &[]);
+    }
+
+    #[test]
+    fn snowball_stems_words_and_leaves_identifiers_whole() {
+        let stemmed = Analyzer::EnglishSnowball
+            .analyze("Caroline's paintings: she painted, paints; v2.3.1 gpt-4o user_id running");
+        assert_eq!(
+            stemmed,
+            ["carolin", "paint", "she", "paint", "paint", "v2.3.1", "gpt-4o", "user_id", "run"]
+        );
+        assert_eq!(Analyzer::Plain.analyze("Paintings"), ["paintings"]);
+        assert_ne!(Analyzer::Plain.version(), Analyzer::EnglishSnowball.version());
     }
 
     #[test]

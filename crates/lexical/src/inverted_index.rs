@@ -5,7 +5,7 @@ use std::{collections::HashMap, fmt::Debug, hash::Hash};
 use evicortex_core::TurnId;
 
 use crate::{
-    LexicalError, analyze_into,
+    Analyzer, LexicalError,
     bm25::{Bm25Params, LengthNorm, bm25_idf},
     max_score::{Posting, QueryTerm, top_k},
 };
@@ -37,6 +37,7 @@ pub struct LexicalHit<K> {
 #[derive(Debug, Clone)]
 pub struct Bm25Index<K = TurnId> {
     params: Bm25Params,
+    analyzer: Analyzer,
     term_ids: HashMap<String, u32>,
     postings: Vec<Vec<Posting>>,
     /// Per term: what bounds its weight in any document, for pruning.
@@ -62,10 +63,18 @@ struct TermExtremes {
 }
 
 impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
-    /// An empty index. `params` must pass [`Bm25Params::validate`]; they are validated again here.
+    /// An empty index under the [`Analyzer::Plain`] analyzer. `params` must pass
+    /// [`Bm25Params::validate`].
     pub fn new(params: Bm25Params) -> Bm25Index<K> {
+        Bm25Index::with_analyzer(params, Analyzer::Plain)
+    }
+
+    /// An empty index whose documents (and queries, through [`Bm25Index::analyze`]) go through
+    /// `analyzer`.
+    pub fn with_analyzer(params: Bm25Params, analyzer: Analyzer) -> Bm25Index<K> {
         Bm25Index {
             params,
+            analyzer,
             term_ids: HashMap::new(),
             postings: Vec::new(),
             term_extremes: Vec::new(),
@@ -85,6 +94,16 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
     /// The BM25 parameters.
     pub fn params(&self) -> Bm25Params {
         self.params
+    }
+
+    /// The analyzer documents were indexed with.
+    pub fn analyzer(&self) -> Analyzer {
+        self.analyzer
+    }
+
+    /// The terms of a query `text` under this index's analyzer.
+    pub fn analyze(&self, text: &str) -> Vec<String> {
+        self.analyzer.analyze(text)
     }
 
     /// Number of documents.
@@ -124,7 +143,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         let row = u32::try_from(self.keys.len())
             .map_err(|_| LexicalError::Full { rows: self.keys.len() })?;
         let mut terms = Vec::new();
-        analyze_into(text, &mut terms);
+        self.analyzer.analyze_into(text, &mut terms);
         let doc_len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
         terms.sort_unstable();
         let mut i = 0;

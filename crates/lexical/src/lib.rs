@@ -26,7 +26,7 @@ mod inverted_index;
 mod max_score;
 
 pub use crate::{
-    analyzer::{ANALYZER_VERSION, analyze, analyze_into},
+    analyzer::{ANALYZER_VERSION, Analyzer, analyze, analyze_into},
     bm25::{Bm25Params, bm25_idf},
     error::LexicalError,
     inverted_index::{Bm25Index, DocRow, LexicalHit},

@@ -1,10 +1,12 @@
-//! Catch-up: embedding the live turns whose text has no vector under the memory's encoder yet,
-//! and the one guarded path by which vectors enter the embedding cache.
+//! Catch-up: embedding the live turns whose document has no vector under the memory's encoder
+//! yet, and the one guarded path by which vectors enter the embedding cache.
 //!
-//! Texts are read from the ledger and embedded outside any lock (embedding is slow), then written
-//! under the writer lock that erasures hold while they purge. A text that an erasure since the
-//! read orphaned is left out at that point, so a vector of an erased text never survives a
-//! concurrent erasure.
+//! What is embedded is the turn's document (`evicortex_compiler::turn_document`: the speaker's
+//! name and the text), the same one BM25 indexes; the cache is keyed by the document's digest.
+//! Documents are read from the ledger and embedded outside any lock (embedding is slow), then
+//! written under the writer lock that erasures hold while they purge. A document that an erasure
+//! since the read orphaned is left out at that point, so a vector of an erased turn never
+//! survives a concurrent erasure.
 
 use std::{
     collections::{HashMap, HashSet, hash_map::Entry},
@@ -14,7 +16,9 @@ use std::{
 use evicortex_core::{Namespace, TextDigest, TurnId};
 use evicortex_embed::{EmbeddingRole, EncoderIdentityDigest, Overlength, TextEmbedding};
 
-use crate::{CatchUpError, Memory, ReadError, embedding_cache::live_texts, memory::Dense};
+use evicortex_compiler::turn_document;
+
+use crate::{CatchUpError, Memory, ReadError, embedding_cache::live_documents, memory::Dense};
 
 /// Progress of [`Memory::catch_up`], reported after every committed chunk.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -114,12 +118,13 @@ impl Memory {
         let mut cache_error = None;
         self.inner.ledger.for_each_evidence(namespace, after, |e| {
             live_turns += 1;
-            let text = TextDigest::of(&e.turn.text);
+            let document = turn_document(&e.turn);
+            let text = TextDigest::of(&document);
             if let Entry::Vacant(slot) = first_turn.entry(text) {
                 slot.insert(e.id);
                 match dense.cache.is_known(&digest, &text) {
                     Ok(true) => {}
-                    Ok(false) => pending.push((text, e.turn.text)),
+                    Ok(false) => pending.push((text, document.into_owned())),
                     Err(err) => cache_error = cache_error.take().or(Some(err)),
                 }
             }
@@ -234,7 +239,7 @@ impl Memory {
             Some(orphaned) if orphaned.is_empty() => Box::new(|_| true),
             Some(orphaned) => Box::new(move |t| !orphaned.contains(t)),
             None => {
-                let live: HashSet<TextDigest> = live_texts(&self.inner.ledger)?;
+                let live: HashSet<TextDigest> = live_documents(&self.inner.ledger)?;
                 Box::new(move |t| live.contains(t))
             }
         };

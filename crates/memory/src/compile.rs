@@ -8,8 +8,8 @@
 use std::time::{Duration, Instant};
 
 use evicortex_compiler::{
-    CompileConfig, CompileInputs, CompileQuery, CompiledContext, DenseConfig, DenseInput,
-    EncoderRef, ReaderTokenizer, RerankConfig, StageTimings, compile_timed,
+    CompileConfig, CompileInputs, CompileQuery, CompiledContext, ContextInputs, DenseConfig,
+    DenseInput, EncoderRef, ReaderTokenizer, RerankConfig, StageTimings, compile_timed,
 };
 use evicortex_core::Namespace;
 use evicortex_embed::{EmbedError, IdentifiedVector};
@@ -203,14 +203,17 @@ impl Memory {
         let slot = self.inner.indexes.slot(namespace);
         let mut indexes = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         indexes.refresh(self, namespace, dense)?;
+        indexes.refresh_context(config, namespace)?;
         self.inner.indexes.resized(namespace, &slot, indexes.heap_bytes());
         let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
+        let analyzer = config.lexical.analyzer;
         // BM25 settings other than the cached index's get an index of their own, not cached:
         // the cache is keyed by namespace alone, never by values a client sends.
-        let adhoc = if params == indexes.lexical.params() {
+        let adhoc = if params == indexes.lexical.params() && analyzer == indexes.lexical.analyzer()
+        {
             None
         } else {
-            Some(indexes.lexical_with(params, namespace)?)
+            Some(indexes.lexical_with(params, analyzer, namespace)?)
         };
         let index_refresh = started.elapsed();
 
@@ -245,10 +248,15 @@ impl Memory {
             }
             _ => None,
         };
+        let context = ContextInputs {
+            lexical: indexes.window.as_ref().filter(|_| config.context.lexical_radius > 0),
+            dense: indexes.context_vectors.as_ref().filter(|_| config.context.dense_radius > 0),
+        };
         let inputs = CompileInputs {
             corpus: &indexes.corpus,
             lexical: adhoc.as_ref().unwrap_or(&indexes.lexical),
             dense: dense_input,
+            context,
             reader,
             reranker,
         };

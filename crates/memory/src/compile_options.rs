@@ -58,8 +58,18 @@ pub fn apply_compile_options(
     let mut merged = serde_json::to_value(base)
         .map_err(|e| CompileOptionsError::Invalid(format!("the base configuration: {e}")))?;
     merge(&mut merged, set);
-    let config: CompileConfig = serde_json::from_value(merged.clone())
+    let mut config: CompileConfig = serde_json::from_value(merged.clone())
         .map_err(|e| CompileOptionsError::Invalid(e.to_string()))?;
+    // Turning a retriever off turns its context list off too, unless the options say otherwise.
+    let sets_radius = |name: &str| {
+        set.get("context").and_then(Value::as_object).is_some_and(|c| c.contains_key(name))
+    };
+    if config.dense == evicortex_compiler::DenseConfig::Off && !sets_radius("dense_radius") {
+        config.context.dense_radius = 0;
+    }
+    if config.lexical.top_n == 0 && !sets_radius("lexical_radius") {
+        config.context.lexical_radius = 0;
+    }
     // Serde ignores fields a configuration does not have; a misspelt setting must not vanish.
     let mut given = BTreeSet::new();
     key_paths(&merged, "", &mut given);

@@ -1,7 +1,8 @@
 //! `EmbeddingCache`: the content-addressed store of turn vectors in `DIR/embeddings.sqlite`,
-//! keyed by (encoder identity digest, text digest), so identical text under one identity is
-//! embedded once across namespaces. Derived data: rebuildable from the ledger and the encoder,
-//! purged of erased texts, reconciled with the ledger on open after a crash.
+//! keyed by (encoder identity digest, document digest): a turn's vector is that of its document
+//! (`turn_document`), so an identical document under one identity is embedded once across
+//! namespaces. Derived data: rebuildable from the ledger and the encoder, purged of the documents
+//! erasures orphan, reconciled with the ledger on open after a crash.
 //!
 //! Every vector row carries its identity digest, and the identity's canonical encoding is stored
 //! beside it; vectors are only ever read back under the identity asked for.
@@ -12,6 +13,7 @@ use std::{
     sync::Mutex,
 };
 
+use evicortex_compiler::turn_document;
 use evicortex_core::{Evidence, TextDigest, TurnId};
 use evicortex_embed::{
     EmbeddedWindow, EncoderIdentity, EncoderIdentityDigest, Overlength, TextEmbedding,
@@ -37,6 +39,9 @@ const LAST_IDENTITY: &str = "last_identity";
 pub struct EmbeddingCache {
     path: PathBuf,
     conn: Mutex<Connection>,
+    /// Counts committed writes of vectors, so that a reader that looked the vectors of some
+    /// turns up can tell whether looking again could find more.
+    writes: std::sync::atomic::AtomicU64,
 }
 
 /// Why an embedding-cache operation failed.
@@ -181,7 +186,7 @@ impl EmbeddingCache {
                 ),
             });
         }
-        Ok(EmbeddingCache { path, conn: Mutex::new(conn) })
+        Ok(EmbeddingCache { path, conn: Mutex::new(conn), writes: Default::default() })
     }
 
     /// Drops vectors of texts no live turn holds when the ledger recorded an erasure since the
@@ -193,10 +198,17 @@ impl EmbeddingCache {
         let seen = self.meta("reconciled_redactions")?;
         if seen.as_deref() != Some(redactions.as_str()) {
             let _span = tracing::info_span!("reconcile_embedding_cache").entered();
-            let live = live_texts(ledger)?;
+            let live = live_documents(ledger)?;
             self.retain_texts(&live)?;
             self.set_meta("reconciled_redactions", &redactions)?;
         }
+        Ok(())
+    }
+
+    /// Drops the vectors and refusals of every document no live turn holds, now.
+    pub(crate) fn retain_live(&self, ledger: &Ledger) -> Result<(), EmbeddingCacheError> {
+        let live = live_documents(ledger)?;
+        self.retain_texts(&live)?;
         Ok(())
     }
 
@@ -415,7 +427,14 @@ impl EmbeddingCache {
             }
         }
         tx.commit().map_err(&sql)?;
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::Release);
         Ok(written)
+    }
+
+    /// How many writes of vectors have committed through this handle: unchanged since a lookup
+    /// means the lookup would find nothing new (vectors only enter through [`Self::put`]).
+    pub(crate) fn write_generation(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Records that the texts `refused` (text digest, encoder tokens) are longer than the
@@ -516,7 +535,7 @@ impl EmbeddingCache {
             .prepare_cached("SELECT 1 FROM refused WHERE identity = ?1 AND text_digest = ?2")
             .map_err(sql_err(&self.path))?;
         for e in evidence {
-            let text = TextDigest::of(&e.turn.text);
+            let text = TextDigest::of(&turn_document(&e.turn));
             let vectors = self.vectors_of(&conn, identity, &text)?;
             if vectors.is_empty() {
                 let is_refused = refused
@@ -634,11 +653,11 @@ pub fn last_overlength(dir: &Path) -> Result<Option<Overlength>, EmbeddingCacheE
     Ok(cache.identity(&digest)?.map(|identity| identity.overlength))
 }
 
-/// The digests of every live text of the ledger.
-pub(crate) fn live_texts(ledger: &Ledger) -> Result<HashSet<TextDigest>, ReadError> {
+/// The digests of every live turn's document ([`turn_document`], what the cache is keyed by).
+pub(crate) fn live_documents(ledger: &Ledger) -> Result<HashSet<TextDigest>, ReadError> {
     let mut live = HashSet::new();
     ledger.for_each_evidence(None, None, |e| {
-        live.insert(TextDigest::of(&e.turn.text));
+        live.insert(TextDigest::of(&turn_document(&e.turn)));
         Ok::<(), ReadError>(())
     })?;
     Ok(live)

@@ -16,3 +16,18 @@ pub fn pinned_encoder_config(overlength: Overlength) -> EncoderConfig {
 pub fn load_pinned_encoder(overlength: Overlength) -> Result<Arc<dyn Encoder>, EmbedError> {
     Ok(Arc::new(evicortex_embed::load_pinned_minilm(pinned_encoder_config(overlength))?))
 }
+
+/// Loads the catalogue encoder `name` (`evicortex model list`) with its sentence-transformers
+/// settings and `overlength`, every file checked against its committed digest.
+pub fn load_catalogue_encoder(
+    name: &str,
+    overlength: Overlength,
+) -> Result<Arc<dyn Encoder>, EmbedError> {
+    let config = evicortex_embed::pinned_model(name)?.default_config().with_overlength(overlength);
+    Ok(Arc::new(evicortex_embed::load_pinned(name, config)?))
+}
+
+/// Whether `name` is a catalogue encoder (an error listing the known ones otherwise).
+pub fn check_catalogue_encoder(name: &str) -> Result<(), EmbedError> {
+    evicortex_embed::pinned_model(name).map(|_| ())
+}

@@ -62,6 +62,9 @@ pub enum EraseError {
     /// The ledger erasure failed (nothing was erased unless the variant says it was committed).
     #[error(transparent)]
     Ledger(#[from] evicortex_ledger::EraseError),
+    /// Reading the turns to erase failed; nothing was erased.
+    #[error("reading the turns to erase: {0}")]
+    Read(#[source] ReadError),
     /// The ledger erasure was committed, but a derived store failed to purge; erasing the same
     /// target again retries the purge.
     #[error("erasure committed in the ledger, but purging derived data failed: {0}")]
@@ -128,6 +131,9 @@ fn direct_class(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
         ExportError => ExportError::class,
         IngestError => IngestError::class,
         crate::CompileError => crate::CompileError::class,
+        crate::AnswerError => crate::AnswerError::class,
+        evicortex_reader::ReadError => crate::answer::read_error_class,
+        evicortex_reader::ReaderModelError => reader_model_class,
         CatchUpError => CatchUpError::class,
         ReadError => read_class,
         VerifyError => verify_class,
@@ -165,6 +171,7 @@ impl EraseError {
     pub fn class(&self) -> ErrorClass {
         match self {
             EraseError::Ledger(e) => ledger_erase_class(e),
+            EraseError::Read(e) => read_class(e),
             EraseError::Derived(d) => d.class(),
         }
     }
@@ -260,6 +267,20 @@ pub(crate) fn embed_class(e: &EmbedError) -> ErrorClass {
         EmbedError::Overlength { .. }
         | EmbedError::Tokenizer { .. }
         | EmbedError::InvalidConfig { .. } => ErrorClass::BadInput,
+        _ => ErrorClass::Internal,
+    }
+}
+
+fn reader_model_class(e: &evicortex_reader::ReaderModelError) -> ErrorClass {
+    use evicortex_reader::ReaderModelError as E;
+    match e {
+        E::UnknownModel { .. } => ErrorClass::BadInput,
+        E::ModelMissing { .. } => ErrorClass::ModelMissing,
+        E::Io { .. } => ErrorClass::Io,
+        E::Download(f) => fetch_class(f),
+        E::DigestMismatch { .. } | E::BadGguf { .. } | E::MetadataMismatch { .. } => {
+            ErrorClass::Integrity
+        }
         _ => ErrorClass::Internal,
     }
 }

@@ -12,15 +12,22 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use evicortex_compiler::{Corpus, lexical_document};
+use evicortex_compiler::{
+    CompileConfig, ContextVectors, Corpus, DenseConfig, WindowIndex, turn_document,
+};
 use evicortex_core::{Evidence, Namespace, TurnId};
-use evicortex_lexical::{Bm25Index, Bm25Params};
+use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params};
 use evicortex_vector::{ExactIndex, VectorIndexRead, WindowedIndex};
 
 use crate::{CompileError, DerivedStore, DerivedStoreError, EraseReceipt, Memory, memory::Dense};
 
 /// The BM25 parameters of the cached lexical indexes (the compiler's stated starting point).
 pub(crate) const BM25: Bm25Params = Bm25Params { k1: 1.2, b: 0.75 };
+
+/// The analyzer of the cached lexical indexes: the default configuration's.
+pub(crate) fn cached_analyzer() -> Analyzer {
+    CompileConfig::default_for(false).lexical.analyzer
+}
 
 /// The default budget of the index cache.
 pub const DEFAULT_INDEX_CACHE_BYTES: usize = 1 << 30;
@@ -139,6 +146,10 @@ pub(crate) struct NamespaceIndexes {
     /// Redaction records seen at the last build; a change means an erasure somewhere.
     redactions: u64,
     pub(crate) dense: Option<DenseIndex>,
+    /// BM25 over window documents, for the radius, parameters and analyzer last asked for.
+    pub(crate) window: Option<WindowIndex>,
+    /// Context vectors, for the radius last asked for.
+    pub(crate) context_vectors: Option<ContextVectors>,
     text_bytes: usize,
 }
 
@@ -147,8 +158,12 @@ pub(crate) struct NamespaceIndexes {
 pub(crate) struct DenseIndex {
     pub(crate) index: WindowedIndex,
     /// Turns in the corpus without a vector yet (catch-up has not reached them), in ledger
-    /// order; looked up again at every refresh.
+    /// order; looked up again at a refresh after the embedding cache was written.
     pub(crate) missing: Vec<Evidence>,
+    /// The embedding cache's write generation at the last lookup, and how many of `missing`
+    /// (a prefix) that lookup covered: with the generation unchanged only the turns after it
+    /// are looked up, so that a long backlog is not looked up again at every compile.
+    looked_up: Option<(u64, usize)>,
 }
 
 impl NamespaceIndexes {
@@ -156,10 +171,12 @@ impl NamespaceIndexes {
         NamespaceIndexes {
             corpus: Corpus::new(namespace.clone(), Vec::new(), [])
                 .expect("an empty corpus is valid"),
-            lexical: Bm25Index::new(BM25),
+            lexical: Bm25Index::with_analyzer(BM25, cached_analyzer()),
             head: None,
             redactions: 0,
             dense: None,
+            window: None,
+            context_vectors: None,
             text_bytes: 0,
         }
     }
@@ -168,7 +185,71 @@ impl NamespaceIndexes {
     /// plus the vectors (`f32` and `i8` copies).
     pub(crate) fn heap_bytes(&self) -> usize {
         let vectors = self.dense.as_ref().map_or(0, |d| d.index.heap_bytes());
-        self.text_bytes * 4 + self.corpus.len() * 320 + vectors
+        let window = self.window.as_ref().map_or(0, |w| self.text_bytes * 8 + w.heap_bytes());
+        let context = self.context_vectors.as_ref().map_or(0, ContextVectors::heap_bytes);
+        self.text_bytes * 4 + self.corpus.len() * 320 + vectors + window + context
+    }
+
+    /// Builds (or rebuilds, when the corpus, the vectors or the settings changed) the context
+    /// indexes `config` asks for.
+    pub(crate) fn refresh_context(
+        &mut self,
+        config: &CompileConfig,
+        namespace: &Namespace,
+    ) -> Result<(), CompileError> {
+        let radius = config.context.lexical_radius;
+        if radius > 0 && config.lexical.top_n > 0 {
+            let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
+            let analyzer = config.lexical.analyzer;
+            let current = self.window.as_ref().is_some_and(|w| {
+                w.radius() == radius
+                    && w.built_for() == self.corpus.len()
+                    && w.index().params() == params
+                    && w.index().analyzer() == analyzer
+            });
+            if !current {
+                let _span = tracing::debug_span!("window_index", %namespace, radius).entered();
+                self.window =
+                    Some(WindowIndex::build(&self.corpus, radius, params, analyzer).map_err(
+                        |source| CompileError::Lexical { namespace: namespace.clone(), source },
+                    )?);
+            }
+        }
+        let radius = config.context.dense_radius;
+        if let (true, DenseConfig::On { .. }, Some(dense)) =
+            (radius > 0, config.dense, self.dense.as_ref())
+        {
+            let with_vectors = self.corpus.len() - dense.missing.len();
+            let current = self.context_vectors.as_ref().is_some_and(|c| {
+                c.radius() == radius
+                    && c.built_for() == self.corpus.len()
+                    && c.vectors_seen() == with_vectors
+            });
+            if !current {
+                let _span = tracing::debug_span!("context_vectors", %namespace, radius).entered();
+                let dim = dense.index.dim();
+                // A turn embedded as several windows counts once: its windows' normalised sum.
+                let mut turn_vectors: HashMap<TurnId, Vec<f32>> = HashMap::new();
+                for e in self.corpus.evidence() {
+                    let mut sum = vec![0.0f32; dim];
+                    let mut any = false;
+                    for window in dense.index.windows_of(e.id) {
+                        sum.iter_mut().zip(window).for_each(|(s, x)| *s += x);
+                        any = true;
+                    }
+                    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+                    if any && norm > 0.0 {
+                        sum.iter_mut().for_each(|x| *x /= norm);
+                        turn_vectors.insert(e.id, sum);
+                    }
+                }
+                self.context_vectors =
+                    Some(ContextVectors::build(&self.corpus, radius, dim, with_vectors, |id| {
+                        turn_vectors.get(&id).map(Vec::as_slice)
+                    }));
+            }
+        }
+        Ok(())
     }
 
     /// Brings the corpus, the lexical index and (when `dense` is given) the vector index to the
@@ -195,7 +276,7 @@ impl NamespaceIndexes {
             };
             for e in &new_records {
                 self.text_bytes += e.turn.text.len();
-                self.lexical.add(e.id, &lexical_document(&e.turn)).map_err(|source| {
+                self.lexical.add(e.id, &turn_document(&e.turn)).map_err(|source| {
                     CompileError::Lexical { namespace: namespace.clone(), source }
                 })?;
             }
@@ -231,23 +312,37 @@ impl NamespaceIndexes {
             self.dense = Some(DenseIndex {
                 index: WindowedIndex::new(ExactIndex::new(dense.encoder.identity().dimension)),
                 missing: self.corpus.evidence().to_vec(),
+                looked_up: None,
             });
         }
         let index = self.dense.as_mut().expect("set above");
-        if !index.missing.is_empty() {
-            let _span =
-                tracing::debug_span!("vector_index", %namespace, n_turns = index.missing.len())
-                    .entered();
+        let generation = dense.cache.write_generation();
+        let from = match index.looked_up {
+            Some((seen, covered)) if seen == generation => covered.min(index.missing.len()),
+            _ => 0,
+        };
+        if from < index.missing.len() {
+            let _span = tracing::debug_span!(
+                "vector_index",
+                %namespace,
+                n_turns = index.missing.len() - from
+            )
+            .entered();
             let digest = dense.encoder.identity_digest();
-            let vectors = dense.cache.namespace_vectors(&index.missing, &digest)?;
+            let vectors = dense.cache.namespace_vectors(&index.missing[from..], &digest)?;
             let mut window = 0u32;
             for (row, turn) in vectors.turns.iter().enumerate() {
                 window = if row > 0 && vectors.turns[row - 1] == *turn { window + 1 } else { 0 };
                 index.index.insert_window((*turn, window), vectors.row(row)).map_err(vector_err)?;
             }
             let still_missing: HashSet<TurnId> = vectors.missing.iter().copied().collect();
-            index.missing.retain(|e| still_missing.contains(&e.id));
+            let mut position = 0;
+            index.missing.retain(|e| {
+                position += 1;
+                position <= from || still_missing.contains(&e.id)
+            });
         }
+        index.looked_up = Some((generation, index.missing.len()));
         self.mark_dense_covered(namespace)
     }
 
@@ -270,16 +365,19 @@ impl NamespaceIndexes {
         Ok(())
     }
 
-    /// A lexical index of this corpus under other BM25 parameters, covering the same position.
+    /// A lexical index of this corpus under other BM25 parameters or another analyzer,
+    /// covering the same position.
     pub(crate) fn lexical_with(
         &self,
         params: Bm25Params,
+        analyzer: Analyzer,
         namespace: &Namespace,
     ) -> Result<Bm25Index, CompileError> {
         let lexical_err = |source| CompileError::Lexical { namespace: namespace.clone(), source };
-        let mut lexical = Bm25Index::try_new(params).map_err(lexical_err)?;
+        let mut lexical =
+            Bm25Index::with_analyzer(params.validate().map_err(lexical_err)?, analyzer);
         for e in self.corpus.evidence() {
-            lexical.add(e.id, &lexical_document(&e.turn)).map_err(lexical_err)?;
+            lexical.add(e.id, &turn_document(&e.turn)).map_err(lexical_err)?;
         }
         if let Some(head) = self.head {
             lexical.mark_covered(head).map_err(lexical_err)?;

@@ -9,6 +9,8 @@
 //! - [`Memory::catch_up`] embeds the turns with no vector yet (content-addressed, resumable);
 //! - [`Memory::compile`] packs the turns that support a question into a reader-token budget, or
 //!   abstains (lexical, dense or hybrid, as its [`CompileConfig`] says);
+//! - [`Memory::answer`] compiles a context counted in a [`Reader`]'s own tokens, has the reader
+//!   read it and returns its answer with the records it cited, or the abstention;
 //! - [`Memory::erase`] forgets a namespace, session or record everywhere, derived data included;
 //! - [`Memory::verify`] proves nothing was altered; [`Memory::export`] writes it back as JSONL.
 //!
@@ -42,6 +44,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod answer;
 mod background;
 mod catch_up;
 mod compile;
@@ -49,26 +52,33 @@ mod compile_options;
 mod derived;
 mod embedding_cache;
 mod encoder;
+mod erase_documents;
 mod error;
 mod export;
+mod group_commit;
 mod index_cache;
 mod jsonl;
 mod memory;
 mod migrate;
+mod rerankers;
 mod stats;
 
 pub use crate::{
+    answer::{AnswerError, AnswerReport, AnswerRequest, CompileTimings},
     catch_up::{CatchUpLimits, EmbedProgress, EmbedReport, RefusedTurn},
     compile::{CompileError, CompileReport, CompileRequest},
     compile_options::{CompileOptionsError, apply_compile_options},
     derived::{DerivedStore, DerivedStoreError},
     embedding_cache::{EMBEDDINGS_FILE, EmbeddingCacheError, last_overlength},
-    encoder::{load_pinned_encoder, pinned_encoder_config},
+    encoder::{
+        check_catalogue_encoder, load_catalogue_encoder, load_pinned_encoder, pinned_encoder_config,
+    },
     error::{
         AppendError, CatchUpError, EraseError, ErrorClass, ExportError, OpenError, ReadError,
         VerifyError,
     },
     export::{ExportSummary, export_line},
+    group_commit::GroupCommitStats,
     index_cache::DEFAULT_INDEX_CACHE_BYTES,
     jsonl::{
         DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, deserialize_turn_objects,
@@ -76,6 +86,10 @@ pub use crate::{
     },
     memory::{LEDGER_FILE, Memory, MemoryBuilder},
     migrate::migrate_store,
+    rerankers::{
+        ErasableVectors, LoadedReranker, RerankerSpec, RerankerSpecError, SECOND_STAGE_MODEL,
+        load_reranker,
+    },
     stats::Stats,
 };
 
@@ -103,7 +117,7 @@ pub use evicortex_compiler::{
     CompiledContext, ContextItem, Coverage, DedupPolicy, DenseConfig, EncoderRef,
     ExcludedCandidate, ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig,
     MAX_RERANK_DEPTH, RankScore, ReaderTokenizer, ReaderTokenizerError, RerankConfig, Reranker,
-    Selection, StageTimings, SupportSignal, TermOverlapReranker, TiktokenReader, reader_tokenizer,
+    Selection, StageTimings, SupportSignal, TiktokenReader, reader_tokenizer,
 };
 
 /// The layout every compiled context is rendered in, and the packer with the compiler's exact
@@ -115,6 +129,15 @@ pub use evicortex_compiler::{
 
 /// The encoder a memory embeds with, and its errors.
 pub use evicortex_embed::{
-    EmbedError, EmbeddingRole, Encoder, EncoderConfig, EncoderIdentity, EncoderIdentityDigest,
-    IdentifiedVector, Overlength, TextEmbedding,
+    DEFAULT_MODEL, EmbedError, EmbeddingRole, Encoder, EncoderConfig, EncoderIdentity,
+    EncoderIdentityDigest, IdentifiedVector, Overlength, TextEmbedding,
+};
+
+/// The shared reader: local GGUF models and chat-completions endpoints, the answer they give,
+/// and the scores that judge it.
+pub use evicortex_reader::{
+    ABSTENTION_REPLY, Answer, AnswerCache, ChatCompletionsClient, ChatCompletionsConfig,
+    DecodingSettings, GGUF_FILE, GgufManifest, LocalGgufReader, ReadError as ReaderReadError,
+    Reader, ReaderFetchOutcome, ReaderIdentity, ReaderModelError, chat_completions_router,
+    fetch_reader_model, reader_install_dir,
 };

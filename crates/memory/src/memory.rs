@@ -14,12 +14,15 @@ use evicortex_embed::Encoder;
 use evicortex_ledger::{Ledger, OpenMode};
 
 use crate::{
-    AppendError, AppendReceipt, DerivedStore, EMBEDDINGS_FILE, EraseError, EraseReceipt,
-    EraseTarget, ExportError, ExportSummary, OpenError, ReadError, Stats, VerifyError,
-    VerifyReport,
+    AppendError, AppendReceipt, DerivedStore, DerivedStoreError, EMBEDDINGS_FILE, EraseError,
+    EraseReceipt, EraseTarget, ExportError, ExportSummary, OpenError, ReadError, Stats,
+    VerifyError, VerifyReport,
     background::BackgroundEmbedder,
     embedding_cache::EmbeddingCache,
+    erase_documents::{orphaned_documents, target_documents},
+    error::read_class,
     export_line,
+    group_commit::{GroupCommit, GroupCommitStats},
     index_cache::{DEFAULT_INDEX_CACHE_BYTES, IndexCache},
 };
 
@@ -44,12 +47,16 @@ pub(crate) struct Inner {
     pub(crate) ledger: Ledger,
     /// The encoder and the cache its vectors live in; `None` for lexical-only use.
     pub(crate) dense: Option<Dense>,
+    /// The embedding cache, when the store has one (also in `dense` with an encoder).
+    cache: Option<Arc<EmbeddingCache>>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
     /// Every derived store, purged on erasure: the embedding cache (when the store has one), the
     /// compile indexes, and any store a caller attaches.
     derived: RwLock<Vec<Arc<dyn DerivedStore>>>,
     pub(crate) writes: Mutex<WriteState>,
     pub(crate) indexes: Arc<IndexCache>,
+    /// Concurrent appends committed together.
+    appends: GroupCommit,
     /// The thread that embeds appended turns, when asked for.
     embedder: OnceLock<BackgroundEmbedder>,
     /// Fault injection: runs between the erasure check and the write of derived data.
@@ -123,8 +130,14 @@ impl WriteState {
         )
     }
 
-    fn record(&mut self, receipt: &EraseReceipt) {
+    /// Records an erasure. With `unknown` (some erased turn's document could not be read), the
+    /// log forgets every erasure so far: writers that read before it rescan the live ledger.
+    fn record(&mut self, receipt: &EraseReceipt, unknown: bool) {
         self.erasures += 1;
+        if unknown {
+            self.orphans.clear();
+            return;
+        }
         self.orphans.push_back((self.erasures, receipt.orphaned_texts.clone()));
         while self.orphans.len() > ORPHAN_LOG {
             self.orphans.pop_front();
@@ -135,13 +148,16 @@ impl WriteState {
 /// How to open a [`Memory`]: the store directory, and optionally the encoder (dense retrieval,
 /// embedding of turns) and the reranker.
 ///
-/// ```
-/// # fn main() -> Result<(), evicortex::OpenError> {
-/// let dir = tempfile::tempdir().unwrap();
-/// let memory = evicortex::Memory::builder(dir.path())
-///     .reranker(std::sync::Arc::new(evicortex::TermOverlapReranker))
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // The second stage: all-mpnet-base-v2 scores the fused top 16 by cosine
+/// // (`evicortex model fetch all-mpnet-base-v2` installs it).
+/// let spec: evicortex::RerankerSpec = "mpnet-cosine".parse()?;
+/// let memory = evicortex::Memory::builder("store")
+///     .encoder(evicortex::load_pinned_encoder(evicortex::Overlength::Refuse)?)
+///     .loaded_reranker(evicortex::load_reranker(&spec)?)
 ///     .open()?;
-/// assert!(!memory.has_encoder());
+/// assert!(memory.has_encoder() && memory.reranker().is_some());
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
@@ -149,6 +165,7 @@ pub struct MemoryBuilder {
     dir: PathBuf,
     encoder: Option<Arc<dyn Encoder>>,
     reranker: Option<Arc<dyn Reranker>>,
+    reranker_store: Option<Arc<dyn DerivedStore>>,
     index_cache_bytes: usize,
     background_embedding: bool,
 }
@@ -164,6 +181,16 @@ impl MemoryBuilder {
     /// The reranker compile uses when the configuration turns reranking on.
     pub fn reranker(&mut self, reranker: Arc<dyn Reranker>) -> &mut MemoryBuilder {
         self.reranker = Some(reranker);
+        self.reranker_store = None;
+        self
+    }
+
+    /// A reranker from [`crate::load_reranker`], with the store of what it derives from turns
+    /// (the second stage's candidate vectors), which erasures then purge like every derived
+    /// store.
+    pub fn loaded_reranker(&mut self, loaded: crate::LoadedReranker) -> &mut MemoryBuilder {
+        self.reranker = Some(loaded.reranker);
+        self.reranker_store = loaded.derived;
         self
     }
 
@@ -208,18 +235,21 @@ impl MemoryBuilder {
         };
         let indexes = Arc::new(IndexCache::new(self.index_cache_bytes));
         let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];
-        if let Some(cache) = cache {
-            derived.push(cache);
+        if let Some(cache) = &cache {
+            derived.push(cache.clone());
         }
+        derived.extend(self.reranker_store.clone());
         let background = self.background_embedding && dense.is_some();
         let memory = Memory::from_inner(Inner {
             dir: self.dir.clone(),
             ledger,
             dense,
+            cache,
             reranker: self.reranker.clone(),
             derived: RwLock::new(derived),
             writes: Mutex::default(),
             indexes,
+            appends: GroupCommit::default(),
             embedder: OnceLock::new(),
             #[cfg(test)]
             before_put: TestHook::default(),
@@ -242,10 +272,12 @@ impl MemoryBuilder {
             dir: self.dir.clone(),
             ledger,
             dense: None,
+            cache: None,
             reranker: self.reranker.clone(),
             derived: RwLock::new(vec![indexes.clone()]),
             writes: Mutex::default(),
             indexes,
+            appends: GroupCommit::default(),
             embedder: OnceLock::new(),
             #[cfg(test)]
             before_put: TestHook::default(),
@@ -260,6 +292,7 @@ impl Memory {
             dir: dir.as_ref().to_owned(),
             encoder: None,
             reranker: None,
+            reranker_store: None,
             index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
             background_embedding: false,
         }
@@ -288,6 +321,11 @@ impl Memory {
     /// The ledger file.
     pub fn ledger_path(&self) -> &Path {
         self.inner.ledger.path()
+    }
+
+    /// The reranker compile uses when its configuration turns reranking on, if any.
+    pub fn reranker(&self) -> Option<&Arc<dyn Reranker>> {
+        self.inner.reranker.as_ref()
     }
 
     /// Whether this memory embeds (it was opened with an encoder).
@@ -324,14 +362,22 @@ impl Memory {
 
     /// Appends `turns` atomically and durably: when this returns `Ok`, the whole batch is on
     /// disk; identical turns already stored are no-ops, conflicting ones refuse the whole batch.
+    /// Batches of concurrent callers are committed together in one transaction (group commit:
+    /// one fsync for all), each still all-or-nothing and refused alone.
     /// The turns are lexical candidates of the next compile at once; their vectors come from
-    /// [`Memory::catch_up`] (content-addressed: a text already embedded is not embedded again).
+    /// [`Memory::catch_up`] or the background embedder (content-addressed: a text already
+    /// embedded is not embedded again).
     pub fn append(&self, turns: &[Turn]) -> Result<AppendReceipt, AppendError> {
-        let receipt = self.inner.ledger.append(turns)?;
+        let receipt = self.inner.appends.append(&self.inner.ledger, turns)?;
         if let Some(embedder) = self.inner.embedder.get() {
             embedder.notify();
         }
         Ok(receipt)
+    }
+
+    /// How many ledger transactions this memory's appends took, and how many batches they held.
+    pub fn group_commit_stats(&self) -> GroupCommitStats {
+        self.inner.appends.stats()
     }
 
     /// Checks `turns` as [`Memory::append`] would (each turn valid, no conflict within the batch
@@ -349,14 +395,33 @@ impl Memory {
     }
 
     /// Erases `target` from the ledger (a redaction record; texts scrubbed from every file),
-    /// then purges every derived store, all under the writer lock.
+    /// then purges every derived store, all under the writer lock. The receipt's
+    /// `orphaned_texts` lists, besides the erased texts no live turn holds, the erased turns'
+    /// documents (`<speaker>: <text>`, what vectors are computed from) no live turn holds.
     pub fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
         let mut writes = self.lock_writes();
-        let receipt = self.inner.ledger.erase(target)?;
-        writes.record(&receipt);
+        let before = target_documents(&self.inner.ledger, target).map_err(EraseError::Read)?;
+        let mut receipt = self.inner.ledger.erase(target)?;
+        let committed = |e: ReadError| {
+            EraseError::Derived(DerivedStoreError::new("turn documents", read_class(&e), e))
+        };
+        let documents =
+            orphaned_documents(&self.inner.ledger, &receipt, &before).map_err(committed)?;
+        let unknown = documents.is_none();
+        receipt.orphaned_texts.extend(documents.into_iter().flatten());
+        receipt.orphaned_texts.sort();
+        receipt.orphaned_texts.dedup();
+        writes.record(&receipt, unknown);
         let derived = self.inner.derived.read().unwrap_or_else(PoisonError::into_inner).clone();
         for store in derived {
             store.purge(&receipt)?;
+        }
+        if unknown && let Some(cache) = &self.inner.cache {
+            // A turn appended during the erasure was erased with its document unread: keep only
+            // the documents live turns hold.
+            cache.retain_live(&self.inner.ledger).map_err(|e| {
+                EraseError::Derived(DerivedStoreError::new("embedding cache", e.class(), e))
+            })?;
         }
         Ok(receipt)
     }
@@ -460,14 +525,18 @@ mod tests {
             already_erased: 0,
             orphaned_texts: vec![TextDigest::of(text)],
         };
-        state.record(&receipt("a"));
-        state.record(&receipt("b"));
+        state.record(&receipt("a"), false);
+        state.record(&receipt("b"), false);
         assert_eq!(state.orphaned_since(1), Some(HashSet::from([TextDigest::of("b")])));
         assert_eq!(state.orphaned_since(0).map(|s| s.len()), Some(2));
         for _ in 0..ORPHAN_LOG {
-            state.record(&receipt("c"));
+            state.record(&receipt("c"), false);
         }
         assert_eq!(state.orphaned_since(0), None);
         assert!(state.orphaned_since(state.erasures - 1).is_some());
+        // An erasure whose documents are unknown sends every earlier writer back to the ledger.
+        state.record(&receipt("d"), true);
+        assert_eq!(state.orphaned_since(state.erasures - 1), None);
+        assert_eq!(state.orphaned_since(state.erasures), Some(HashSet::new()));
     }
 }

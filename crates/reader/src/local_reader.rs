@@ -248,6 +248,10 @@ impl Reader for LocalGgufReader {
         &self.identity
     }
 
+    fn tokenizer(&self) -> Option<Arc<dyn evicortex_compiler::ReaderTokenizer>> {
+        Some(self.tokenizer.clone())
+    }
+
     fn context_window(&self) -> Option<u32> {
         Some(self.context_window)
     }

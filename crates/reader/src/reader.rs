@@ -1,5 +1,8 @@
 //! The `Reader` seam: a chat model that reads a prompt and answers.
 
+use std::sync::Arc;
+
+use evicortex_compiler::ReaderTokenizer;
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -11,6 +14,10 @@ use crate::{
 pub trait Reader: Send + Sync + std::fmt::Debug {
     /// Who answers.
     fn identity(&self) -> &ReaderIdentity;
+
+    /// The reader's own tokenizer, when it runs locally: compiled contexts for it are budgeted
+    /// in it. `None` for a remote endpoint, whose tokenizer the caller must name.
+    fn tokenizer(&self) -> Option<Arc<dyn ReaderTokenizer>>;
 
     /// Prompt plus generated tokens the reader accepts, when known.
     fn context_window(&self) -> Option<u32>;

@@ -26,12 +26,15 @@ pub trait CandidateVectors: Send + Sync + std::fmt::Debug {
 
 type Key = (EncoderIdentityDigest, TextDigest);
 
+/// The vectors by key, and the keys in the order they were stored.
+type Entries = (HashMap<Key, Arc<[Vec<f32>]>>, VecDeque<Key>);
+
 /// [`CandidateVectors`] in memory, holding at most `capacity` texts (the oldest stored is
 /// dropped first).
 #[derive(Debug)]
 pub struct InMemoryVectors {
     capacity: usize,
-    entries: Mutex<(HashMap<Key, Arc<[Vec<f32>]>>, VecDeque<Key>)>,
+    entries: Mutex<Entries>,
 }
 
 impl InMemoryVectors {
@@ -51,6 +54,18 @@ impl InMemoryVectors {
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Drops the vectors of `texts` under every identity (an erasure orphaned them).
+    pub fn remove_texts(&self, texts: &[TextDigest]) {
+        if texts.is_empty() {
+            return;
+        }
+        let gone: std::collections::HashSet<&TextDigest> = texts.iter().collect();
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let (map, order) = &mut *entries;
+        map.retain(|(_, text), _| !gone.contains(text));
+        order.retain(|(_, text)| !gone.contains(text));
     }
 }
 
@@ -82,6 +97,8 @@ pub struct CosineReranker {
     vectors: Arc<dyn CandidateVectors>,
     name: String,
     embedded_texts: AtomicUsize,
+    /// The last question and its vector: a question is compiled at several budgets in a row.
+    last_query: Mutex<Option<(String, Vec<f32>)>>,
 }
 
 impl CosineReranker {
@@ -92,7 +109,13 @@ impl CosineReranker {
             encoder.identity().model,
             &encoder.identity_digest().to_hex()[..16]
         );
-        CosineReranker { encoder, vectors, name, embedded_texts: AtomicUsize::new(0) }
+        CosineReranker {
+            encoder,
+            vectors,
+            name,
+            embedded_texts: AtomicUsize::new(0),
+            last_query: Mutex::new(None),
+        }
     }
 
     /// The encoder.
@@ -103,6 +126,24 @@ impl CosineReranker {
     /// Candidate texts this reranker has embedded so far (cache misses).
     pub fn embedded_texts(&self) -> usize {
         self.embedded_texts.load(Ordering::Relaxed)
+    }
+
+    /// The question's vector (query role), reused while the same question is scored again.
+    fn query_vector(&self, question: &str) -> Result<Vec<f32>, String> {
+        let mut last = self.last_query.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((q, v)) = last.as_ref().filter(|(q, _)| q == question) {
+            debug_assert_eq!(q, question);
+            return Ok(v.clone());
+        }
+        let embedded = self
+            .encoder
+            .embed(EmbeddingRole::Query, &[question])
+            .map_err(|err| format!("embedding the question: {err}"))?;
+        let Some(vector) = embedded.first().and_then(|q| q.single()) else {
+            return Err("the question does not fit in one vector".to_owned());
+        };
+        *last = Some((question.to_owned(), vector.to_vec()));
+        Ok(vector.to_vec())
     }
 
     /// The vectors of every passage, from the store or embedded now (misses in one call).
@@ -148,13 +189,8 @@ impl Reranker for CosineReranker {
         check_depth(passages)?;
         let _span = tracing::debug_span!("cosine_rerank", n = passages.len()).entered();
         let fail = |err: String| RerankError { reason: format!("{}: {err}", self.name) };
-        let query = self
-            .encoder
-            .embed(EmbeddingRole::Query, &[question])
-            .map_err(|err| fail(format!("embedding the question: {err}")))?;
-        let Some(query) = query.first().and_then(|q| q.single()) else {
-            return Err(fail("the question does not fit in one vector".to_owned()));
-        };
+        let query = self.query_vector(question).map_err(fail)?;
+        let query = query.as_slice();
         let scores = self
             .passage_vectors(passages)?
             .iter()

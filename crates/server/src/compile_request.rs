@@ -16,18 +16,34 @@ use crate::{ApiError, facade_error};
 /// requests: a client must not make the server open files.
 pub const READER_TOKENIZERS: [&str; 2] = ["o200k_base", "cl100k_base"];
 
+/// The default configuration with a request's `options` applied over it; a bad option is a
+/// 422 naming `options.<field>`.
+pub fn requested_config(
+    memory: &Memory,
+    options: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<CompileConfig, ApiError> {
+    let defaults = default_config(memory);
+    match options {
+        None => Ok(defaults),
+        Some(options) => apply_compile_options(&defaults, options).map_err(|e| {
+            let field = e.field().map_or("options".to_owned(), |f| format!("options.{f}"));
+            ApiError::invalid(field, e)
+        }),
+    }
+}
+
 /// Candidates per retriever in the default configuration.
 pub const DEFAULT_TOP_N: usize = 50;
 
-/// The configuration used for the settings a request does not give: hybrid when the memory has
-/// an encoder, BM25 alone when the server runs lexical-only.
+/// The configuration used for the settings a request does not give: the compiler's committed
+/// default (`CompileConfig::default_with`), with dense retrieval when the memory has an encoder.
 pub fn default_config(memory: &Memory) -> CompileConfig {
     let dense = if memory.has_encoder() {
         DenseConfig::On { top_n: DEFAULT_TOP_N }
     } else {
         DenseConfig::Off
     };
-    CompileConfig::hybrid(DEFAULT_TOP_N, dense)
+    CompileConfig::default_with(DEFAULT_TOP_N, dense)
 }
 
 /// The reader tokenizers loaded so far (at most [`READER_TOKENIZERS`]).
@@ -67,14 +83,7 @@ pub fn compile(
     request: CompileRequest,
 ) -> Result<CompiledContext, ApiError> {
     let reader = readers.get(&request.reader_tokenizer)?;
-    let defaults = default_config(memory);
-    let config = match &request.options {
-        None => defaults,
-        Some(options) => apply_compile_options(&defaults, options).map_err(|e| {
-            let field = e.field().map_or("options".to_owned(), |f| format!("options.{f}"));
-            ApiError::invalid(field, e)
-        })?,
-    };
+    let config = requested_config(memory, request.options.as_ref())?;
     let query = CompileQuery {
         namespace: namespace.clone(),
         question: request.query,

@@ -3,7 +3,7 @@
 //! [`router`] is the JSON API (axum) over an [`AppState`]: a [`evicortex::Memory`], the
 //! [`KeyStore`] of per-namespace API keys, and the [`ServerConfig`] limits. [`serve_http`] runs it
 //! on a listener until a shutdown signal and drains in-flight requests. [`McpServer`] exposes one
-//! namespace as the MCP tools `remember`, `recall` and `forget`, served on stdio by
+//! namespace as the MCP tools `remember`, `recall`, `answer` and `forget`, served on stdio by
 //! [`serve_mcp_stdio`]. [`openapi`] is the OpenAPI document, generated from the same code.
 //!
 //! Every store call runs on tokio's blocking pool; the facade serialises writers and lets readers
@@ -33,6 +33,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod answer_request;
 mod api_error;
 mod auth;
 mod compile_request;
@@ -48,6 +49,9 @@ mod routes;
 mod state;
 
 pub use crate::{
+    answer_request::{
+        AnswerReader, AnswerRequest, DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS_LIMIT, answer,
+    },
     api_error::{ApiError, ErrorBody},
     auth::Caller,
     compile_request::{DEFAULT_TOP_N, READER_TOKENIZERS, Readers, default_config},
@@ -59,7 +63,7 @@ pub use crate::{
     http_server::{ServeError, serve_http, termination_signal},
     json_body::{JsonBody, parse_json},
     key_store::{KEY_STORE_FILE, KeyListing, KeyScope, KeyStore, KeyStoreError, NewKey},
-    mcp::{ForgetArgs, McpServer, RecallArgs, RememberArgs, serve_mcp_stdio},
+    mcp::{AnswerArgs, ForgetArgs, McpServer, RecallArgs, RememberArgs, serve_mcp_stdio},
     openapi::openapi,
     routes::router,
     state::{AppState, ServerConfig},

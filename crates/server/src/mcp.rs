@@ -1,4 +1,5 @@
-//! The MCP tool server (stdio): `remember`, `recall` and `forget` over one namespace.
+//! The MCP tool server (stdio): `remember`, `recall`, `answer` (with a reader) and `forget` over
+//! one namespace.
 //!
 //! An MCP server is started by an agent host for one user, so the namespace is fixed on the
 //! command line and no tool can name another one. Tool arguments go through the same validation
@@ -16,7 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::dto::{AppendRequest, CompileRequest, EraseRequest, TurnInput};
 use crate::{
-    ApiError, ServerConfig as Limits, compile_request::Readers, json_body::parse_json, operations,
+    ApiError, ServerConfig as Limits, answer_request::AnswerReader, compile_request::Readers,
+    json_body::parse_json, operations,
 };
 
 /// Arguments of the `remember` tool.
@@ -46,6 +48,25 @@ pub struct RecallArgs {
     pub options: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+/// Arguments of the `answer` tool.
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerArgs {
+    /// The question.
+    pub query: String,
+    /// Hard budget of the compiled context in the server reader's own tokens.
+    pub budget: u32,
+    /// Only evidence said at or before this RFC 3339 time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
+    /// Most tokens the reader may generate (default 64, at most 512).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_new_tokens: Option<u32>,
+    /// Compile settings that differ from the server's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
 /// Arguments of the `forget` tool: exactly one of the three.
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -68,6 +89,7 @@ pub struct McpServer {
     readers: Arc<Readers>,
     namespace: Namespace,
     limits: Limits,
+    reader: Option<AnswerReader>,
     tool_router: ToolRouter<McpServer>,
 }
 
@@ -77,7 +99,30 @@ impl McpServer {
     /// encoder, BM25 only otherwise).
     pub fn new(memory: Arc<Memory>, namespace: Namespace, limits: Limits) -> McpServer {
         let readers = Arc::new(Readers::default());
-        McpServer { memory, readers, namespace, limits, tool_router: McpServer::tool_router() }
+        let tool_router = McpServer::tool_router();
+        McpServer { memory, readers, namespace, limits, reader: None, tool_router }
+    }
+
+    /// The same server, answering the `answer` tool with `reader`.
+    pub fn with_reader(mut self, reader: AnswerReader) -> McpServer {
+        self.reader = Some(reader);
+        self
+    }
+
+    #[tool(description = "Answer a question from long-term memory: compiles the cited turns that \
+                       support it within a budget of the reader's own tokens, has the server's \
+                       reader read them, and returns its answer with the record ids it cited, or \
+                       an abstention when memory does not support an answer.")]
+    async fn answer(
+        &self,
+        Parameters(args): Parameters<AnswerArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let reader = self.reader.clone();
+        self.run(move |memory, _, namespace| {
+            let request: crate::answer_request::AnswerRequest = reparse(&args)?;
+            crate::answer_request::answer(memory, reader.as_ref(), namespace, request)
+        })
+        .await
     }
 
     #[tool(
@@ -153,7 +198,8 @@ impl ServerHandler for McpServer {
             .with_server_info(Implementation::new("evicortex", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Long-term memory for namespace {}. Call `remember` with each new turn, `recall` \
-                 before answering to get cited context within a token budget, `forget` to erase.",
+                 before answering to get cited context within a token budget (or `answer`, when \
+                 this server has a reader, for the answer itself), `forget` to erase.",
                 self.namespace
             ))
     }

@@ -9,7 +9,7 @@ use crate::dto;
 #[openapi(
     info(
         title = "EviCortex",
-        description = "Evidence-first long-term memory: append turns, compile cited context within a token budget, erase."
+        description = "Evidence-first long-term memory: append turns, compile cited context within a token budget, answer from it with a reader, erase."
     ),
     paths(
         crate::routes::healthz,
@@ -17,6 +17,7 @@ use crate::dto;
         crate::routes::verify,
         crate::routes::append_turns,
         crate::routes::compile,
+        crate::routes::answer,
         crate::routes::erase,
         crate::routes::namespace_stats,
     ),
@@ -27,6 +28,7 @@ use crate::dto;
         dto::AppendResponse,
         dto::AppendedTurn,
         dto::CompileRequest,
+        crate::answer_request::AnswerRequest,
         dto::EraseRequest,
         dto::EraseResponse,
         dto::NamespaceStatsResponse,

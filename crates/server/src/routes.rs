@@ -15,18 +15,29 @@ use crate::{ApiError, AppState, Caller, ErrorBody, JsonBody, operations};
 /// The complete router of the HTTP API over `state`.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config().body_limit_bytes;
-    Router::new()
+    let served_reader = state.reader().map(|r| {
+        let model_id = r.reader.identity().label();
+        evicortex::chat_completions_router(&model_id, r.reader.clone())
+            .layer(axum::middleware::from_fn_with_state(state.clone(), admin_only))
+            .layer(DefaultBodyLimit::max(body_limit))
+    });
+    let api = Router::new()
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi_json))
         .route("/v1/verify", get(verify))
         .route("/v1/namespaces/{ns}/turns", post(append_turns))
         .route("/v1/namespaces/{ns}/compile", post(compile))
+        .route("/v1/namespaces/{ns}/answer", post(answer))
         .route("/v1/namespaces/{ns}/erase", post(erase))
         .route("/v1/namespaces/{ns}/stats", get(namespace_stats))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
-        .with_state(state)
+        .with_state(state);
+    match served_reader {
+        Some(served) => api.merge(served),
+        None => api,
+    }
 }
 
 /// The namespace of a `{ns}` path, if the caller may use it. A path that does not decode is
@@ -96,7 +107,7 @@ pub(crate) async fn append_turns(
     request_body = CompileRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "compiled context (format evicortex-compiled-context-1)", body = Object),
+        (status = 200, description = "compiled context (format evicortex-compiled-context-2)", body = Object),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "invalid query, budget, tokenizer or options"),
     )
@@ -112,6 +123,49 @@ pub(crate) async fn compile(
         .blocking(move |memory, readers| operations::compile(memory, readers, &namespace, request))
         .await
         .map(Json)
+}
+
+/// Answers a question from memory: compiles a context counted in the server reader's own
+/// tokens, has the reader read it, and returns its answer with the records it cited, or the
+/// abstention (the compiler's, when nothing supports the question: the reader is then not
+/// asked). The reader's whole prompt is counted first; one over its window is a 422 on
+/// `budget` with the numbers. 503 when the server was started without a reader.
+#[utoipa::path(
+    post, path = "/v1/namespaces/{ns}/answer",
+    params(("ns" = String, Path, description = "namespace")),
+    request_body = crate::answer_request::AnswerRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "answer, citations, reader identity, tokens, seconds and the context read", body = Object),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "invalid query, budget (prompt over the reader's window), max_new_tokens or options"),
+        (status = 503, body = ErrorBody, description = "the server has no reader"),
+    )
+)]
+pub(crate) async fn answer(
+    State(state): State<AppState>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(request): JsonBody<crate::answer_request::AnswerRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let namespace = path_namespace(&caller, path)?;
+    let reader = state.reader().cloned();
+    state
+        .blocking(move |memory, _| {
+            crate::answer_request::answer(memory, reader.as_ref(), &namespace, request)
+        })
+        .await
+        .map(Json)
+}
+
+/// Only admin keys reach the served reader: it runs the server's model for any prompt.
+async fn admin_only(
+    caller: Caller,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Result<axum::response::Response, ApiError> {
+    caller.require_admin()?;
+    Ok(next.run(request).await)
 }
 
 /// Erases turns: a session, one record, or the whole namespace. The text and everything derived

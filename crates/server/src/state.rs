@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use evicortex::Memory;
 
-use crate::{ApiError, KeyStore, compile_request::Readers};
+use crate::{ApiError, KeyStore, answer_request::AnswerReader, compile_request::Readers};
 
 /// Limits of the HTTP server. None of them changes results; they only bound what one request may
 /// ask for.
@@ -34,6 +34,7 @@ struct Inner {
     readers: Arc<Readers>,
     keys: KeyStore,
     config: ServerConfig,
+    reader: Option<AnswerReader>,
 }
 
 impl AppState {
@@ -41,7 +42,25 @@ impl AppState {
     /// only) and its key store.
     pub fn new(memory: Arc<Memory>, keys: KeyStore, config: ServerConfig) -> AppState {
         let readers = Arc::new(Readers::default());
-        AppState { inner: Arc::new(Inner { memory, readers, keys, config }) }
+        AppState { inner: Arc::new(Inner { memory, readers, keys, config, reader: None }) }
+    }
+
+    /// State that also answers questions with `reader` (`POST .../answer`) and serves it to
+    /// admin keys at `/v1/chat/completions`.
+    pub fn new_with_reader(
+        memory: Arc<Memory>,
+        keys: KeyStore,
+        config: ServerConfig,
+        reader: AnswerReader,
+    ) -> AppState {
+        let readers = Arc::new(Readers::default());
+        let reader = Some(reader);
+        AppState { inner: Arc::new(Inner { memory, readers, keys, config, reader }) }
+    }
+
+    /// The reader answers are read by, when the server has one.
+    pub fn reader(&self) -> Option<&AnswerReader> {
+        self.inner.reader.as_ref()
     }
 
     /// The memory.

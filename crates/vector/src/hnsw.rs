@@ -173,18 +173,18 @@ impl<K: IndexKey> HnswIndex<K> {
         let mut visited = self.take_visited(1).pop().expect("one visited set");
         let graph = &self.graph;
         let (found, end) = pulp::Arch::new().dispatch(|| {
-                let mut score = |row: u32| {
-                    let start = row as usize * dim;
-                    dot(&query, &vectors[start..start + dim])
-                };
-                let mut best = (OrderedScore(score(entry)), entry);
-                for layer in (1..=graph.level(entry)).rev() {
-                    best = greedy(graph, layer, best, &mut score);
-                }
-                visited.reset(rows);
-                filtered_beam(graph, best, ef, budget, &mut visited, &mut score, &mut |row| {
-                    admit(keys[row as usize])
-                })
+            let mut score = |row: u32| {
+                let start = row as usize * dim;
+                dot(&query, &vectors[start..start + dim])
+            };
+            let mut best = (OrderedScore(score(entry)), entry);
+            for layer in (1..=graph.level(entry)).rev() {
+                best = greedy(graph, layer, best, &mut score);
+            }
+            visited.reset(rows);
+            filtered_beam(graph, best, ef, budget, &mut visited, &mut score, &mut |row| {
+                admit(keys[row as usize])
+            })
         });
         trace.scored = visited.count();
         self.return_visited(vec![visited]);

@@ -27,6 +27,11 @@ impl WindowedIndex {
         self.index.insert(key, vector)
     }
 
+    /// The stored unit vectors of `turn`'s windows, in window order (none when it has none).
+    pub fn windows_of(&self, turn: TurnId) -> impl Iterator<Item = &[f32]> + '_ {
+        (0u32..).map_while(move |w| self.index.get((turn, w)))
+    }
+
     /// Records the ledger position the index covers (see [`VectorIndex::mark_covered`]).
     pub fn mark_covered(&mut self, position: TurnId) -> Result<(), VectorError> {
         self.index.mark_covered(position)

@@ -4,11 +4,16 @@
 mod ann;
 mod embed;
 mod ledger;
+mod writers;
 
 use std::path::Path;
 
 /// Arguments of `evicortex bench`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    evicortex bench ledger\n  \
+    evicortex bench embed\n  \
+    evicortex bench writers")]
 pub struct BenchArgs {
     /// Which benchmark.
     #[command(subcommand)]
@@ -38,13 +43,23 @@ pub enum Bench {
     /// The HNSW vector index against exact cosine on real embeddings: recall@50 of its candidates
     /// (with and without an as-of filter), build time, bytes on disk, and compile-path latency
     /// beside the exact scan, at 10k, 100k and 1M vectors in one namespace.
-    #[command(after_help = "Prepare the audit store once (real LongMemEval S text), embed it, then \
+    #[command(
+        after_help = "Prepare the audit store once (real LongMemEval S text), embed it, then \
         run; run from the repository root.\n\n\
         Examples:\n  \
         evicortex bench ann prepare --audit-store ann-audit --vectors 100000\n  \
         nice -n 15 evicortex --store ann-audit embed --overlength window\n  \
-        evicortex bench ann run --audit-store ann-audit --sizes 10000,100000")]
+        evicortex bench ann run --audit-store ann-audit --sizes 10000,100000"
+    )]
     Ann(ann::AnnBenchArgs),
+    /// Concurrent durable appends (one turn per write from many threads) through group commit,
+    /// against plain rusqlite with one transaction per write, in the same run.
+    #[command(after_help = "Works in a temporary directory (under --work-dir if given); the \
+        store given with --store is not touched.\n\n\
+        Examples:\n  \
+        evicortex bench writers\n  \
+        evicortex bench writers --writers 50 --seconds 2")]
+    Writers(writers::WritersBenchArgs),
 }
 
 /// Runs `evicortex bench`.
@@ -53,5 +68,6 @@ pub fn run(_store: &Path, args: &BenchArgs) -> anyhow::Result<()> {
         Bench::Ledger(args) => ledger::run(args),
         Bench::Embed(args) => embed::run(args),
         Bench::Ann(args) => ann::run(args),
+        Bench::Writers(args) => writers::run(args),
     }
 }

@@ -1,13 +1,13 @@
 //! `evicortex compile`: a cited context for a question, packed into a reader-token budget, or an
 //! abstention.
 
-use std::{io::Write, path::Path, sync::Arc};
+use std::{io::Write, path::Path};
 
 use anyhow::Context;
 use evicortex::{
     AbstentionConfig, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, CompiledContext,
-    DenseConfig, EventTime, Expansion, Memory, Namespace, RerankConfig, SupportSignal,
-    TermOverlapReranker, TokenBudget, reader_tokenizer,
+    DenseConfig, EventTime, Expansion, Memory, Namespace, RerankConfig, SupportSignal, TokenBudget,
+    reader_tokenizer,
 };
 
 use crate::exit::UsageError;
@@ -21,9 +21,12 @@ use crate::exit::UsageError;
     With --dense on (the default) the pinned encoder embeds the question and any turns not yet \
     embedded; --dense off needs no model.\n\n\
     Examples:\n  \
-    evicortex compile --namespace alice --query \"Where am I moving?\" --budget 300 --reader-tokenizer o200k_base\n  \
-    evicortex compile --namespace alice --query \"dog's name\" --budget 200 --reader-tokenizer cl100k_base --dense off --explain\n  \
-    evicortex compile --namespace alice --query Q --budget 500 --reader-tokenizer ./tokenizer.json --json"
+    evicortex compile --namespace alice --query \"Where am I moving?\" \\\n      \
+    --budget 300 --reader-tokenizer o200k_base\n  \
+    evicortex compile --namespace alice --query \"dog's name\" --budget 200 \\\n      \
+    --reader-tokenizer cl100k_base --dense off --explain\n  \
+    evicortex compile --namespace alice --query Q --budget 500 \\\n      \
+    --reader-tokenizer ./tokenizer.json --json"
 )]
 pub struct CompileArgs {
     /// The namespace to compile from.
@@ -55,9 +58,15 @@ pub struct CompileArgs {
     /// The RRF constant k.
     #[arg(long, default_value_t = 10.0, value_name = "K")]
     pub rrf_k: f32,
-    /// Rerank the best 16 fused candidates with the term-overlap reranker.
+    /// Rerank the best 16 fused candidates with the reranker --reranker names.
     #[arg(long, value_enum, default_value = "off")]
     pub rerank: Switch,
+    /// The reranker --rerank on uses: mpnet-cosine (all-mpnet-base-v2 scores the fused
+    /// candidates by cosine; `evicortex model fetch all-mpnet-base-v2`), cosine:MODEL (any
+    /// catalogue encoder) or cross-encoder:DIR@SHA256 (a BERT cross-encoder from a local
+    /// directory with the digest `evicortex model digest DIR` prints).
+    #[arg(long, value_name = "SPEC", default_value = evicortex::RerankerSpec::MPNET_COSINE)]
+    pub reranker: evicortex::RerankerSpec,
     /// Add up to N neighbouring turns of the same session around each selected turn when they fit.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub expand: u32,
@@ -121,7 +130,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
             threshold: args.abstain_below,
         },
         report_filtered: args.report_filtered,
-        ..CompileConfig::hybrid(args.top_n, dense)
+        ..CompileConfig::default_with(args.top_n, dense)
     };
     config.validate().map_err(|e| UsageError(e.to_string()))?;
     if !store.join(evicortex::LEDGER_FILE).is_file() {
@@ -133,7 +142,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     }
     let mut builder = Memory::builder(store);
     if args.rerank == Switch::On {
-        builder.reranker(Arc::new(TermOverlapReranker));
+        builder.loaded_reranker(load_reranker(&args.reranker)?);
     }
     if dense != DenseConfig::Off {
         let overlength = crate::commands::embed::store_overlength(store, args.overlength)?;
@@ -175,8 +184,16 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Loads the reranker `spec` names, saying which on stderr.
+pub fn load_reranker(spec: &evicortex::RerankerSpec) -> anyhow::Result<evicortex::LoadedReranker> {
+    let loaded =
+        evicortex::load_reranker(spec).with_context(|| format!("loading the reranker {spec}"))?;
+    eprintln!("reranker: {}", loaded.reranker.name());
+    Ok(loaded)
+}
+
 /// Embeds the namespace's turns not yet in the cache, with a progress bar on a terminal.
-fn catch_up(memory: &Memory, namespace: &Namespace) -> anyhow::Result<()> {
+pub(crate) fn catch_up(memory: &Memory, namespace: &Namespace) -> anyhow::Result<()> {
     let bar = crate::progress::bar(0, "embedding");
     let report = memory
         .catch_up(Some(namespace), CatchUpLimits::default(), &mut |p| {

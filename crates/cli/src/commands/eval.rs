@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use evicortex_eval::{
     data_dir,
     packed_outcomes::{packed_from_outcomes, packed_markdown},
+    reader_stage::{JudgeSetting, ReaderStageSpec},
     run_config::{RunConfigFile, check_abstention_threshold, parse_budget},
     runner::{Benchmark, RunSpec},
     split::SplitName,
@@ -87,6 +88,34 @@ pub struct EvalRunArgs {
     /// overrides the configuration file's entry for that signal.
     #[arg(long, value_name = "SIGNAL=VALUE")]
     pub abstention_threshold: Vec<String>,
+    /// The catalogue encoder of dense retrieval and the comparator (`evicortex model list`).
+    #[arg(long, value_name = "NAME")]
+    pub encoder: Option<String>,
+    /// The reranker of the systems that rerank: mpnet-cosine, cosine:MODEL or
+    /// cross-encoder:DIR@SHA256.
+    #[arg(long, value_name = "SPEC")]
+    pub reranker: Option<String>,
+    /// Run N questions taken round-robin over the question types or categories, each in file
+    /// order (a deterministic stratified subset).
+    #[arg(long, value_name = "N")]
+    pub stratified: Option<usize>,
+    /// Read every system's packed context with this reader and score the answers: a local
+    /// reader's name (`evicortex model list`; budgets are then counted in its own tokenizer) or
+    /// `endpoint` (the chat-completions API the EVICORTEX_READER_* variables name; budgets in
+    /// --reader-tokenizer).
+    #[arg(long, value_name = "NAME")]
+    pub reader: Option<String>,
+    /// Who judges LongMemEval answers: `reader` (default), `none` (containment only),
+    /// `endpoint`, or a local reader's name.
+    #[arg(long, value_name = "JUDGE", requires = "reader")]
+    pub judge: Option<String>,
+    /// Most tokens the reader generates per answer.
+    #[arg(long, default_value_t = 48, value_name = "N")]
+    pub max_new_tokens: u32,
+    /// The answer cache (answers by reader identity, prompt digest and decoding: reruns
+    /// resume). Default: answers.sqlite in the store directory.
+    #[arg(long, value_name = "FILE", requires = "reader")]
+    pub answer_cache: Option<PathBuf>,
     /// Only ingest the selected questions into the store and embed them (resumable), then stop.
     #[arg(long)]
     pub embed_only: bool,
@@ -102,10 +131,30 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
         EvalBenchmark::Locomo(a) => (Benchmark::Locomo, a),
         EvalBenchmark::Packed(a) => return print_packed(&a.outcomes),
     };
-    let spec = spec_from_args(benchmark, run_args)?;
+    let mut spec = spec_from_args(benchmark, run_args)?;
+    if let Some(reader) = &run_args.reader {
+        let judge = match run_args.judge.as_deref() {
+            None | Some("reader") => JudgeSetting::Reader,
+            Some("none") => JudgeSetting::None,
+            Some("endpoint") => JudgeSetting::Endpoint,
+            Some(name) => JudgeSetting::Local(name.to_owned()),
+        };
+        if reader == "endpoint" && run_args.reader_tokenizer.is_none() {
+            bail!(UsageError(
+                "--reader endpoint needs --reader-tokenizer (the endpoint model's tokenizer)"
+                    .into()
+            ));
+        }
+        spec.reader = Some(ReaderStageSpec {
+            reader: reader.clone(),
+            judge,
+            max_new_tokens: run_args.max_new_tokens,
+            cache: run_args.answer_cache.clone().unwrap_or_else(|| store.join("answers.sqlite")),
+        });
+    }
     if run_args.embed_only {
-        let encoder = evicortex_eval::runner::eval_encoder()?;
-        evicortex_eval::runner::prepare_store(&spec, store, Some(encoder))?;
+        let encoder = evicortex_eval::runner::run_encoder(&spec)?;
+        evicortex_eval::runner::prepare_store(&spec, store, Some(encoder), None)?;
         return Ok(());
     }
     let report = evicortex_eval::runner::run_all(&spec, store)?;
@@ -123,6 +172,24 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
             s.get(&format!("ndcg_any@{k}")).copied().unwrap_or(f64::NAN),
             t.get(&format!("recall_all@{k}")).copied().unwrap_or(f64::NAN),
         );
+    }
+    for (name, budgets) in &report.answers {
+        for (budget, summary) in budgets {
+            let o = &summary.overall;
+            let fmt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.4}"));
+            eprintln!(
+                "{name:>16} @{budget}: answers n={} F1 {} judge {} containment {:.4} abstained \
+                 {:.4}, {:.0} prompt tokens, {:.1} generated, {:.2} s/question",
+                o.n,
+                fmt(o.f1),
+                fmt(o.judge_accuracy),
+                o.containment,
+                o.abstained,
+                o.prompt_tokens,
+                o.generated_tokens,
+                o.seconds
+            );
+        }
     }
     eprintln!("wrote {}", run_args.out.join("report.json").display());
     Ok(())
@@ -169,7 +236,11 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
                 max_per_type: None,
                 abstention_thresholds: Default::default(),
                 variants: Default::default(),
+                encoder: evicortex::DEFAULT_MODEL.to_owned(),
+                reranker: None,
                 config_file: None,
+                stratified: None,
+                reader: None,
             }
         }
     };
@@ -202,6 +273,7 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
         spec.candidate_limit = n;
     }
     spec.max_questions = a.max_questions;
+    spec.stratified = a.stratified;
     for raw in &a.abstention_threshold {
         let (signal, t) =
             raw.split_once('=').and_then(|(s, v)| Some((s, v.parse::<f32>().ok()?))).ok_or_else(
@@ -210,6 +282,16 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
         check_abstention_threshold(signal, t)
             .map_err(|e| usage(format!("--abstention-threshold: {e:#}")))?;
         spec.abstention_thresholds.insert(signal.to_owned(), t);
+    }
+    if let Some(name) = &a.encoder {
+        spec.encoder = evicortex_eval::run_config::check_encoder(name)
+            .map_err(|e| usage(format!("--encoder: {e:#}")))?;
+    }
+    if let Some(raw) = &a.reranker {
+        spec.reranker = Some(
+            evicortex_eval::run_config::check_reranker(raw)
+                .map_err(|e| usage(format!("--reranker: {e:#}")))?,
+        );
     }
     if a.max_per_type.is_some() {
         spec.max_per_type = a.max_per_type;

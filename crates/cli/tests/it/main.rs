@@ -3,6 +3,8 @@
 /// Shared helpers: running the binary, reading a store's files.
 mod cli;
 
+/// `evicortex answer` with the real smallest reader: answer, citations, identity, refusals.
+mod answer;
 /// `evicortex compile`: cited context within budget, reproducible JSON, as-of, refusals.
 mod compile;
 /// SIGKILL at random moments during ingestion: every acknowledged batch survives, none is partial.
@@ -25,11 +27,11 @@ mod migrate;
 mod model_catalogue;
 /// `evicortex model` and `evicortex embed`: verification, exit codes, the ingest hook, catch-up.
 mod model_embed;
-/// The evaluation's compiled contexts are `evicortex compile --json`'s, byte for byte.
-mod product_path;
 /// Store files private to their owner whatever the umask.
 #[cfg(unix)]
 mod permissions;
+/// The evaluation's compiled contexts are `evicortex compile --json`'s, byte for byte.
+mod product_path;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
 mod serve_sigterm;
 /// Verify and the open-time check on tampered stores.

@@ -31,7 +31,7 @@ async fn mcp_client_handshake_and_tools_over_stdio() {
         .map(|t| t.name.to_string())
         .collect();
     tools.sort();
-    assert_eq!(tools, ["forget", "recall", "remember"]);
+    assert_eq!(tools, ["answer", "forget", "recall", "remember"]);
 
     let remembered = client
         .call_tool(CallToolRequestParams::new("remember").with_arguments(args(json!({"turns": [
@@ -94,4 +94,53 @@ async fn mcp_client_handshake_and_tools_over_stdio() {
         .output()
         .expect("run verify");
     assert!(verify.status.success(), "verify: {}", String::from_utf8_lossy(&verify.stderr));
+}
+
+/// `evicortex mcp --reader`: the `answer` tool reads with the real smallest reader; without a
+/// reader the tool says how to start one.
+#[tokio::test(flavor = "multi_thread")]
+async fn answer_tool_reads_with_the_servers_reader() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_evicortex")).configure(|cmd| {
+        cmd.arg("--store").arg(&store).args([
+            "mcp",
+            "--namespace",
+            "agent-7",
+            "--lexical-only",
+            "--reader",
+            "smollm2-135m-instruct-q4_1",
+        ]);
+    });
+    let client =
+        ().serve(TokioChildProcess::new(command).expect("spawn")).await.expect("mcp handshake");
+    let remembered = client
+        .call_tool(CallToolRequestParams::new("remember").with_arguments(args(json!({"turns": [
+            {"session": "s1", "turn": 0, "role": "user", "text": "My sister lives in Porto.",
+             "time": "2024-05-02T10:00:00Z"}
+        ]}))))
+        .await
+        .expect("call remember");
+    assert_eq!(remembered.is_error, Some(false), "{remembered:?}");
+    let answered = client
+        .call_tool(CallToolRequestParams::new("answer").with_arguments(args(json!({
+            "query": "Where does my sister live?", "budget": 200, "max_new_tokens": 4
+        }))))
+        .await
+        .expect("call answer");
+    assert_eq!(answered.is_error, Some(false), "{answered:?}");
+    let body = answered.structured_content.expect("answer report");
+    assert_eq!(body["answer"]["reader"]["name"], "smollm2-135m-instruct-q4_1", "{body}");
+    assert!(body["answer"]["generated_tokens"].as_u64().unwrap() <= 4, "{body}");
+    assert!(body["context"]["text"].as_str().unwrap().contains("Porto"), "{body}");
+    let refused = client
+        .call_tool(CallToolRequestParams::new("answer").with_arguments(args(json!({
+            "query": "Where does my sister live?", "budget": 100000
+        }))))
+        .await
+        .expect("call answer");
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    let error = refused.structured_content.expect("error body");
+    assert_eq!(error["field"], "budget", "{error}");
+    client.cancel().await.expect("close the session");
 }

@@ -125,3 +125,75 @@ fn ingest_embeds_new_turns_and_embed_catches_up_and_resumes() {
     );
     assert!(stdout.contains("\nembedded "), "ingest embeds when the model is installed: {stdout}");
 }
+
+/// B6: a turn over the encoder's maximum, embedded as windows by `embed --overlength window`,
+/// is a dense candidate of a following `compile` (which takes the store's last policy), and the
+/// advice to embed it as windows is not repeated.
+#[test]
+fn compile_uses_the_windowed_vectors_that_embed_wrote() {
+    installed_model();
+    let store = tempfile::tempdir().unwrap();
+    let store_arg = store.path().to_str().unwrap();
+    let input = store.path().join("long.jsonl");
+    let line = serde_json::json!({"namespace": "t", "session": "long", "turn": 0, "role": "user",
+        "text": "word ".repeat(400), "time": "2024-01-01T00:00:00Z"});
+    fs_err::write(&input, format!("{line}\n")).unwrap();
+    expect_code(&evicortex(&["--store", store_arg, "ingest", input.to_str().unwrap()], &[]), 0);
+    let (stdout, _) =
+        expect_code(&evicortex(&["--store", store_arg, "embed", "--overlength", "window"], &[]), 0);
+    assert!(stdout.starts_with("embedded 1 texts"), "{stdout}");
+    let compile = [
+        "--store",
+        store_arg,
+        "compile",
+        "--namespace",
+        "t",
+        "--query",
+        "word",
+        "--budget",
+        "1000",
+        "--reader-tokenizer",
+        "o200k_base",
+        "--json",
+    ];
+    let (stdout, stderr) = expect_code(&evicortex(&compile, &[]), 0);
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let item = &json["items"][0];
+    assert!(!item["dense"].is_null(), "the windowed turn must be a dense candidate: {item}");
+    assert!(!stderr.contains("--overlength window"), "the advice must not loop: {stderr}");
+}
+
+/// EVICORTEX_HOME names the store and nothing else: with it set (and no models under it),
+/// ingest still embeds with the installed model and compile runs dense, as with `--store`.
+#[test]
+fn evicortex_home_names_the_store_only() {
+    installed_model();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sample-conversation.jsonl");
+    let env = [("EVICORTEX_HOME", home.as_path())];
+    let (stdout, _) = expect_code(&evicortex(&["ingest", sample], &env), 0);
+    assert!(stdout.contains("\nembedded "), "ingest embeds under EVICORTEX_HOME: {stdout}");
+    assert!(home.join("ledger.sqlite").is_file());
+    assert!(!home.join("models").exists());
+    let (stdout, _) = expect_code(
+        &evicortex(
+            &[
+                "compile",
+                "--namespace",
+                "alice",
+                "--query",
+                "dog's name",
+                "--budget",
+                "200",
+                "--reader-tokenizer",
+                "o200k_base",
+                "--json",
+            ],
+            &env,
+        ),
+        0,
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["config"]["dense"]["mode"], "on", "{json}");
+}

@@ -51,7 +51,11 @@ fn spec(benchmark: Benchmark, dataset: &str, split: SplitName) -> RunSpec {
         max_per_type: None,
         abstention_thresholds: Default::default(),
         variants: Default::default(),
+        encoder: evicortex::DEFAULT_MODEL.to_owned(),
+        reranker: None,
         config_file: None,
+        stratified: None,
+        reader: None,
     }
 }
 
@@ -63,7 +67,7 @@ fn check(spec: &RunSpec, ids: &[&str]) {
         questions.into_iter().filter(|q| ids.contains(&q.id.as_str())).collect();
     assert_eq!(chosen.len(), ids.len(), "every chosen question is in the dev data");
     let dir = tempfile::tempdir().unwrap();
-    let store = EvalStore::open(dir.path(), Some(eval_encoder().unwrap())).unwrap();
+    let store = EvalStore::open(dir.path(), Some(eval_encoder().unwrap()), None).unwrap();
     store.ingest(&chosen).unwrap();
     store.embed(&mut |_| {}).unwrap();
     let store = Arc::new(store);

@@ -145,3 +145,32 @@ fn sigterm_drains_in_flight_appends_and_the_store_verifies() {
     assert!(lost.is_empty(), "{} acknowledged turns lost, e.g. {:?}", lost.len(), lost.first());
     eprintln!("sigterm: {} acknowledged appends, {} stored, none lost", acked.len(), stored.len());
 }
+
+/// `serve` on a store without API keys says so, and what to run, instead of starting silently
+/// and answering 401 to everything.
+#[test]
+fn serve_without_keys_says_how_to_create_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let mut server = evicortex()
+        .arg("--store")
+        .arg(&store)
+        .args(["serve", "--lexical-only", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start evicortex serve");
+    let mut first_line = String::new();
+    BufReader::new(server.stdout.take().expect("stdout"))
+        .read_line(&mut first_line)
+        .expect("read the address line");
+    assert!(first_line.starts_with("listening on http://127.0.0.1:"), "{first_line}");
+    let killed =
+        Command::new("kill").args(["-TERM", &server.id().to_string()]).status().expect("run kill");
+    assert!(killed.success());
+    let out = server.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("has no API keys"), "{stderr}");
+    assert!(stderr.contains("keys create --namespace"), "{stderr}");
+    assert!(stderr.contains("Authorization: Bearer"), "{stderr}");
+}

@@ -19,6 +19,12 @@ fn verify_names_the_first_altered_record_with_exit_code_4() {
     let r = run(dir.path(), &["verify"]);
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains("record #5 is corrupted: digest mismatch"), "{}", r.stderr);
+    let r = run(dir.path(), &["verify", "--json"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let failure: serde_json::Value = serde_json::from_str(&r.stdout).expect("failure JSON");
+    assert_eq!(failure["ok"], false);
+    assert_eq!(failure["first_bad_record"], 5);
+    assert!(failure["error"].as_str().unwrap().contains("digest mismatch"), "{failure}");
     // Reading commands still work on a store whose head is intact; appends are allowed too,
     // since only the full verify reads every record.
     assert_eq!(run(dir.path(), &["stats"]).code, 0);
@@ -44,6 +50,7 @@ fn verify_reports_json() {
     let dir = ingested();
     let report: serde_json::Value =
         serde_json::from_str(&ok(dir.path(), &["verify", "--json"])).unwrap();
+    assert_eq!(report["ok"], true);
     assert_eq!(report["records"], 23);
     assert_eq!(report["turns"], 23);
 }

@@ -1,7 +1,8 @@
 //! Inconsistent inputs are refused with an error naming what is wrong.
 
 use evicortex_compiler::{
-    CompileConfig, CompileError, CompileInputs, DenseConfig, RerankConfig, TiktokenReader, compile,
+    CompileConfig, CompileError, CompileInputs, ContextInputs, DenseConfig, RerankConfig,
+    TiktokenReader, compile,
 };
 use evicortex_lexical::{Bm25Index, Bm25Params};
 
@@ -16,6 +17,7 @@ fn refuses_missing_dense_input_wrong_namespace_and_bm25_mismatch() {
         corpus: &built.corpus,
         lexical: &built.lexical,
         dense: None,
+        context: ContextInputs::default(),
         reader: &reader,
         reranker: None,
     };

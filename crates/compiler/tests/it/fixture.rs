@@ -164,7 +164,7 @@ pub fn build(namespace: &str, records: Vec<Evidence>, erased: Vec<TurnId>) -> Bu
     let mut lexical = Bm25Index::new(Bm25Params { k1: 1.2, b: 0.75 });
     let mut dense = ExactIndex::new(DIM);
     for e in &records {
-        lexical.add(e.id, &evicortex_compiler::lexical_document(&e.turn)).unwrap();
+        lexical.add(e.id, &evicortex_compiler::turn_document(&e.turn)).unwrap();
         dense.insert(e.id, &bag_of_words(&e.turn.text)).unwrap();
     }
     if let Some(last) = records.iter().map(|e| e.id).max() {
@@ -203,7 +203,13 @@ pub fn run(
             pending: 0,
         }),
     };
-    let inputs =
-        CompileInputs { corpus: &built.corpus, lexical: &built.lexical, dense, reader, reranker };
+    let inputs = CompileInputs {
+        corpus: &built.corpus,
+        lexical: &built.lexical,
+        dense,
+        context: evicortex_compiler::ContextInputs::default(),
+        reader,
+        reranker,
+    };
     compile(&inputs, q, config).unwrap()
 }

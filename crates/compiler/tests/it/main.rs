@@ -6,6 +6,8 @@ mod errors;
 mod fill;
 /// Builders for synthetic corpora and precomputed vectors.
 mod fixture;
+/// The default's mechanisms: context, names, time window, long-turn rule.
+mod mechanisms;
 /// Properties: budget, isolation, as-of, erasure, determinism.
 mod properties;
 /// Snapshots of compiled contexts for fixed inputs.

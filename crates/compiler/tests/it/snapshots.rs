@@ -40,11 +40,11 @@ fn lexical_only_cites_turns_grouped_by_session() {
             [#6] 18:00 assistant: How nice! Did you show her the bakery?
             ---
             namespace alice | budget 120 o200k_base | used 117 | support 0.4394 (LexicalCoverage) | abstain no
-            record      fused      lexical        dense       rerank tokens  selected
-            #1              1      1:4.658            -            -     24  retrieved
-            #2              3      3:2.545            -            -     18  retrieved
-            #3              4      4:1.977            -            -     27  retrieved
-            #6              2      2:3.400            -            -     21  retrieved
+            record      fused      lexical        dense       rerank tokens  contributions
+            #1              1      1:4.658            -            -     24  retrieval only
+            #2              3      3:2.545            -            -     18  retrieval only
+            #3              4      4:1.977            -            -     27  retrieval only
+            #6              2      2:3.400            -            -     21  retrieval only
             excluded #7       fused    - lexical            - dense            -  duplicate of #2
         "#]],
     );
@@ -76,13 +76,13 @@ fn hybrid_with_reranker_and_expansion_and_dedup() {
             [#8] 08:00 user: I left the bakery and started at gpt-4o evaluation work, v2.3.1 of the harness.
             ---
             namespace alice | budget 200 o200k_base | used 181 | support 0.8165 (MaxDenseCosine) | abstain no
-            record      fused      lexical        dense       rerank tokens  selected
-            #1              2      2:2.105      3:0.327      2:0.333     24  retrieved
-            #2              1      1:6.101      1:0.816      1:0.667     18  retrieved
-            #3              4            -      2:0.369      4:0.167     27  retrieved
-            #5              5      3:1.034            -            -     21  retrieved
+            record      fused      lexical        dense       rerank tokens  contributions
+            #1              2      2:2.105      3:0.327      2:0.333     24  reranker: #2 (0.333)
+            #2              1      1:6.101      1:0.816      1:0.667     18  reranker: #1 (0.667)
+            #3              4            -      2:0.369      4:0.167     27  reranker: #4 (0.167)
+            #5              5      3:1.034            -            -     21  retrieval only
             #6              -            -            -            -     21  neighbour of #5
-            #8              3      4:0.701      4:0.261      3:0.167     36  retrieved
+            #8              3      4:0.701      4:0.261      3:0.167     36  reranker: #3 (0.167)
             excluded #7       fused    - lexical            - dense            -  duplicate of #2
         "#]],
     );
@@ -105,9 +105,9 @@ fn as_of_hides_later_turns_and_reports_them_filtered() {
             [#3] 10:01 user: The bakery opens at 6am, so I wake up at 5.
             ---
             namespace alice | budget 200 o200k_base | used 71 | support 1.0000 (LexicalCoverage) | abstain no
-            record      fused      lexical        dense       rerank tokens  selected
-            #1              2      2:0.690            -            -     24  retrieved
-            #3              1      1:0.719            -            -     27  retrieved
+            record      fused      lexical        dense       rerank tokens  contributions
+            #1              2      2:0.690            -            -     24  retrieval only
+            #3              1      1:0.719            -            -     27  retrieval only
             excluded #6       fused    - lexical      1:0.824 dense            -  filtered: said after the as-of time
             excluded #8       fused    - lexical      4:0.638 dense            -  filtered: said after the as-of time
         "#]],
@@ -127,7 +127,7 @@ fn abstains_below_threshold_with_the_reason() {
         expect![[r#"
             ---
             namespace alice | budget 200 o200k_base | used 0 | support 0.1828 (LexicalCoverage) | abstain yes: support 0.1828 is below the threshold 0.9
-            record      fused      lexical        dense       rerank tokens  selected
+            record      fused      lexical        dense       rerank tokens  contributions
             excluded #5       fused    1 lexical      1:3.233 dense            -  abstained
             excluded #6       fused    2 lexical      2:0.824 dense            -  abstained
             excluded #3       fused    3 lexical      3:0.719 dense            -  abstained
@@ -147,7 +147,7 @@ fn abstains_without_candidates_and_never_shows_erased_text() {
         expect![[r#"
             ---
             namespace alice | budget 200 o200k_base | used 0 | support none (LexicalCoverage) | abstain yes: no candidates (nothing in the namespace matches the question)
-            record      fused      lexical        dense       rerank tokens  selected
+            record      fused      lexical        dense       rerank tokens  contributions
         "#]],
     );
 }
@@ -162,7 +162,7 @@ fn tiny_budget_packs_nothing_and_says_so() {
         expect![[r#"
             ---
             namespace alice | budget 12 o200k_base | used 0 | support 1.0000 (LexicalCoverage) | abstain yes: nothing fits the budget with its header and citation
-            record      fused      lexical        dense       rerank tokens  selected
+            record      fused      lexical        dense       rerank tokens  contributions
             excluded #5       fused    1 lexical      1:1.034 dense            -  over budget
             excluded #1       fused    2 lexical      2:0.907 dense            -  over budget
         "#]],

@@ -43,6 +43,17 @@ pub enum Category {
 }
 
 impl Category {
+    /// The dataset's number.
+    pub const fn number(self) -> u32 {
+        match self {
+            Category::MultiHop => 1,
+            Category::Temporal => 2,
+            Category::OpenDomain => 3,
+            Category::SingleHop => 4,
+            Category::Adversarial => 5,
+        }
+    }
+
     /// From the dataset's number.
     pub fn from_number(n: u64) -> Option<Category> {
         Some(match n {
@@ -77,6 +88,18 @@ pub struct DialogueTurn {
     pub text: String,
     /// The image caption, when the turn shares an image.
     pub image_caption: Option<String>,
+}
+
+impl DialogueTurn {
+    /// What the turn says as the memory stores it: the text, and for a shared image its caption
+    /// (`<text> [shares image: <caption>]`), so the image is part of the turn for every index,
+    /// every system and the packed context alike.
+    pub fn stored_text(&self) -> String {
+        match &self.image_caption {
+            Some(caption) => format!("{} [shares image: {caption}]", self.text),
+            None => self.text.clone(),
+        }
+    }
 }
 
 /// One dated session.

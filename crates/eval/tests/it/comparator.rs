@@ -57,6 +57,7 @@ fn synthetic_question() -> EvalQuestion {
             widened_relevant_all_turns: 0,
             exclusion: None,
         },
+        gold: Default::default(),
     }
 }
 

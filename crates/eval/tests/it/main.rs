@@ -4,6 +4,8 @@
 mod comparator;
 /// The released LongMemEval BM25 numbers reproduced on the 499-record S file.
 mod conformance;
+/// The shared reader over every system's packed context: scores, judge, cache.
+mod reader_stage;
 /// The adapters accept the real files and recognise their digests.
 mod real_files;
 /// The runner end to end on the real files: conformance again, budgets and after-packing credit.

@@ -11,7 +11,7 @@ use crate::data_file;
 /// A fresh store holding the haystacks of `spec`'s questions (no encoder: controls only).
 fn store_for(spec: &RunSpec) -> (tempfile::TempDir, Arc<EvalStore>) {
     let dir = tempfile::tempdir().unwrap();
-    let (store, _, _) = prepare_store(spec, dir.path(), None).unwrap();
+    let (store, _, _) = prepare_store(spec, dir.path(), None, None).unwrap();
     (dir, Arc::new(store))
 }
 
@@ -38,7 +38,11 @@ fn spec(
         max_per_type: None,
         abstention_thresholds: Default::default(),
         variants: Default::default(),
+        encoder: evicortex::DEFAULT_MODEL.to_owned(),
+        reranker: None,
         config_file: None,
+        stratified: None,
+        reader: None,
     }
 }
 
@@ -187,4 +191,21 @@ fn question_outcomes_add_up_to_the_report() {
             Some(f64::from(u8::from(all)))
         );
     }
+}
+
+/// A run with a system that reranks and no reranker named is refused before any work (the test
+/// double never stands in), and a bad reranker or encoder name is refused at configuration time.
+#[test]
+fn a_reranking_system_without_a_reranker_is_refused() {
+    let mut s =
+        spec(Benchmark::Locomo, "locomo/locomo10.dev.json", SplitName::All, vec![Some(512)]);
+    s.systems = vec!["evicortex".into(), "evicortex-rerank".into()];
+    let err = evicortex_eval::runner::eval_reranker(&s).unwrap_err().to_string();
+    assert!(err.contains("evicortex-rerank reranks and the run names no reranker"), "{err}");
+    s.systems = vec!["evicortex".into()];
+    assert!(evicortex_eval::runner::eval_reranker(&s).unwrap().is_none());
+    let err = evicortex_eval::run_config::check_reranker("term-overlap").unwrap_err();
+    assert!(format!("{err:#}").contains("unknown kind"), "{err:#}");
+    let err = evicortex_eval::run_config::check_encoder("no-such-model").unwrap_err();
+    assert!(format!("{err:#}").contains("all-mpnet-base-v2"), "{err:#}");
 }

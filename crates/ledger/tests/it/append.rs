@@ -149,3 +149,36 @@ fn data_survives_reopening() {
     let receipt = reopened.append(&[turn("a", "s", 1, "more")]).unwrap();
     assert_eq!(receipt.head, Some(TurnId::from_raw(2)));
 }
+
+/// Group commit: batches committed in one transaction are each all-or-nothing, a refused batch
+/// is rolled back alone, and later batches see earlier ones as if appended one after another.
+#[test]
+fn a_group_commits_good_batches_and_refuses_a_bad_one_alone() {
+    let store = Store::new();
+    store.ledger.append(&[turn("a", "s", 0, "original")]).unwrap();
+    let first = vec![turn("a", "s", 1, "first")];
+    let bad = vec![turn("a", "s", 2, "would be fine"), turn("a", "s", 0, "rewritten")];
+    let mut unnamed = turn("a", "s", 3, "x");
+    unnamed.speaker = Some(String::new());
+    let invalid = vec![unnamed];
+    let last = vec![turn("a", "s", 1, "first"), turn("b", "s", 0, "last")];
+    let results =
+        store.ledger.append_group(&[&first, &bad, &invalid, &last]).expect("the group commits");
+    assert_eq!(results.len(), 4);
+    let first = results[0].as_ref().unwrap();
+    assert_eq!(first.outcomes[0].id, TurnId::from_raw(2));
+    assert!(
+        matches!(results[1], Err(AppendError::Conflict { index: 1, field: "text", .. })),
+        "{:?}",
+        results[1]
+    );
+    assert!(matches!(results[2], Err(AppendError::InvalidTurn { .. })), "{:?}", results[2]);
+    let last = results[3].as_ref().unwrap();
+    assert_eq!(last.outcomes[0].status, AppendStatus::AlreadyPresent, "sees the earlier batch");
+    assert_eq!(last.outcomes[0].id, TurnId::from_raw(2));
+    assert_eq!(last.outcomes[1].id, TurnId::from_raw(3), "the refused batch took no id");
+    assert_eq!(last.head, Some(TurnId::from_raw(3)));
+    let a = store.ledger.evidence(&evicortex_core::Namespace::new("a").unwrap()).unwrap();
+    assert_eq!(a.iter().map(|e| e.turn.text.as_str()).collect::<Vec<_>>(), ["original", "first"]);
+    assert_eq!(store.ledger.verify().unwrap().turns, 3);
+}

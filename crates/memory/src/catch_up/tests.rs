@@ -43,6 +43,11 @@ fn turn(namespace: &str, session: &str, index: u32, text: &str) -> Turn {
     }
 }
 
+fn said_by(speaker: &str, mut turn: Turn) -> Turn {
+    turn.speaker = Some(speaker.to_owned());
+    turn
+}
+
 fn no_progress() -> impl FnMut(&EmbedProgress) {
     |_| {}
 }
@@ -205,6 +210,34 @@ fn erasure_removes_vectors_of_texts_no_live_turn_holds() {
     );
 }
 
+#[test]
+fn a_turn_s_vector_is_its_document_s_and_erasure_purges_the_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let encoder = default_encoder();
+    let memory = open(dir.path(), encoder.clone());
+    memory
+        .append(&[
+            said_by("Alice", turn("chat", "s1", 0, "see you at the lake")),
+            said_by("Bob", turn("chat", "s1", 1, "see you at the lake")),
+        ])
+        .unwrap();
+    let id = encoder.identity_digest();
+    let report = memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
+    assert_eq!((report.distinct_texts, report.embedded_texts), (2, 2), "two documents");
+    let alice = TextDigest::of("Alice: see you at the lake");
+    let bob = TextDigest::of("Bob: see you at the lake");
+    let direct = encoder.embed_documents(&["Alice: see you at the lake"]).unwrap().remove(0);
+    assert_eq!(cache(&memory).get(&id, &alice).unwrap(), vec![direct.single().unwrap().to_vec()]);
+
+    let chat = Namespace::new("chat").unwrap();
+    let record = memory.evidence(&chat).unwrap()[0].id;
+    let receipt = memory.erase(&EraseTarget::Record(chat, record)).unwrap();
+    assert!(receipt.orphaned_texts.contains(&alice), "{receipt:?}");
+    assert!(!receipt.orphaned_texts.contains(&TextDigest::of("see you at the lake")));
+    assert!(cache(&memory).get(&id, &alice).unwrap().is_empty(), "Alice's document is erased");
+    assert_eq!(cache(&memory).get(&id, &bob).unwrap().len(), 1, "Bob still says it");
+}
+
 /// A store with two embedded turns of alice; returns the record to erase.
 fn embedded_store(dir: &std::path::Path) -> evicortex_core::TurnId {
     let memory = open(dir, default_encoder());
@@ -283,7 +316,8 @@ fn an_erasure_between_check_and_write_waits_for_the_writer_lock() {
 
 /// Catch-up embeds texts it read before an erasure and writes their vectors after it: the
 /// writer lock and the erasure log drop what the erasure orphaned. Run many times with the
-/// erasure landing at different points of the catch-up; no vector of an erased text survives.
+/// erasure landing at different points of the catch-up; no vector of an erased turn survives,
+/// whether its text is orphaned or only its document (a text another speaker still says).
 /// (Writing the vectors without the check makes this fail within a few rounds.)
 #[test]
 fn catch_up_racing_erasure_never_leaves_a_vector_of_an_erased_text() {
@@ -296,9 +330,17 @@ fn catch_up_racing_erasure_never_leaves_a_vector_of_an_erased_text() {
         let memory = open(dir.path(), encoder.clone());
         let secret = |i: u32| format!("round {round} secret number {i} about the red door");
         let kept = |i: u32| format!("round {round} kept number {i} about the garden");
+        // Half the secrets are said by Alice while Bob says the same words: their texts stay
+        // live, only Alice's documents are orphaned.
+        let spoken = |i: u32| i % 2 == 1;
         let mut turns = Vec::new();
         for i in 0..24 {
-            turns.push(turn("alice", "secret", i, &secret(i)));
+            if spoken(i) {
+                turns.push(said_by("Alice", turn("alice", "secret", i, &secret(i))));
+                turns.push(said_by("Bob", turn("alice", "bob", i, &secret(i))));
+            } else {
+                turns.push(turn("alice", "secret", i, &secret(i)));
+            }
             turns.push(turn("alice", "kept", i, &kept(i)));
         }
         memory.append(&turns).unwrap();
@@ -324,10 +366,15 @@ fn catch_up_racing_erasure_never_leaves_a_vector_of_an_erased_text() {
 
         let cache = cache(&memory);
         for i in 0..24 {
+            let erased = if spoken(i) { format!("Alice: {}", secret(i)) } else { secret(i) };
             assert!(
-                cache.get(&id, &TextDigest::of(&secret(i))).unwrap().is_empty(),
-                "round {round}: a vector of erased text {i} survived the erasure"
+                cache.get(&id, &TextDigest::of(&erased)).unwrap().is_empty(),
+                "round {round}: a vector of erased turn {i} survived the erasure"
             );
+            if spoken(i) {
+                let bob = TextDigest::of(&format!("Bob: {}", secret(i)));
+                assert_eq!(cache.get(&id, &bob).unwrap().len(), 1, "round {round}: Bob's {i}");
+            }
         }
         let kept_vectors =
             (0..24).filter(|&i| !cache.get(&id, &TextDigest::of(&kept(i))).unwrap().is_empty());

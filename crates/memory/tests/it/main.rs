@@ -1,5 +1,9 @@
 //! Integration tests of the `evicortex` facade, one module per scenario.
 
+/// `Memory::answer` with the real smallest reader: exact counts, refusals, abstention.
+mod answer;
+/// A compile right after an append finds the turn and says when dense coverage lags.
+mod dense_lag;
 /// Erasure reaches every attached derived store.
 mod derived_purge;
 /// Export writes JSONL that the parser takes back, texts byte for byte (property test).
@@ -7,5 +11,7 @@ mod export_round_trip;
 /// The store directory and the embedding cache are private to their owner.
 #[cfg(unix)]
 mod private_files;
+/// The second-stage reranker through the facade, and its candidate vectors purged on erasure.
+mod second_stage;
 /// One `Memory` shared by threads.
 mod shared;

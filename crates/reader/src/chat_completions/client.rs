@@ -115,6 +115,10 @@ impl Reader for ChatCompletionsClient {
         &self.identity
     }
 
+    fn tokenizer(&self) -> Option<std::sync::Arc<dyn evicortex_compiler::ReaderTokenizer>> {
+        None
+    }
+
     fn context_window(&self) -> Option<u32> {
         self.config.context_window
     }

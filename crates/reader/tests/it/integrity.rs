@@ -24,7 +24,7 @@ fn a_missing_model_names_the_fetch_command() {
     let manifest = GgufManifest::named(TEST_MODEL).unwrap();
     let err = LocalGgufReader::load(&ModelCache::at(tmp.path()), &manifest).unwrap_err();
     assert!(matches!(err, ReaderModelError::ModelMissing { .. }), "{err}");
-    assert!(err.to_string().contains("evicortex-reader fetch smollm2-135m-instruct-q4_1"), "{err}");
+    assert!(err.to_string().contains("evicortex model fetch smollm2-135m-instruct-q4_1"), "{err}");
     assert!(!err.is_integrity_failure());
 }
 

@@ -37,7 +37,7 @@ fn tiny_cross_encoder() -> (CrossEncoder, serde_json::Value) {
         .unwrap();
     assert!(status.success(), "bench/tiny_cross_encoder.py failed");
     let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&reference).unwrap()).unwrap();
+        serde_json::from_str(&fs_err::read_to_string(&reference).unwrap()).unwrap();
     let artifacts =
         VerifiedArtifacts::open_local(&dir, "tiny", directory_digest(&dir).unwrap()).unwrap();
     let config = CrossEncoderConfig {

@@ -4,6 +4,8 @@
 // Test harness: a real server on 127.0.0.1 over a temporary store, with keys and a client.
 mod harness;
 
+// Answers with the real smallest reader; the served reader is for admin keys only.
+mod answer;
 // Keys: 401 without a key, the same 403 for any namespace the key does not grant, admin routes.
 mod auth;
 // Bad input: 400/413/422 naming the field, 409 on conflicts, nothing stored by a refused batch.

@@ -12,6 +12,7 @@ async fn openapi_document_lists_every_route_and_the_bearer_scheme() {
         "/v1/verify",
         "/v1/namespaces/{ns}/turns",
         "/v1/namespaces/{ns}/compile",
+        "/v1/namespaces/{ns}/answer",
         "/v1/namespaces/{ns}/erase",
         "/v1/namespaces/{ns}/stats",
     ] {

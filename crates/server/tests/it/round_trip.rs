@@ -109,7 +109,7 @@ async fn compile_cites_within_budget_respects_as_of_and_forgets_erased_text() {
         .post("/v1/namespaces/alice/compile", &key, &ask("Where did I move?", 200, json!({})))
         .await;
     assert_eq!(context.status, 200, "{}", context.text);
-    assert_eq!(context.body["format"], "evicortex-compiled-context-1");
+    assert_eq!(context.body["format"], "evicortex-compiled-context-2");
     assert!(context.body["text"].as_str().expect("text").contains("Lisbon"), "{}", context.text);
     assert!(context.body["tokens_used"].as_u64().expect("tokens") <= 200);
     assert_eq!(context.body["config"]["dense"]["mode"], "on", "{}", context.text);

@@ -85,7 +85,7 @@ fn link_batch(
         }
     }
     let frozen: &Graph = graph;
-    let updates: Vec<((u32, u8), Option<Vec<u32>>)> = incoming
+    let updates: Vec<(NodeLayer, Option<Vec<u32>>)> = incoming
         .into_par_iter()
         .map(|((target, layer), added)| {
             let merged = pulp::Arch::new()
@@ -211,3 +211,6 @@ fn unit(vectors: &[f32], dim: usize, row: u32) -> &[f32] {
     let start = row as usize * dim;
     &vectors[start..start + dim]
 }
+
+/// A node and one of its layers.
+type NodeLayer = (u32, u8);

@@ -103,9 +103,7 @@ pub fn index_file_state(
 ) -> Result<IndexFileState, IndexFileError> {
     let header = match read_index_header(path) {
         Ok(header) => header,
-        Err(IndexFileError::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
+        Err(IndexFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Ok(IndexFileState::Missing);
         }
         Err(IndexFileError::Corrupted { detail, .. }) => {
@@ -140,6 +138,8 @@ pub fn read_index_header(path: &Path) -> Result<IndexFileHeader, IndexFileError>
 }
 
 /// Removes the index file at `path` (and makes the removal durable); `false` if there was none.
+// std's error kind tells a missing file apart; the error returned names the path.
+#[allow(clippy::disallowed_methods)]
 pub fn remove_index_file(path: &Path) -> Result<bool, IndexFileError> {
     match std::fs::remove_file(path) {
         Ok(()) => {
@@ -455,10 +455,14 @@ impl<W: Write> Write for HashingWriter<W> {
     }
 }
 
+// The error returned names the path.
+#[allow(clippy::disallowed_methods)]
 fn fs_open(path: &Path) -> Result<std::fs::File, IndexFileError> {
     std::fs::File::open(path).map_err(|source| IndexFileError::Io { path: path.to_owned(), source })
 }
 
+// The error returned names the directory.
+#[allow(clippy::disallowed_methods)]
 fn sync_parent(path: &Path) -> Result<(), IndexFileError> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::File::open(dir)

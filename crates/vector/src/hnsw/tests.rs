@@ -176,7 +176,10 @@ fn refuses_bad_parameters_and_answers_empty_and_small_indexes() {
 }
 
 fn meta(namespace: &str) -> IndexFileMeta {
-    IndexFileMeta { namespace: evicortex_core::Namespace::new(namespace).unwrap(), encoder: [7; 32] }
+    IndexFileMeta {
+        namespace: evicortex_core::Namespace::new(namespace).unwrap(),
+        encoder: [7; 32],
+    }
 }
 
 fn saved_index(dir: &std::path::Path) -> (HnswIndex<u32>, std::path::PathBuf) {
@@ -185,7 +188,7 @@ fn saved_index(dir: &std::path::Path) -> (HnswIndex<u32>, std::path::PathBuf) {
     index.mark_covered(TurnId::from_raw(900)).unwrap();
     let path = dir.join(index_file_name(&meta("alice").namespace, &[7; 32]));
     let bytes = index.save(&path, &meta("alice")).unwrap();
-    assert_eq!(bytes, std::fs::metadata(&path).unwrap().len());
+    assert_eq!(bytes, fs_err::metadata(&path).unwrap().len());
     (index, path)
 }
 
@@ -193,7 +196,7 @@ fn saved_index(dir: &std::path::Path) -> (HnswIndex<u32>, std::path::PathBuf) {
 fn a_saved_index_loads_as_the_same_graph_and_answers_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let (index, path) = saved_index(dir.path());
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    let leftovers: Vec<_> = fs_err::read_dir(dir.path()).unwrap().collect();
     assert_eq!(leftovers.len(), 1, "no temporary file is left behind");
     let (header, loaded) = HnswIndex::<u32>::load(&path).unwrap();
     assert_eq!(header.meta, meta("alice"));
@@ -217,7 +220,7 @@ fn a_saved_index_loads_as_the_same_graph_and_answers_the_same() {
 fn a_damaged_or_truncated_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (_, path) = saved_index(dir.path());
-    let good = std::fs::read(&path).unwrap();
+    let good = fs_err::read(&path).unwrap();
     for (what, bytes) in [
         ("flipped vector bit", {
             let mut b = good.clone();
@@ -233,7 +236,7 @@ fn a_damaged_or_truncated_file_is_refused() {
         ("truncated", good[..good.len() - 1].to_vec()),
         ("extra byte", [good.as_slice(), &[0]].concat()),
     ] {
-        std::fs::write(&path, &bytes).unwrap();
+        fs_err::write(&path, &bytes).unwrap();
         let err = HnswIndex::<u32>::load(&path).unwrap_err();
         assert!(matches!(err, IndexFileError::Corrupted { .. }), "{what}: {err}");
     }
@@ -259,7 +262,7 @@ fn the_file_state_says_when_to_rebuild() {
             "{expected:?} {p:?} {erased:?}"
         );
     }
-    std::fs::write(&path, b"not an index").unwrap();
+    fs_err::write(&path, b"not an index").unwrap();
     assert!(matches!(state(&meta("alice"), &params(), None), IndexFileState::Stale { .. }));
     assert!(remove_index_file(&path).unwrap());
     assert!(!remove_index_file(&path).unwrap());

@@ -218,7 +218,7 @@ fn time_ledger_append(dir: &std::path::Path, turns: &[Turn], batch: usize) -> an
     Ok(elapsed)
 }
 
-const ANCHOR_SCHEMA: &str = "
+pub(super) const ANCHOR_SCHEMA: &str = "
 CREATE TABLE turns (
     seq INTEGER PRIMARY KEY, namespace TEXT NOT NULL, session TEXT NOT NULL, turn INTEGER NOT NULL,
     role TEXT NOT NULL, speaker TEXT, text TEXT NOT NULL, event_utc_us INTEGER NOT NULL,
@@ -226,7 +226,7 @@ CREATE TABLE turns (
     UNIQUE (namespace, session, turn)
 );";
 
-fn anchor_connection(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
+pub(super) fn anchor_connection(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
     let conn = rusqlite::Connection::open(path)?;
     let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
     ensure!(mode.eq_ignore_ascii_case("wal"), "anchor journal mode is {mode}");
@@ -273,7 +273,7 @@ fn time_anchor_append(path: &std::path::Path, turns: &[Turn], batch: usize) -> a
     Ok(elapsed)
 }
 
-fn chrono_now_micros() -> i64 {
+pub(super) fn chrono_now_micros() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as i64)

@@ -18,7 +18,7 @@
 
 use std::collections::HashSet;
 
-use evicortex_core::{EventTime, Namespace, SessionId, Turn, TurnIndex};
+use evicortex::{EventTime, Namespace, SessionId, Turn, TurnIndex};
 use evicortex_eval::datasets::longmemeval::{HaystackSession, LongMemEvalDataset, Question};
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -129,6 +129,7 @@ mod tests {
             pieces,
             vec![
                 "I moved to Lisbon in May.",
+                "Here is a list:",
                 "1. pack the boxes early",
                 "2. book the van.",
                 "Then we drove there on Monday night."

@@ -1,10 +1,11 @@
 //! `evicortex bench ann prepare`: writes the audit namespace into the audit store's ledger.
 
+use crate::stdout::outln;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use evicortex::{AppendStatus, Memory};
-use evicortex_embed::{EmbeddingRole, Encoder, Overlength};
+use evicortex_embed::{EmbeddingRole, Overlength};
 use evicortex_eval::{datasets::longmemeval::LongMemEvalDataset, split::SplitFile};
 
 use super::audit_set::{self, Part};
@@ -50,9 +51,8 @@ pub fn run(args: &PrepareArgs) -> anyhow::Result<()> {
         .with_context(|| format!("reading {}", dataset.display()))?;
     let split = SplitFile::read(&split).with_context(|| format!("reading {}", split.display()))?;
     spinner.finish_and_clear();
-    let is_dev = |id: &str| {
-        matches!(split.assignment.get(id), Some(evicortex_eval::split::SplitName::Dev))
-    };
+    let is_dev =
+        |id: &str| matches!(split.assignment.get(id), Some(evicortex_eval::split::SplitName::Dev));
     let encoder = load_encoder(AUDIT_OVERLENGTH)?;
     let max_tokens = encoder.identity().max_tokens;
 
@@ -97,7 +97,7 @@ pub fn run(args: &PrepareArgs) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     let by_part = |part: Part| parts.iter().filter(|&&p| p == part).count();
-    println!(
+    outln!(
         "audit namespace {:?} in {}: {} turns ({new} new), {vectors} vectors once embedded; \
          dev turns {}, dev sentence pieces {}, other sentence pieces {}",
         audit_set::AUDIT_NAMESPACE,
@@ -106,11 +106,11 @@ pub fn run(args: &PrepareArgs) -> anyhow::Result<()> {
         by_part(Part::DevTurn),
         by_part(Part::DevPiece),
         by_part(Part::OtherPiece),
-    );
-    println!(
+    )?;
+    outln!(
         "next: nice -n 15 evicortex --store {} embed --overlength window   (resumable)",
         args.audit_store.display()
-    );
+    )?;
     Ok(())
 }
 

@@ -1,0 +1,207 @@
+//! `evicortex answer`: compile a cited context for a question in the reader's own tokens, have
+//! the reader read it, and print its answer with the records it cited, or the abstention.
+
+use std::{io::Write, path::Path, sync::Arc};
+
+use crate::{commands::compile::Switch, exit::UsageError};
+use anyhow::Context;
+use evicortex::{
+    AbstentionConfig, AnswerRequest, ChatCompletionsClient, CompileConfig, CompileQuery,
+    DecodingSettings, DenseConfig, EventTime, GgufManifest, LocalGgufReader, Memory, Namespace,
+    Reader, RerankConfig, SupportSignal, TokenBudget, reader_tokenizer,
+};
+
+/// Arguments of `evicortex answer`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "The local reader runs on the CPU from pinned weights (`evicortex model \
+    fetch NAME` installs them; `evicortex model list` names them) and counts the budget in its \
+    own tokenizer. --endpoint asks the OpenAI-compatible chat-completions API named by \
+    EVICORTEX_READER_BASE_URL, EVICORTEX_READER_MODEL, EVICORTEX_READER_API_KEY (optional) and \
+    EVICORTEX_READER_CONTEXT_WINDOW (optional), and needs --reader-tokenizer. The reader's whole \
+    prompt is counted first; one over its window is refused with the numbers. When the compiler \
+    abstains the reader is not asked.\n\n\
+    Examples:\n  \
+    evicortex answer --namespace alice --query \"Where did I move?\" --budget 2048\n  \
+    evicortex answer --namespace alice --query Q --budget 1024 --reader smollm2-135m-instruct-q4_1 --json\n  \
+    evicortex answer --namespace alice --query Q --budget 4000 --endpoint --reader-tokenizer o200k_base")]
+pub struct AnswerArgs {
+    /// The namespace to answer from.
+    #[arg(long, value_name = "NS")]
+    pub namespace: String,
+    /// The question.
+    #[arg(long, value_name = "Q")]
+    pub query: String,
+    /// Only turns said at or before this RFC 3339 time (with offset) are used.
+    #[arg(long, value_name = "TIME")]
+    pub as_of: Option<String>,
+    /// The context's budget in the reader's tokens, headers and citations included.
+    #[arg(long, value_name = "N")]
+    pub budget: u32,
+    /// The local reader (a pinned GGUF model; default: the first of `evicortex model list`'s
+    /// readers).
+    #[arg(long, value_name = "NAME", conflicts_with = "endpoint")]
+    pub reader: Option<String>,
+    /// Ask the chat-completions endpoint the environment names instead of a local reader.
+    #[arg(long, requires = "reader_tokenizer")]
+    pub endpoint: bool,
+    /// With --endpoint: the tokenizer the endpoint's model uses (o200k_base, cl100k_base or a
+    /// tokenizer.json path), which the budget is counted in.
+    #[arg(long, value_name = "NAME", requires = "endpoint")]
+    pub reader_tokenizer: Option<String>,
+    /// Most tokens the reader may generate.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub max_new_tokens: u32,
+    /// Dense retrieval with the pinned encoder.
+    #[arg(long, value_enum, default_value = "on")]
+    pub dense: Switch,
+    /// Candidates taken from each retriever.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub top_n: usize,
+    /// Rerank the best 16 fused candidates with the reranker --reranker names.
+    #[arg(long, value_enum, default_value = "off")]
+    pub rerank: Switch,
+    /// The reranker --rerank on uses (as for `evicortex compile`).
+    #[arg(long, value_name = "SPEC", default_value = evicortex::RerankerSpec::MPNET_COSINE)]
+    pub reranker: evicortex::RerankerSpec,
+    /// Abstain (without asking the reader) when the support score is below this.
+    #[arg(long, value_name = "SCORE")]
+    pub abstain_below: Option<f32>,
+    /// Print the answer, its citations, the reader's identity, tokens and seconds as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The reader `--reader`/`--endpoint` name.
+pub fn open_reader(name: Option<&str>, endpoint: bool) -> anyhow::Result<Arc<dyn Reader>> {
+    if endpoint {
+        let client = ChatCompletionsClient::from_env()
+            .map_err(|e| UsageError(format!("--endpoint: {e}")))?;
+        return Ok(Arc::new(client));
+    }
+    let name = match name {
+        Some(name) => name.to_owned(),
+        None => GgufManifest::committed()[0].name.clone(),
+    };
+    let spinner = crate::progress::spinner(&format!("loading reader {name}"));
+    let reader = LocalGgufReader::load_pinned(&name);
+    spinner.finish_and_clear();
+    Ok(Arc::new(reader.with_context(|| format!("loading the reader {name}"))?))
+}
+
+/// Runs `evicortex answer`.
+pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
+    let namespace = Namespace::new(&args.namespace).context("--namespace")?;
+    let as_of = match &args.as_of {
+        Some(raw) => {
+            Some(EventTime::parse_rfc3339(raw).map_err(|e| UsageError(format!("--as-of: {e}")))?)
+        }
+        None => None,
+    };
+    let tokenizer = match &args.reader_tokenizer {
+        Some(name) => Some(
+            reader_tokenizer(name).map_err(|e| UsageError(format!("--reader-tokenizer: {e}")))?,
+        ),
+        None => None,
+    };
+    let dense = match args.dense {
+        Switch::On => DenseConfig::On { top_n: args.top_n },
+        Switch::Off => DenseConfig::Off,
+    };
+    let config = CompileConfig {
+        rerank: match args.rerank {
+            Switch::On => RerankConfig::On { depth: 16, weight: 1.0 },
+            Switch::Off => RerankConfig::Off,
+        },
+        abstention: AbstentionConfig {
+            signal: match dense {
+                DenseConfig::On { .. } => SupportSignal::MaxDenseCosine,
+                DenseConfig::Off => SupportSignal::LexicalCoverage,
+            },
+            threshold: args.abstain_below,
+        },
+        ..CompileConfig::hybrid(args.top_n, dense)
+    };
+    config.validate().map_err(|e| UsageError(e.to_string()))?;
+    if !store.join(evicortex::LEDGER_FILE).is_file() {
+        return Err(UsageError(format!(
+            "no store at {} (run `evicortex ingest` first)",
+            store.display()
+        ))
+        .into());
+    }
+    let reader = open_reader(args.reader.as_deref(), args.endpoint)?;
+    let mut builder = Memory::builder(store);
+    if args.rerank == Switch::On {
+        builder.loaded_reranker(crate::commands::compile::load_reranker(&args.reranker)?);
+    }
+    if dense != DenseConfig::Off {
+        let overlength = crate::commands::embed::store_overlength(store, None)?;
+        builder.encoder(crate::commands::embed::load_encoder(overlength)?);
+    }
+    let memory =
+        builder.open().with_context(|| format!("opening the store {}", store.display()))?;
+    let query = CompileQuery {
+        namespace,
+        question: args.query.clone(),
+        as_of,
+        budget: TokenBudget::new(args.budget),
+    };
+    if memory.has_encoder() {
+        crate::commands::compile::catch_up(&memory, &query.namespace)?;
+    }
+    let request = AnswerRequest {
+        query: &query,
+        config: &config,
+        query_vector: None,
+        tokenizer: tokenizer.as_deref(),
+        question_date: None,
+        decoding: DecodingSettings::greedy(args.max_new_tokens),
+    };
+    let spinner = crate::progress::spinner("reading");
+    let report = memory.answer(&request, reader.as_ref());
+    spinner.finish_and_clear();
+    let report = report?;
+    let mut out = crate::stdout::stdout();
+    if args.json {
+        writeln!(out, "{}", report.to_json())?;
+        return Ok(());
+    }
+    match &report.answer {
+        None => writeln!(
+            out,
+            "abstain: {}",
+            report
+                .context
+                .abstain_reason
+                .as_ref()
+                .map_or("no support".to_owned(), |r| r.to_string())
+        )?,
+        Some(answer) => {
+            writeln!(out, "{}", answer.text.trim())?;
+            let cited: Vec<String> =
+                answer.citations.iter().map(|r| format!("#{}", r.raw())).collect();
+            writeln!(out, "---")?;
+            writeln!(
+                out,
+                "cited: {}{}",
+                if cited.is_empty() { "none".to_owned() } else { cited.join(" ") },
+                if answer.unknown_citations.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (not in the context: {:?})", answer.unknown_citations)
+                }
+            )?;
+            writeln!(
+                out,
+                "reader: {}; prompt {} tokens (context {} of {}), generated {}, {:.1} s",
+                answer.reader.label(),
+                answer.prompt_tokens,
+                report.context.tokens_used,
+                report.context.budget.tokens(),
+                answer.generated_tokens,
+                answer.seconds
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,197 @@
+//! The default's mechanisms, each seen in the compiled context: context lists (and their as-of
+//! rule), named-speaker lists, the time-window list and the long-turn rule.
+
+use evicortex_compiler::{
+    CompileConfig, CompileInputs, CompiledContext, ContextConfig, ContextInputs, ContextVectors,
+    DenseConfig, DenseInput, LongTurns, NamesConfig, Retriever, TiktokenReader, TimeConfig,
+    WindowIndex, compile,
+};
+use evicortex_core::{Evidence, Role, TurnId};
+use evicortex_lexical::Bm25Params;
+
+use crate::fixture::{Built, bag_of_words, build, evidence, query};
+
+/// A baking chat between Melanie and Caroline over two sessions (every turn of namespace `c`).
+fn chat() -> Vec<Evidence> {
+    let said = |id, session, turn, time, speaker: &str, text| {
+        let mut e = evidence(id, "c", session, turn, Role::User, time, text);
+        e.turn.speaker = Some(speaker.to_owned());
+        e
+    };
+    vec![
+        said(1, "s1", 0, "2024-05-01T10:00:00Z", "Melanie", "I bought a sourdough starter."),
+        said(2, "s1", 1, "2024-05-01T10:01:00Z", "Caroline", "Which one did you pick?"),
+        said(3, "s1", 2, "2024-05-01T10:02:00Z", "Melanie", "The rye one from the market."),
+        said(4, "s2", 0, "2024-05-11T09:00:00Z", "Caroline", "I baked rye bread on Saturday."),
+        said(5, "s2", 1, "2024-05-11T09:01:00Z", "Melanie", "Rye bread is my favourite."),
+    ]
+}
+
+/// Compiles with the context indexes `config` asks for, built from the corpus as the memory
+/// facade builds them (lexical windows, context vectors from the turns' stored vectors).
+fn run_with_context(
+    built: &Built,
+    question: &str,
+    as_of: Option<&str>,
+    budget: u32,
+    config: &CompileConfig,
+) -> CompiledContext {
+    let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
+    let window = WindowIndex::build(
+        &built.corpus,
+        config.context.lexical_radius,
+        params,
+        config.lexical.analyzer,
+    )
+    .unwrap();
+    let vectors: Vec<(TurnId, Vec<f32>)> = built
+        .corpus
+        .evidence()
+        .iter()
+        .map(|e| {
+            let v = bag_of_words(&e.turn.text);
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            (e.id, v.iter().map(|x| x / norm).collect())
+        })
+        .collect();
+    let context_vectors = ContextVectors::build(
+        &built.corpus,
+        config.context.dense_radius,
+        crate::fixture::DIM,
+        vectors.len(),
+        |id| vectors.iter().find(|(k, _)| *k == id).map(|(_, v)| v.as_slice()),
+    );
+    let query_vector = bag_of_words(question);
+    let dense = match config.dense {
+        DenseConfig::Off => None,
+        DenseConfig::On { .. } => Some(DenseInput {
+            index: &built.dense,
+            query_vector: &query_vector,
+            encoder: &built.encoder,
+            pending: 0,
+        }),
+    };
+    let reader = TiktokenReader::o200k_base();
+    let inputs = CompileInputs {
+        corpus: &built.corpus,
+        lexical: &built.lexical,
+        dense,
+        context: ContextInputs {
+            lexical: (config.context.lexical_radius > 0).then_some(&window),
+            dense: (config.context.dense_radius > 0).then_some(&context_vectors),
+        },
+        reader: &reader,
+        reranker: None,
+    };
+    compile(&inputs, &query("c", question, as_of, budget), config).unwrap()
+}
+
+/// The lists that ranked `record`, packed or excluded.
+fn lists_of(context: &CompiledContext, record: u64) -> Vec<Retriever> {
+    let item = context.items.iter().find(|i| i.record.raw() == record);
+    let excluded = context.excluded.iter().find(|x| x.record.raw() == record);
+    let lists = item.map(|i| i.lists.clone()).or(excluded.map(|x| x.lists.clone()));
+    lists.unwrap_or_default().iter().map(|l| l.list).collect()
+}
+
+/// The plain analyzer (the fixture's BM25 index is built with it) and only `context` on.
+fn with_context(context: ContextConfig) -> CompileConfig {
+    let mut config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
+    config.context = context;
+    config
+}
+
+#[test]
+fn a_short_turn_is_ranked_by_its_neighbours_words_unless_they_were_said_after_as_of() {
+    let built = build("c", chat(), Vec::new());
+    let config = with_context(ContextConfig { lexical_radius: 1, dense_radius: 1 });
+    let context = run_with_context(&built, "sourdough starter", None, 500, &config);
+    let lists = lists_of(&context, 2);
+    assert!(lists.contains(&Retriever::LexicalContext), "{}", context.explain());
+    assert!(lists.contains(&Retriever::DenseContext), "{}", context.explain());
+    assert!(context.explain().contains("context: lexical_context"), "{}", context.explain());
+
+    // As of just after turn 2, its window reaches turn 3, said later: no context list ranks it.
+    let context =
+        run_with_context(&built, "sourdough starter", Some("2024-05-01T10:01:30Z"), 500, &config);
+    let lists = lists_of(&context, 2);
+    assert!(!lists.contains(&Retriever::LexicalContext), "{}", context.explain());
+    assert!(!lists.contains(&Retriever::DenseContext), "{}", context.explain());
+    assert!(context.items.iter().all(|i| i.record.raw() <= 2), "{}", context.explain());
+
+    let off =
+        run_with_context(&built, "sourdough starter", None, 500, &with_context(ContextConfig::OFF));
+    assert!(
+        lists_of(&off, 2)
+            .iter()
+            .all(|l| !matches!(l, Retriever::LexicalContext | Retriever::DenseContext))
+    );
+}
+
+#[test]
+fn a_named_speaker_gets_companion_lists_of_their_turns_only() {
+    let built = build("c", chat(), Vec::new());
+    let mut config = with_context(ContextConfig::OFF);
+    config.names = NamesConfig::SpeakerLists;
+    let context = run_with_context(&built, "What bread does Mel like?", None, 500, &config);
+    assert_eq!(context.named_speakers, ["Melanie"]);
+    assert!(context.explain().contains("names: the question names Melanie"));
+    for item in &context.items {
+        let named = lists_of(&context, item.record.raw())
+            .iter()
+            .any(|l| matches!(l, Retriever::LexicalNamed | Retriever::DenseNamed));
+        assert_eq!(named, item.speaker.as_deref() == Some("Melanie"), "{}", context.explain());
+    }
+    // Naming every speaker filters nothing: no companion lists.
+    let both = run_with_context(&built, "Did Melanie and Caroline bake?", None, 500, &config);
+    assert!(both.named_speakers.is_empty());
+}
+
+#[test]
+fn a_time_expression_adds_the_turns_said_since_the_window_start() {
+    let built = build("c", chat(), Vec::new());
+    let mut config = with_context(ContextConfig::OFF);
+    config.time = TimeConfig::WindowList;
+    // Resolved against the as-of time, never the clock: last weekend of Monday 13 May 2024.
+    let context = run_with_context(
+        &built,
+        "What rye did I bake last weekend?",
+        Some("2024-05-13T12:00:00Z"),
+        500,
+        &config,
+    );
+    let window = context.time_window.as_ref().expect("resolved");
+    assert_eq!(window.expression, "last weekend");
+    assert_eq!(window.start.to_rfc3339(), "2024-05-11T00:00:00Z");
+    for record in [1, 2, 3, 4, 5] {
+        let in_list = lists_of(&context, record).contains(&Retriever::TimeWindow);
+        let ranked = context.items.iter().any(|i| i.record.raw() == record)
+            || context.excluded.iter().any(|x| x.record.raw() == record);
+        assert_eq!(in_list, ranked && record >= 4, "record {record}: {}", context.explain());
+    }
+    assert!(context.explain().contains("time window: \"last weekend\""), "{}", context.explain());
+}
+
+#[test]
+fn the_long_turn_rule_offers_a_long_turn_after_shorter_ones_it_outscored() {
+    let long = format!("Rye bread notes: {}", "I kneaded the rye dough and waited. ".repeat(40));
+    let mut records = chat();
+    records.push(evidence(6, "c", "s3", 0, Role::User, "2024-05-12T09:00:00Z", &long));
+    let built = build("c", records, Vec::new());
+    let mut config = CompileConfig::hybrid(10, DenseConfig::Off);
+    let fused = run_with_context(&built, "rye bread dough", None, 4000, &config);
+    let rank = |c: &CompiledContext, r: u64| {
+        c.items.iter().find(|i| i.record.raw() == r).and_then(|i| i.fused_rank).unwrap()
+    };
+    assert_eq!(rank(&fused, 6), 1, "{}", fused.explain());
+    config.long_turns = LongTurns::ScaledByLength { unit_tokens: 100 };
+    let scaled = run_with_context(&built, "rye bread dough", None, 4000, &config);
+    assert!(rank(&scaled, 6) > rank(&scaled, 4), "{}", scaled.explain());
+    let item = scaled.items.iter().find(|i| i.record.raw() == 6).unwrap();
+    let divisor = item.length_divisor.expect("a long turn is divided");
+    assert!(divisor > 2.0 && (divisor - item.tokens as f32 / 100.0).abs() < 0.5, "{divisor}");
+    assert!(
+        scaled.items.iter().filter(|i| i.record.raw() != 6).all(|i| i.length_divisor.is_none())
+    );
+    assert!(scaled.explain().contains("long turn: score /"), "{}", scaled.explain());
+}

@@ -1,0 +1,47 @@
+//! A compile right after an acknowledged append finds the new turn lexically, and says how many
+//! turns still wait for their vectors; after the catch-up nothing waits.
+
+use evicortex::{
+    CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, CompiledContext, DenseConfig,
+    IngestOptions, Memory, Namespace, Overlength, TiktokenReader, TokenBudget, parse_jsonl,
+};
+
+fn compile(memory: &Memory, question: &str) -> CompiledContext {
+    let reader = TiktokenReader::o200k_base();
+    let query = CompileQuery {
+        namespace: Namespace::new("alice").unwrap(),
+        question: question.to_owned(),
+        as_of: None,
+        budget: TokenBudget::new(300),
+    };
+    let config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
+    let request =
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+    memory.compile(&request).unwrap()
+}
+
+#[test]
+fn a_compile_after_an_append_finds_the_turn_and_says_dense_lags() {
+    let encoder = evicortex::load_pinned_encoder(Overlength::Refuse).unwrap_or_else(|e| {
+        panic!("the pinned encoder is needed: run `evicortex model fetch` ({e})")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::builder(dir.path()).encoder(encoder).open().unwrap();
+    let jsonl = concat!(
+        r#"{"namespace":"alice","session":"s","turn":0,"role":"user","text":"My dog is called Biscuit.","time":"2024-01-01T00:00:00Z"}"#,
+        "\n",
+        r#"{"namespace":"alice","session":"s","turn":1,"role":"assistant","text":"Biscuit is a lovely name.","time":"2024-01-01T00:00:05Z"}"#,
+    );
+    let turns = parse_jsonl("test", jsonl.as_bytes(), &IngestOptions::default()).unwrap();
+    memory.append(&turns).unwrap();
+
+    let lagging = compile(&memory, "What is my dog called?");
+    assert!(lagging.text.contains("My dog is called Biscuit."), "{}", lagging.text);
+    assert_eq!(lagging.coverage.dense_pending, Some(2), "both turns wait for their vectors");
+
+    let namespace = Namespace::new("alice").unwrap();
+    memory.catch_up(Some(&namespace), CatchUpLimits::default(), &mut |_| {}).unwrap();
+    let caught_up = compile(&memory, "What is my dog called?");
+    assert!(caught_up.text.contains("My dog is called Biscuit."), "{}", caught_up.text);
+    assert_eq!(caught_up.coverage.dense_pending, Some(0));
+}

@@ -1,0 +1,100 @@
+//! How the servers answer: the reader the server was started with (`serve --reader NAME`), the
+//! request body, and the call into [`evicortex::Memory::answer`].
+
+use std::sync::Arc;
+
+use evicortex::{
+    AnswerRequest as MemoryAnswerRequest, CompileQuery, DecodingSettings, EventTime, Memory,
+    Namespace, Reader, ReaderTokenizer, TokenBudget,
+};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::{ApiError, compile_request::requested_config, facade_error};
+
+/// Most tokens a request may ask the reader to generate.
+pub const MAX_NEW_TOKENS_LIMIT: u32 = 512;
+
+/// Tokens generated when a request does not say.
+pub const DEFAULT_MAX_NEW_TOKENS: u32 = 64;
+
+/// The reader a server answers with: a local model counts budgets in its own tokenizer; a remote
+/// endpoint needs the tokenizer its model uses.
+#[derive(Debug, Clone)]
+pub struct AnswerReader {
+    /// Who reads.
+    pub reader: Arc<dyn Reader>,
+    /// The budget tokenizer, for a reader without one of its own.
+    pub tokenizer: Option<Arc<dyn ReaderTokenizer>>,
+}
+
+/// Body of `POST /v1/namespaces/{ns}/answer` (and the MCP tool `answer`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerRequest {
+    /// The question.
+    pub query: String,
+    /// Hard budget of the compiled context in the server reader's own tokens.
+    pub budget: u32,
+    /// Only evidence said at or before this time (RFC 3339 with offset); default: no limit.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub as_of: Option<EventTime>,
+    /// Most tokens the reader may generate (default 64, at most 512).
+    #[serde(default)]
+    pub max_new_tokens: Option<u32>,
+    /// Compiler options, as for compile.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub options: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Answers `request` over `namespace` with `reader` (503 when the server has none).
+pub fn answer(
+    memory: &Memory,
+    reader: Option<&AnswerReader>,
+    namespace: &Namespace,
+    request: AnswerRequest,
+) -> Result<serde_json::Value, ApiError> {
+    let Some(reader) = reader else {
+        return Err(ApiError::Unavailable {
+            message: "this server has no reader: start it with `evicortex serve --reader NAME`"
+                .to_owned(),
+        });
+    };
+    let max_new_tokens = request.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS);
+    if max_new_tokens == 0 || max_new_tokens > MAX_NEW_TOKENS_LIMIT {
+        return Err(ApiError::invalid(
+            "max_new_tokens",
+            format!("must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {max_new_tokens}"),
+        ));
+    }
+    let config = requested_config(memory, request.options.as_ref())?;
+    let query = CompileQuery {
+        namespace: namespace.clone(),
+        question: request.query,
+        as_of: request.as_of,
+        budget: TokenBudget::new(request.budget),
+    };
+    let answer_request = MemoryAnswerRequest {
+        query: &query,
+        config: &config,
+        query_vector: None,
+        tokenizer: reader.tokenizer.as_deref(),
+        question_date: None,
+        decoding: DecodingSettings::greedy(max_new_tokens),
+    };
+    match memory.answer(&answer_request, reader.reader.as_ref()) {
+        Ok(report) => Ok(report.to_json()),
+        Err(e) => match e.field() {
+            Some(field) if e.class() == evicortex::ErrorClass::BadInput => {
+                let field = match field.as_str() {
+                    "query" | "budget" | "tokenizer" => field,
+                    other => format!("options.{other}"),
+                };
+                Err(ApiError::invalid(field, e))
+            }
+            _ => Err(facade_error(&e)),
+        },
+    }
+}
