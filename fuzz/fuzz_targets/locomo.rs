@@ -1,25 +1,3 @@
-//! The LoCoMo adapter (`evicortex eval`): any file content. No panic; an accepted file turns into
-//! evaluation questions and ledger turns (the conversion `EvalStore::ingest` makes) without
-//! panicking either.
 #![no_main]
 
-use std::io::Write;
-
-use evicortex_eval::datasets::locomo::LocomoDataset;
-use evicortex_eval::eval_question::EvalQuestion;
-use libfuzzer_sys::fuzz_target;
-
-#[path = "common/eval_turns.rs"]
-mod eval_turns;
-
-fuzz_target!(|data: &[u8]| {
-    let mut file = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
-    file.write_all(data).unwrap();
-    if let Ok(dataset) = LocomoDataset::read(file.path()) {
-        for conversation in &dataset.conversations {
-            for question in EvalQuestion::from_locomo(conversation) {
-                eval_turns::check(&question);
-            }
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| evicortex_fuzz::locomo::run(data));

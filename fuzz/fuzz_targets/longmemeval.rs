@@ -1,23 +1,3 @@
-//! The LongMemEval adapter (`evicortex eval`): any file content. No panic; an accepted file turns
-//! into evaluation questions and ledger turns (the conversion `EvalStore::ingest` makes) without
-//! panicking either.
 #![no_main]
 
-use std::io::Write;
-
-use evicortex_eval::datasets::longmemeval::LongMemEvalDataset;
-use evicortex_eval::eval_question::EvalQuestion;
-use libfuzzer_sys::fuzz_target;
-
-#[path = "common/eval_turns.rs"]
-mod eval_turns;
-
-fuzz_target!(|data: &[u8]| {
-    let mut file = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
-    file.write_all(data).unwrap();
-    if let Ok(dataset) = LongMemEvalDataset::read(file.path(), &|_| true) {
-        for question in &dataset.questions {
-            eval_turns::check(&EvalQuestion::from_longmemeval(question));
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| evicortex_fuzz::longmemeval::run(data));
