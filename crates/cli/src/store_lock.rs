@@ -116,3 +116,25 @@ fn libc_major(dev: u64) -> u64 {
 fn libc_minor(dev: u64) -> u64 {
     ((dev >> 12) & 0xffff_ff00) | (dev & 0x0000_00ff)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_is_refused_naming_the_holder_and_dropping_the_first_frees_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let first = StoreLock::acquire(&store).unwrap();
+        let mode = std::fs::metadata(store.join(LOCK_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        match StoreLock::acquire(&store) {
+            Err(StoreLockError::Busy { holder, .. }) => {
+                assert!(holder.starts_with(&format!("pid {}", std::process::id())), "{holder}");
+            }
+            other => panic!("expected the store to be busy, got {other:?}"),
+        }
+        drop(first);
+        StoreLock::acquire(&store).expect("the lock is free once its holder is dropped");
+    }
+}
