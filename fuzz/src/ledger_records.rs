@@ -53,7 +53,7 @@ fn template() -> &'static [u8] {
             let namespace = turns[2].namespace.clone();
             ledger.erase(&EraseTarget::Session(namespace, turns[2].session.clone())).unwrap();
         }
-        std::fs::read(&path).unwrap()
+        fs_err::read(&path).unwrap()
     })
 }
 
@@ -118,7 +118,7 @@ fn edit(path: &Path, mut data: &[u8]) -> bool {
 pub fn run(data: &[u8]) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.sqlite");
-    std::fs::write(&path, template()).unwrap();
+    fs_err::write(&path, template()).unwrap();
     let changed = edit(&path, data);
     let Ok(ledger) = Ledger::open_with(&path, OpenMode::Inspect) else { return };
     let verified = ledger.verify();

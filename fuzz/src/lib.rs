@@ -5,9 +5,12 @@
 
 mod eval_turns;
 
+/// A target's body: panics when a property is violated.
+pub type Target = fn(&[u8]);
+
 /// The targets, by the name of their binary, seed folder (`seeds/NAME`) and regression folder
 /// (`regressions/NAME`).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("jsonl", jsonl::run),
     ("longmemeval", longmemeval::run),
     ("locomo", locomo::run),

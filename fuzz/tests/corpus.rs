@@ -9,7 +9,7 @@ use evicortex_fuzz::TARGETS;
 
 /// The files of `folder` (none when it does not exist), sorted.
 fn inputs(folder: &Path) -> Vec<std::path::PathBuf> {
-    let Ok(entries) = std::fs::read_dir(folder) else { return Vec::new() };
+    let Ok(entries) = fs_err::read_dir(folder) else { return Vec::new() };
     let mut files: Vec<_> = entries.map(|e| e.unwrap().path()).filter(|p| p.is_file()).collect();
     files.sort();
     files
@@ -24,7 +24,7 @@ fn check(target: &str) {
     let regressions = inputs(&root.join("regressions").join(target));
     let mut failed = Vec::new();
     for path in seeds.iter().chain(&regressions) {
-        let data = std::fs::read(path).unwrap();
+        let data = fs_err::read(path).unwrap();
         if catch_unwind(AssertUnwindSafe(|| run(&data))).is_err() {
             failed.push(path.strip_prefix(root).unwrap().display().to_string());
         }
@@ -35,8 +35,8 @@ fn check(target: &str) {
 #[test]
 fn every_target_has_a_corpus_test() {
     let names: Vec<_> = TARGETS.iter().map(|(name, _)| *name).collect();
-    let manifest = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .unwrap();
+    let manifest =
+        fs_err::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
     for name in &names {
         assert!(manifest.contains(&format!("name = \"{name}\"")), "{name} has no fuzz binary");
     }

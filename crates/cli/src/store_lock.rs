@@ -86,7 +86,7 @@ impl StoreLock {
 /// The process holding a `flock` on the file `(dev, ino)`, from `/proc/locks`, with its command
 /// line.
 fn holder_of(dev: u64, ino: u64) -> Option<String> {
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let locks = fs_err::read_to_string("/proc/locks").ok()?;
     // `1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF`, device as major:minor in hex.
     let (major, minor) = (libc_major(dev), libc_minor(dev));
     let wanted = format!("{major:02x}:{minor:02x}:{ino}");
@@ -95,7 +95,7 @@ fn holder_of(dev: u64, ino: u64) -> Option<String> {
         let flock = fields.get(1) == Some(&"FLOCK");
         (flock && fields.get(5) == Some(&wanted.as_str())).then(|| fields[4].to_owned())
     })?;
-    let command = std::fs::read(format!("/proc/{pid}/cmdline"))
+    let command = fs_err::read(format!("/proc/{pid}/cmdline"))
         .map(|raw| {
             raw.split(|&b| b == 0)
                 .filter(|part| !part.is_empty())
@@ -126,7 +126,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("store");
         let first = StoreLock::acquire(&store).unwrap();
-        let mode = std::fs::metadata(store.join(LOCK_FILE)).unwrap().permissions().mode();
+        let mode = fs_err::metadata(store.join(LOCK_FILE)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         match StoreLock::acquire(&store) {
             Err(StoreLockError::Busy { holder, .. }) => {

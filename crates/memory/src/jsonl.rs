@@ -129,9 +129,16 @@ pub fn turn_from_json(
     let err = |field: &str, reason: String| FieldError { field: field.to_owned(), reason };
     if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         let expected = FIELDS.join(", ");
-        // A key that is the empty string would otherwise be named as nothing at all.
+        // A key that is empty or holds characters JSON escapes (control characters, quotes) is
+        // named in its JSON form (`""`, `"a\fb"`): printed raw it would name nothing or hide.
+        let json_form = serde_json::to_string(unknown).expect("a string serialises");
         return Err(match unknown.as_str() {
-            "" => err("\"\"", format!("unknown field with an empty name (expected {expected})")),
+            "" => {
+                err(&json_form, format!("unknown field with an empty name (expected {expected})"))
+            }
+            name if json_form[1..json_form.len() - 1] != *name => {
+                err(&json_form, format!("unknown field (expected {expected})"))
+            }
             name => err(name, format!("unknown field (expected {expected})")),
         });
     }
@@ -474,6 +481,18 @@ mod tests {
             err.to_string(),
             "in.jsonl:3: field `\"\"`: unknown field with an empty name (expected namespace, \
              session, turn, role, speaker, text, time, meta)"
+        );
+    }
+
+    /// Found by fuzzing (fuzz/regressions/jsonl): a key holding a control character was named
+    /// with the raw character; it is named as written in JSON.
+    #[test]
+    fn an_unknown_field_with_a_control_character_is_named_in_its_json_form() {
+        let input = OK.replacen('{', r#"{"ro\fle":"x","#, 1);
+        let err = parse_jsonl("in.jsonl", input.as_bytes(), &IngestOptions::default()).unwrap_err();
+        assert!(
+            err.to_string().starts_with(r#"in.jsonl:1: field `"ro\fle"`: unknown field"#),
+            "{err}"
         );
     }
 

@@ -100,9 +100,15 @@ fn render_path(path: &serde_path_to_error::Path) -> String {
     if out.is_empty() { ".".to_owned() } else { out }
 }
 
-/// A key as an error names it: the empty string as `""`.
+/// A key as an error names it: one that is empty or holds characters JSON escapes (control
+/// characters, quotes) in its JSON form (`""`, `"a\fb"`), as written in the body.
 fn key_name(key: &str) -> String {
-    if key.is_empty() { "\"\"".to_owned() } else { key.to_owned() }
+    let json_form = serde_json::to_string(key).expect("a string serialises");
+    if key.is_empty() || json_form[1..json_form.len() - 1] != *key {
+        json_form
+    } else {
+        key.to_owned()
+    }
 }
 
 #[cfg(test)]
@@ -152,6 +158,7 @@ mod tests {
         check(r#"{"":1}"#, unprocessable, Some(r#""""#));
         check(r#"{"items":[{"n":1,"s":"a","":0}]}"#, unprocessable, Some(r#"items[0]."""#));
         check(r#"{"",:1}"#, unprocessable, Some(r#""""#));
+        check(r#"{"items":[{"n":1,"s":"a","z\f":0}]}"#, unprocessable, Some(r#"items[0]."z\f""#));
         assert!(parse_json::<Outer>(br#" {"items":[{"n":7,"s":""}]} "#).is_ok());
     }
 }

@@ -186,7 +186,8 @@ fn verify_refuses_a_value_in_a_column_the_record_kind_does_not_use() {
     let path = dir.path().join("ledger.sqlite");
     {
         let ledger = Ledger::open(&path).unwrap();
-        let turns = [turn("a", "s1", 0, "kept"), turn("a", "s2", 0, "gone"), turn("a", "s2", 1, "too")];
+        let turns =
+            [turn("a", "s1", 0, "kept"), turn("a", "s2", 0, "gone"), turn("a", "s2", 1, "too")];
         ledger.append(&turns).unwrap();
         let (namespace, session) = (turns[1].namespace.clone(), turns[1].session.clone());
         ledger.erase(&EraseTarget::Session(namespace, session)).unwrap();
@@ -218,9 +219,9 @@ fn verify_refuses_a_value_in_a_column_the_record_kind_does_not_use() {
         (redaction, "content_digest", "zeroblob(32)"),
         (redaction, "salt", "zeroblob(32)"),
     ];
-    let original = std::fs::read(&path).unwrap();
+    let original = fs_err::read(&path).unwrap();
     for &(seq, column, value) in unused {
-        std::fs::write(&path, &original).unwrap();
+        fs_err::write(&path, &original).unwrap();
         let conn = raw(&path);
         let sql = format!("UPDATE records SET {column} = {value} WHERE seq = ?1");
         assert_eq!(conn.execute(&sql, [seq]).unwrap(), 1, "{sql}");
@@ -230,7 +231,9 @@ fn verify_refuses_a_value_in_a_column_the_record_kind_does_not_use() {
             Err(VerifyError::BadRecord { turn_id, .. }) => {
                 assert_eq!(turn_id, TurnId::from_raw(seq as u64), "{column} of record {seq}")
             }
-            other => panic!("{column} = {value} in record {seq}: expected a bad record, got {other:?}"),
+            other => {
+                panic!("{column} = {value} in record {seq}: expected a bad record, got {other:?}")
+            }
         }
     }
 }
