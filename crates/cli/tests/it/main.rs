@@ -36,6 +36,8 @@ mod permissions;
 mod product_path;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
 mod serve_sigterm;
+/// Two processes on one store: a second writer refused, naming the holder; no stale lock.
+mod two_processes;
 /// Verify and the open-time check on tampered stores.
 mod verify;
 /// A small WebDriver client for the inspector test.
