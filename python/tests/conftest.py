@@ -32,6 +32,11 @@ def sample_turns() -> List[Dict[str, Any]]:
     return [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
 
 
+@pytest.fixture(scope="session")
+def alice_turns(sample_turns: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    return [t for t in sample_turns if t["namespace"] == "alice"]
+
+
 @dataclass
 class Server:
     url: str

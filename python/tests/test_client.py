@@ -11,15 +11,17 @@ import pytest
 import evicortex
 from evicortex import Client, Memory
 
-from .conftest import Server
+from conftest import Server
 
 QUESTION = "Which city am I moving to for work?"
 
 
-def test_client_matches_the_embedded_memory(server: Server, sample_turns: List[Dict[str, Any]], tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_client_matches_the_embedded_memory(
+    server: Server, alice_turns: List[Dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     client = Client(server.url, server.key)
-    receipt = client.append(sample_turns)
-    assert isinstance(receipt, evicortex.AppendReceipt) and receipt.appended == len(sample_turns)
+    receipt = client.append(alice_turns)
+    assert isinstance(receipt, evicortex.AppendReceipt) and receipt.appended == len(alice_turns)
     # The server embeds appended turns in the background: wait until every turn is a dense
     # candidate, as the manifest's coverage says.
     deadline = time.monotonic() + 120
@@ -32,16 +34,27 @@ def test_client_matches_the_embedded_memory(server: Server, sample_turns: List[D
     assert any("Lisbon" in item.text for item in remote.items)
 
     local = Memory(tmp_path_factory.mktemp("local"))
-    local.append(sample_turns)
+    local.append(alice_turns)
     embedded = local.compile("alice", QUESTION, budget=300, reader_tokenizer="o200k_base", rrf_k=10.0)
     assert remote.text == embedded.text and remote.tokens_used == embedded.tokens_used
     assert [i.record for i in remote.items] == [i.record for i in embedded.items]
-    assert remote.config == embedded.config
+    # The server widens f32 settings through serde_json::Value (k1 1.2 -> 1.2000000476837158).
+    assert _rounded(remote.config) == _rounded(embedded.config)
 
     stats = client.stats("alice")
     assert stats == local.stats("alice")
     admin = Client(server.url, server.admin_key)
-    assert admin.verify().turns >= len(sample_turns)
+    assert admin.verify().turns >= len(alice_turns)
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
 
 
 def test_client_errors_are_the_same_classes(server: Server) -> None:

@@ -61,9 +61,14 @@ def test_settings_use_the_config_field_names_and_unknown_ones_are_refused(memory
     defaults = memory.config()
     assert defaults["lexical"]["top_n"] == 50 and defaults["dense"] == {"mode": "on", "top_n": 50}
     lexical = memory.compile(
-        "alice", QUESTION, budget=200, reader_tokenizer="cl100k_base", dense={"mode": "off"}, rrf_k=5.0
+        "alice", QUESTION, budget=200, reader_tokenizer="cl100k_base", rrf_k=5.0,
+        dense={"mode": "off"},
+        abstention={"signal": "lexical_coverage"},
     )
     assert lexical.config["rrf_k"] == 5.0 and lexical.config["dense"] == {"mode": "off"}
+    with pytest.raises(evicortex.BadInputError) as err:
+        memory.compile("alice", QUESTION, budget=200, reader_tokenizer="o200k_base", dense={"mode": "off"})
+    assert err.value.field == "abstention.signal", "the dense signal needs dense retrieval"
     assert all(item.scores.dense is None for item in lexical.items)
     with pytest.raises(evicortex.BadInputError) as err:
         memory.compile("alice", QUESTION, budget=200, reader_tokenizer="o200k_base", rrf_kk=5.0)
@@ -99,7 +104,8 @@ def test_bad_turns_name_the_field_and_record_and_store_nothing(tmp_path: Path) -
     assert err.value.field == "reader_tokenizer"
 
 
-def test_erase_verify_stats_export(tmp_path: Path, sample_turns: List[Dict[str, Any]]) -> None:
+def test_erase_verify_stats_export(tmp_path: Path, alice_turns: List[Dict[str, Any]]) -> None:
+    sample_turns = alice_turns
     memory = Memory(tmp_path, dense=False)
     memory.append(sample_turns)
     stats = memory.stats("alice")

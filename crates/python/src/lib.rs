@@ -20,9 +20,8 @@ use std::{
 
 use evicortex::{
     AppendError, AppendStatus, CatchUpLimits, CompileConfig, CompileError, CompileOptionsError,
-    CompileQuery, CompileRequest, DenseConfig, EraseTarget, ErrorClass, EventTime,
-    IngestOptions, Memory, Namespace, Overlength, ReaderTokenizer, SessionId, TokenBudget,
-    TurnId,
+    CompileQuery, CompileRequest, DenseConfig, EraseTarget, ErrorClass, EventTime, IngestOptions,
+    Memory, Namespace, Overlength, ReaderTokenizer, SessionId, TokenBudget, TurnId,
 };
 use pyo3::{create_exception, exceptions::PyException, prelude::*};
 use serde_json::{Map, Value, json};
@@ -78,7 +77,7 @@ impl Failure {
     /// where the error names one.
     fn of(err: &(dyn Error + 'static)) -> Failure {
         Failure {
-            class: ErrorClass::of(err).unwrap_or(ErrorClass::Internal),
+            class: class_of(err),
             detail: detail_of(err),
             field: field_of(err),
             message: error_chain(err),
@@ -112,6 +111,15 @@ fn error_chain(err: &(dyn Error + 'static)) -> String {
         cause = e.source();
     }
     message
+}
+
+/// The facade error's class. Refused compile settings are bad input, whatever error inside them
+/// says why (`ErrorClass::of` does not see through their transparent wrapper).
+fn class_of(err: &(dyn Error + 'static)) -> ErrorClass {
+    match err.downcast_ref::<CompileOptionsError>() {
+        Some(e) => e.class(),
+        None => ErrorClass::of(err).unwrap_or(ErrorClass::Internal),
+    }
 }
 
 /// The input field a facade error blames, in the HTTP API's notation.
@@ -181,7 +189,12 @@ impl NativeMemory {
     /// Appends a JSON array of turn objects (the JSONL ingest fields) as one atomic batch;
     /// `namespace` is the namespace of turns that give none. Returns the receipt as JSON.
     #[pyo3(signature = (turns_json, namespace=None))]
-    fn append(&self, py: Python<'_>, turns_json: &str, namespace: Option<&str>) -> PyResult<String> {
+    fn append(
+        &self,
+        py: Python<'_>,
+        turns_json: &str,
+        namespace: Option<&str>,
+    ) -> PyResult<String> {
         let objects: Vec<Map<String, Value>> = parse_json(turns_json, "turns")?;
         if objects.is_empty() {
             return Err(Failure::bad_input("turns", "is empty: give at least one turn").into());
@@ -243,7 +256,8 @@ impl NativeMemory {
         let settings: Map<String, Value> = parse_json(settings_json, "settings")?;
         let config = self.config(&settings)?;
         let reader = py.detach(|| self.reader(reader_tokenizer))?;
-        let query = CompileQuery { namespace, question: query, as_of, budget: TokenBudget::new(budget) };
+        let query =
+            CompileQuery { namespace, question: query, as_of, budget: TokenBudget::new(budget) };
         let context = py.detach(|| -> Result<_, Failure> {
             if self.memory.has_encoder() && config.dense != DenseConfig::Off {
                 self.memory
@@ -331,18 +345,14 @@ impl NativeMemory {
         let mut out = Vec::new();
         py.detach(|| self.memory.export(namespace.as_ref(), &mut out))
             .map_err(|e| Failure::of(&e))?;
-        String::from_utf8(out).map_err(|e| {
-            Failure::internal(e).into()
-        })
+        String::from_utf8(out).map_err(|e| Failure::internal(e).into())
     }
 
     /// The configuration a compile with `settings_json` would use, as JSON (every field).
     fn config_json(&self, settings_json: &str) -> PyResult<String> {
         let settings: Map<String, Value> = parse_json(settings_json, "settings")?;
         let config = self.config(&settings)?;
-        serde_json::to_string(&config).map_err(|e| {
-            Failure::internal(e).into()
-        })
+        serde_json::to_string(&config).map_err(|e| Failure::internal(e).into())
     }
 }
 
