@@ -1,7 +1,7 @@
 //! The encoder's tokenizer (the pinned all-MiniLM-L6-v2 `tokenizer.json`, digest-verified from the
 //! model cache; no weights loaded): any text, through the same steps as `embed` (tokenise, then
-//! the overlength policy). No panic; every sequence fits the maximum length, starts with [CLS],
-//! ends with [SEP]; windows cover the content tokens in order, without gaps.
+//! the overlength policy). No panic; every sequence fits the maximum length, starts with `[CLS]`,
+//! ends with `[SEP]`; windows cover the content tokens in order, without gaps.
 
 use std::sync::OnceLock;
 
