@@ -92,7 +92,8 @@ pub use crate::{
     candidates::Retriever,
     compile::{CompileInputs, ContextInputs, DenseInput, StageTimings, compile, compile_timed},
     compiled_context::{
-        AbstainReason, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem, Coverage, EncoderRef,
+        AbstainReason, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem, Coverage, DenseIndexRef,
+        EncoderRef,
         ExcludedCandidate, ExclusionReason, ListRank, RankScore, Selection,
     },
     config::{
