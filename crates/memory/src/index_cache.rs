@@ -348,7 +348,13 @@ impl NamespaceIndexes {
                 Some((index, covers)) => DenseIndex {
                     saved_rows: Some(index.len()),
                     index,
-                    missing: self.corpus.evidence().iter().filter(|e| e.id > covers).cloned().collect(),
+                    missing: self
+                        .corpus
+                        .evidence()
+                        .iter()
+                        .filter(|e| e.id > covers)
+                        .cloned()
+                        .collect(),
                     looked_up: None,
                 },
                 None => DenseIndex {

@@ -65,6 +65,7 @@ mod rerankers;
 mod stats;
 
 pub use crate::{
+    ann::{AnnSettings, DEFAULT_ANN_THRESHOLD, VECTOR_INDEX_DIR},
     answer::{AnswerError, AnswerReport, AnswerRequest, CompileTimings},
     catch_up::{CatchUpLimits, EmbedProgress, EmbedReport, RefusedTurn},
     compile::{CompileError, CompileReport, CompileRequest},
@@ -80,7 +81,6 @@ pub use crate::{
     },
     export::{ExportSummary, export_line},
     group_commit::GroupCommitStats,
-    ann::{AnnSettings, DEFAULT_ANN_THRESHOLD, VECTOR_INDEX_DIR},
     index_cache::DEFAULT_INDEX_CACHE_BYTES,
     jsonl::{
         DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, deserialize_turn_objects,

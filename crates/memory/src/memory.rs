@@ -245,8 +245,7 @@ impl MemoryBuilder {
         };
         let ann_dir = self.dir.join(crate::VECTOR_INDEX_DIR);
         crate::ann::reconcile(&ann_dir, &ledger)?;
-        let indexes =
-            Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, Some(ann_dir)));
+        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, Some(ann_dir)));
         let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];
         if let Some(cache) = &cache {
             derived.push(cache.clone());

@@ -21,11 +21,11 @@ use evicortex::{
     DenseConfig, Encoder, EventTime, HnswParams, IdentifiedVector, Memory, Namespace, TokenBudget,
     TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
 };
-use evicortex_embed::EmbeddingRole;
 use evicortex_eval::{datasets::longmemeval::LongMemEvalDataset, split::SplitFile};
 use evicortex_vector::{ExactIndex, HnswIndex, VectorIndexRead, WindowKey, WindowedIndex};
 
 use super::{audit_set::AUDIT_NAMESPACE, prepare};
+
 use crate::{commands::embed::load_encoder, progress, stdout::outln};
 
 /// Arguments of `evicortex bench ann run`.
@@ -80,17 +80,25 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let namespace = Namespace::new(AUDIT_NAMESPACE)?;
     let audit = Memory::open(&args.audit_store)
         .with_context(|| format!("opening {}", args.audit_store.display()))?;
-    let turns = audit.evidence(&namespace)?;
-    anyhow::ensure!(!turns.is_empty(), "the audit store has no {AUDIT_NAMESPACE:?} namespace");
-    let texts: Vec<&str> = turns.iter().map(|e| e.turn.text.as_str()).collect();
-    let max_tokens = encoder.identity().max_tokens;
-    let mut windows = Vec::with_capacity(texts.len());
-    for chunk in texts.chunks(4096) {
-        for tokens in encoder.count_tokens_many(EmbeddingRole::Document, chunk)? {
-            windows.push(prepare::windows(tokens, max_tokens, 64));
+    let all_turns = audit.evidence(&namespace)?;
+    anyhow::ensure!(!all_turns.is_empty(), "the audit store has no {AUDIT_NAMESPACE:?} namespace");
+    drop(audit);
+    // Only turns whose vectors are in the audit store's cache (an embedding run not finished
+    // leaves the longest texts for last): the sizes are prefixes of the embedded turns.
+    let cached = cached_windows(&args.audit_store, &encoder, &all_turns)?;
+    let (mut turns, mut windows) = (Vec::new(), Vec::new());
+    for (turn, count) in all_turns.iter().zip(cached) {
+        if count > 0 {
+            turns.push(turn.clone());
+            windows.push(count);
         }
     }
-    drop(audit);
+    outln!(
+        "{} of the {} audit turns have their vectors in the audit store's cache; the sizes are \
+         prefixes of those, in the audit order",
+        turns.len(),
+        all_turns.len()
+    )?;
 
     let params = HnswParams::default();
     outln!(
@@ -119,8 +127,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         let dir = size_store(&args.audit_store, size);
         audit_size(&args.audit_store, &dir, &turns[..keep], &encoder)?;
         for filtered in [false, true] {
-            let outcome =
-                measure(&dir, &namespace, &encoder, &questions, params, filtered, args)?;
+            let outcome = measure(&dir, &namespace, &encoder, &questions, params, filtered, args)?;
             let rows = outcome.rows;
             failed |= outcome.recall < RECALL_GATE;
             outln!(
@@ -142,6 +149,31 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     }
     anyhow::ensure!(!failed, "recall@50 below {RECALL_GATE} at some size");
     Ok(())
+}
+
+/// Vectors (windows) the audit store's cache holds for each turn's document under the encoder.
+fn cached_windows(
+    audit_store: &Path,
+    encoder: &Arc<dyn Encoder>,
+    turns: &[evicortex::Evidence],
+) -> anyhow::Result<Vec<usize>> {
+    let path = audit_store.join(evicortex::EMBEDDINGS_FILE);
+    let conn =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .with_context(|| format!("opening {}", path.display()))?;
+    let identity = encoder.identity().digest();
+    let mut count =
+        conn.prepare("SELECT count(*) FROM vectors WHERE identity = ?1 AND text_digest = ?2")?;
+    turns
+        .iter()
+        .map(|e| {
+            let digest = evicortex::TextDigest::of(&evicortex_compiler::turn_document(&e.turn));
+            let n: i64 = count
+                .query_row(rusqlite::params![identity.as_bytes(), digest.as_bytes()], |r| r.get(0))
+                .with_context(|| format!("reading {}", path.display()))?;
+            Ok(n as usize)
+        })
+        .collect()
 }
 
 fn size_store(audit_store: &Path, size: usize) -> PathBuf {
@@ -297,8 +329,7 @@ fn measure(
     drop(graph);
     if !filtered {
         // A restart: the file is loaded, not rebuilt (the first compile's time says which).
-        let graph =
-            Memory::builder(dir).encoder(Arc::clone(encoder)).ann(graph_settings).open()?;
+        let graph = Memory::builder(dir).encoder(Arc::clone(encoder)).ann(graph_settings).open()?;
         let started = Instant::now();
         compile_with(&graph, 0)?;
         let reload = started.elapsed();
