@@ -25,9 +25,10 @@ use crate::{CompileError, Memory, OpenError, index_cache::DenseIndex, memory::De
 /// The directory of the vector index files inside a store directory.
 pub const VECTOR_INDEX_DIR: &str = "vector-index";
 
-/// Vectors a namespace must hold for its dense candidates to come from the HNSW graph: below
-/// it the exact scan is as fast and exact (measured by `evicortex bench ann`, see
-/// `bench/README.md`).
+/// Vectors a namespace must hold for its dense candidates to come from the HNSW graph when
+/// [`AnnSettings::default`] is asked for: at 10k real vectors the graph's dense stage was no
+/// faster than the exact scan in `evicortex bench ann run` (see `bench/README.md`), so the
+/// graph starts above that. Not on by default (see [`crate::MemoryBuilder::ann`]).
 pub const DEFAULT_ANN_THRESHOLD: usize = 20_000;
 
 /// When compile searches a namespace's vectors through an HNSW graph instead of scanning them.

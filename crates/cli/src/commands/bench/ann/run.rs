@@ -22,7 +22,9 @@ use evicortex::{
     TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
 };
 use evicortex_eval::{datasets::longmemeval::LongMemEvalDataset, split::SplitFile};
-use evicortex_vector::{ExactIndex, HnswIndex, VectorIndexRead, WindowKey, WindowedIndex};
+use evicortex_vector::{
+    ExactIndex, HnswIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex,
+};
 
 use super::{audit_set::AUDIT_NAMESPACE, prepare};
 
