@@ -11,6 +11,7 @@ mod commands;
 mod exit;
 mod progress;
 mod stdout;
+mod store_lock;
 
 use std::process::ExitCode;
 

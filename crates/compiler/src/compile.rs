@@ -12,11 +12,11 @@ use evicortex_lexical::Bm25Index;
 use evicortex_vector::VectorIndexRead;
 
 use crate::{
-    AbstainReason, Admission, CompileConfig, CompileError, CompileQuery, CompiledContext,
-    ContextItem, ContextVectors, Corpus, Coverage, DedupPolicy, DenseConfig, EncoderRef,
-    ExcludedCandidate, ExclusionReason, FusedHit, ListRank, NamesConfig, RankScore, RankedList,
-    ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey, SupportSignal, TimeConfig,
-    WindowIndex,
+    AbstainReason, Admission, BudgetParts, CompileConfig, CompileError, CompileQuery,
+    CompiledContext, ContextItem, ContextVectors, Corpus, Coverage, DedupPolicy, DenseConfig,
+    EncoderRef, ExcludedCandidate, ExclusionReason, FusedHit, ListRank, NamesConfig, RankScore,
+    RankedList, ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey, SupportSignal,
+    TimeConfig, WindowIndex,
     abstain::lexical_coverage,
     candidates::{dense_candidates, dense_context_candidates, lexical_candidates},
     compiled_context::COMPILED_CONTEXT_FORMAT,
@@ -371,6 +371,8 @@ pub fn compile_timed(
     if config.report_filtered {
         excluded.extend(filtered_candidates(inputs, query, config, &admission)?);
     }
+    let budget_parts =
+        if items.is_empty() { None } else { Some(BudgetParts::of(&items, inputs.reader)?) };
     timings.pack = started.elapsed();
 
     let context = CompiledContext {
@@ -399,6 +401,7 @@ pub fn compile_timed(
         analyzer: config.lexical.analyzer.version().to_owned(),
         named_speakers,
         time_window,
+        budget_parts,
         config: config.clone(),
     };
     Ok((context, timings))

@@ -5,7 +5,10 @@ use evicortex_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{CompileConfig, FilterReason, ResolvedTime, Retriever};
+use crate::render::{PREAMBLE, session_header};
+use crate::{
+    CompileConfig, FilterReason, ReaderTokenizer, ReaderTokenizerError, ResolvedTime, Retriever,
+};
 
 /// Format tag of [`CompiledContext`]'s JSON.
 pub const COMPILED_CONTEXT_FORMAT: &str = "evicortex-compiled-context-2";
@@ -57,8 +60,51 @@ pub struct CompiledContext {
     /// The question's time expression and the window it resolved to (with `time` on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_window: Option<ResolvedTime>,
+    /// How `text`'s tokens divide between preamble, session headers and evidence lines; `None`
+    /// when `text` is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_parts: Option<BudgetParts>,
     /// The full configuration.
     pub config: CompileConfig,
+}
+
+/// The parts of a compiled text in reader tokens, each piece counted alone: the preamble line,
+/// the session header lines, and the evidence lines (the sum of the items' `tokens`). Tokens can
+/// merge across piece boundaries, so the parts add up to about `tokens_used`, not exactly: the
+/// exact count of the whole text is `tokens_used`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetParts {
+    /// The preamble line.
+    pub preamble: u32,
+    /// Every session header line, with the blank line before it.
+    pub headers: u32,
+    /// Every cited turn line.
+    pub evidence: u32,
+}
+
+impl BudgetParts {
+    /// The parts of the text rendered from `items` (in text order), counted with `reader`.
+    pub(crate) fn of(
+        items: &[ContextItem],
+        reader: &dyn ReaderTokenizer,
+    ) -> Result<BudgetParts, ReaderTokenizerError> {
+        let count = |text: &str| reader.count(text).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        let mut headers = 0u32;
+        let mut seen: Vec<&str> = Vec::new();
+        for item in items {
+            let session = item.session.as_str();
+            if !seen.contains(&session) {
+                seen.push(session);
+                let header = session_header(session, &item.time.local_date());
+                headers = headers.saturating_add(count(&header)?);
+            }
+        }
+        Ok(BudgetParts {
+            preamble: count(PREAMBLE)?,
+            headers,
+            evidence: items.iter().fold(0u32, |sum, item| sum.saturating_add(item.tokens)),
+        })
+    }
 }
 
 /// Why the compiler abstains.

@@ -92,9 +92,9 @@ pub use crate::{
     candidates::Retriever,
     compile::{CompileInputs, ContextInputs, DenseInput, StageTimings, compile, compile_timed},
     compiled_context::{
-        AbstainReason, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem, Coverage,
-        DenseIndexRef, EncoderRef, ExcludedCandidate, ExclusionReason, ListRank, RankScore,
-        Selection,
+        AbstainReason, BudgetParts, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem,
+        Coverage, DenseIndexRef, EncoderRef, ExcludedCandidate, ExclusionReason, ListRank,
+        RankScore, Selection,
     },
     config::{
         AbstentionConfig, CompileConfig, ContextConfig, DEFAULT_TOP_N, DedupPolicy, DenseConfig,

@@ -60,6 +60,12 @@ pub use crate::{
     packed_weights::mpnet_relative_buckets,
 };
 
+/// The encoder's tokenizer on its own (no weights), for the fuzz targets in `fuzz/`: not part of
+/// the supported API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub use crate::tokenize::{EncoderTokenizer, ModelInput};
+
 /// The command that installs the pinned models, for error messages (`NAME` defaults to
 /// [`DEFAULT_MODEL`]).
 pub const FETCH_COMMAND: &str = "evicortex model fetch";

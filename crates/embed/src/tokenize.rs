@@ -12,7 +12,7 @@ use crate::{
 
 /// The artefact tokenizer with truncation and padding disabled.
 #[derive(Debug)]
-pub(crate) struct EncoderTokenizer {
+pub struct EncoderTokenizer {
     tokenizer: Tokenizer,
     cls: u32,
     sep: u32,
@@ -20,7 +20,7 @@ pub(crate) struct EncoderTokenizer {
 
 /// One sequence the model will see: a whole text, or one window (or the truncated head) of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct ModelInput {
+pub struct ModelInput {
     /// Index of the text in the request.
     pub text_index: usize,
     /// Token ids with the special tokens.
@@ -32,7 +32,7 @@ pub(crate) struct ModelInput {
 impl EncoderTokenizer {
     /// Loads `tokenizer.json` bytes and switches off its truncation and padding: the artefact's
     /// file says truncate and pad to 128, but the encoder's maximum length is set explicitly.
-    pub(crate) fn load(bytes: &[u8]) -> Result<EncoderTokenizer, ArtifactError> {
+    pub fn load(bytes: &[u8]) -> Result<EncoderTokenizer, ArtifactError> {
         let invalid = |field: &str, reason: String| ArtifactError::InvalidConfig {
             file: "tokenizer.json".to_owned(),
             field: field.to_owned(),
@@ -54,7 +54,7 @@ impl EncoderTokenizer {
     }
 
     /// Token ids of each text, special tokens included, without any truncation.
-    pub(crate) fn encode_all(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, EmbedError> {
+    pub fn encode_all(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, EmbedError> {
         let _span = tracing::debug_span!("tokenize", n_texts = texts.len()).entered();
         let inputs: Vec<&str> = texts.iter().map(String::as_str).collect();
         match self.tokenizer.encode_batch(inputs, true) {
@@ -75,7 +75,7 @@ impl EncoderTokenizer {
     }
 
     /// Applies `policy` to one text's ids: the sequences the model will see.
-    pub(crate) fn model_inputs(
+    pub fn model_inputs(
         &self,
         text_index: usize,
         token_ids: Vec<u32>,

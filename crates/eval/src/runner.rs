@@ -67,8 +67,9 @@ pub struct RunSpec {
     /// Run only the first N selected questions of each question type (LongMemEval) or category
     /// (LoCoMo), in file order: a stratified subset; `None` runs all.
     pub max_per_type: Option<usize>,
-    /// Support thresholds of the compiled systems by support signal (abstain below it); a
-    /// signal without one never abstains.
+    /// Support thresholds of the compiled systems by support signal (abstain below it), for
+    /// systems whose own configuration sets none (a variant's threshold wins); a signal without
+    /// one never abstains.
     pub abstention_thresholds: BTreeMap<String, f32>,
     /// Named variants of the compiled systems (see [`crate::variants`]), usable in `systems`.
     pub variants: BTreeMap<String, SystemVariant>,
@@ -504,14 +505,12 @@ pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
                 settings.clone(),
             )?)));
         }
-        let Some(mut config) =
+        let Some(config) =
             crate::variants::resolve(&spec.variants, name, settings.candidate_limit)?
         else {
             return Ok(None);
         };
-        let signal = serde_json::to_value(config.abstention.signal)?;
-        config.abstention.threshold =
-            signal.as_str().and_then(|s| spec.abstention_thresholds.get(s)).copied();
+        let config = crate::variants::with_file_threshold(config, &spec.abstention_thresholds)?;
         Ok(Some(Box::new(crate::compiled_systems::CompiledSystem::new(
             name,
             config,

@@ -47,6 +47,20 @@ pub fn resolve(
     Ok(Some(config))
 }
 
+/// Gives `config` the file-wide abstention threshold of its support signal, unless the system
+/// (a variant's `set`) already has one: a variant's own threshold wins, and a file without an
+/// entry for the signal leaves the system as it is.
+pub fn with_file_threshold(
+    mut config: CompileConfig,
+    thresholds: &BTreeMap<String, f32>,
+) -> anyhow::Result<CompileConfig> {
+    if config.abstention.threshold.is_none() {
+        let signal = serde_json::to_value(config.abstention.signal)?;
+        config.abstention.threshold = signal.as_str().and_then(|s| thresholds.get(s)).copied();
+    }
+    Ok(config)
+}
+
 /// Checks every variant resolves, so a bad one fails before any work.
 pub fn check_all(
     variants: &BTreeMap<String, SystemVariant>,
@@ -88,6 +102,23 @@ mod tests {
             got.expansion,
             evicortex::Expansion::AdjacentTurns { radius: 1, max_tokens: None }
         );
+    }
+
+    #[test]
+    fn a_variant_keeps_its_own_abstention_threshold() {
+        let v = variants(
+            r#"{"abs": {"base": "evicortex", "set": {"abstention": {"signal": "max_dense_cosine", "threshold": 0.35}}}}"#,
+        );
+        let file_wide = BTreeMap::from([("max_dense_cosine".to_owned(), 0.5)]);
+        let own = resolve(&v, "abs", 50).unwrap().unwrap();
+        assert_eq!(with_file_threshold(own.clone(), &BTreeMap::new()).unwrap(), own);
+        let kept = with_file_threshold(own, &file_wide).unwrap();
+        assert_eq!(kept.abstention.threshold, Some(0.35));
+        let base = resolve(&v, "evicortex", 50).unwrap().unwrap();
+        assert_eq!(base.abstention.threshold, None);
+        let given = with_file_threshold(base.clone(), &file_wide).unwrap();
+        assert_eq!(given.abstention.threshold, Some(0.5));
+        assert_eq!(with_file_threshold(base, &BTreeMap::new()).unwrap().abstention.threshold, None);
     }
 
     #[test]

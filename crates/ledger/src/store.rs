@@ -359,12 +359,21 @@ impl RawRecord {
     }
 
     fn decode_redaction(&self, namespace: Namespace) -> Result<StoredBody, Corrupt> {
-        if self.turn.is_some()
-            || self.text.is_some()
-            || self.erased_by.is_some()
-            || self.content_digest.is_some()
-        {
-            return Err(self.corrupt("a redaction record holds turn columns"));
+        // A redaction's digest covers only the columns it uses: every other one must be NULL, or
+        // an edit of it would verify.
+        let turn_columns = [
+            ("turn", self.turn.is_some()),
+            ("role", self.role.is_some()),
+            ("speaker", self.speaker.is_some()),
+            ("text", self.text.is_some()),
+            ("event_utc_us", self.event_utc_us.is_some()),
+            ("event_offset_s", self.event_offset_s.is_some()),
+            ("meta", self.meta.is_some()),
+            ("erased_by", self.erased_by.is_some()),
+            ("content_digest", self.content_digest.is_some()),
+        ];
+        if let Some((column, _)) = turn_columns.iter().find(|(_, set)| *set) {
+            return Err(self.corrupt(format!("a redaction record holds the turn column {column}")));
         }
         let target = match (&self.session, self.target_record) {
             (None, None) => EraseTarget::Namespace(namespace),

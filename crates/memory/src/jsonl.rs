@@ -128,7 +128,19 @@ pub fn turn_from_json(
 ) -> Result<Turn, FieldError> {
     let err = |field: &str, reason: String| FieldError { field: field.to_owned(), reason };
     if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(err(unknown, format!("unknown field (expected {})", FIELDS.join(", "))));
+        let expected = FIELDS.join(", ");
+        // A key that is empty or holds characters JSON escapes (control characters, quotes) is
+        // named in its JSON form (`""`, `"a\fb"`): printed raw it would name nothing or hide.
+        let json_form = serde_json::to_string(unknown).expect("a string serialises");
+        return Err(match unknown.as_str() {
+            "" => {
+                err(&json_form, format!("unknown field with an empty name (expected {expected})"))
+            }
+            name if json_form[1..json_form.len() - 1] != *name => {
+                err(&json_form, format!("unknown field (expected {expected})"))
+            }
+            name => err(name, format!("unknown field (expected {expected})")),
+        });
     }
     let string = |field: &str| -> Result<Option<&str>, FieldError> {
         match object.get(field) {
@@ -456,6 +468,31 @@ mod tests {
         check_err(
             &OK.replace(r#""turn":1"#, r#""turn":1,"turn":2"#),
             "in.jsonl:1: malformed JSON: duplicate field `turn` at line 1 column 48",
+        );
+    }
+
+    /// Found by fuzzing (fuzz/regressions/jsonl): a key that is the empty string was refused as
+    /// "field ``", naming nothing.
+    #[test]
+    fn an_unknown_field_with_an_empty_name_is_named_as_such() {
+        let input = format!("{OK}\n\n{}\n", OK.replacen('{', r#"{"":"x","#, 1));
+        let err = parse_jsonl("in.jsonl", input.as_bytes(), &IngestOptions::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "in.jsonl:3: field `\"\"`: unknown field with an empty name (expected namespace, \
+             session, turn, role, speaker, text, time, meta)"
+        );
+    }
+
+    /// Found by fuzzing (fuzz/regressions/jsonl): a key holding a control character was named
+    /// with the raw character; it is named as written in JSON.
+    #[test]
+    fn an_unknown_field_with_a_control_character_is_named_in_its_json_form() {
+        let input = OK.replacen('{', r#"{"ro\fle":"x","#, 1);
+        let err = parse_jsonl("in.jsonl", input.as_bytes(), &IngestOptions::default()).unwrap_err();
+        assert!(
+            err.to_string().starts_with(r#"in.jsonl:1: field `"ro\fle"`: unknown field"#),
+            "{err}"
         );
     }
 

@@ -118,9 +118,9 @@ pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
 /// The compile configuration, the question, the compiled context, reader tokenizers and
 /// rerankers.
 pub use evicortex_compiler::{
-    AbstainReason, AbstentionConfig, COMPILED_CONTEXT_FORMAT, CompileConfig, CompileQuery,
-    CompiledContext, ContextItem, Coverage, DedupPolicy, DenseConfig, DenseIndexRef, EncoderRef,
-    ExcludedCandidate, ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig,
+    AbstainReason, AbstentionConfig, BudgetParts, COMPILED_CONTEXT_FORMAT, CompileConfig,
+    CompileQuery, CompiledContext, ContextItem, Coverage, DedupPolicy, DenseConfig, DenseIndexRef,
+    EncoderRef, ExcludedCandidate, ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig,
     MAX_RERANK_DEPTH, RankScore, ReaderTokenizer, ReaderTokenizerError, RerankConfig, Reranker,
     Selection, StageTimings, SupportSignal, TiktokenReader, reader_tokenizer,
 };

@@ -114,6 +114,37 @@ pub struct NamespaceStatsResponse {
     pub text_bytes: u64,
 }
 
+/// Response of `GET /v1/namespaces`: the namespaces the calling key may read.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NamespacesResponse {
+    /// Whether the key is an admin key (every namespace, and `GET /v1/verify`).
+    pub admin: bool,
+    /// A namespace key: its own namespace alone. An admin key: every namespace in the store.
+    pub namespaces: Vec<String>,
+}
+
+/// Response of `GET /v1/namespaces/{ns}/sessions`: the sessions of this namespace only.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SessionsResponse {
+    /// The namespace.
+    pub namespace: String,
+    /// Sessions with at least one live turn, in order of their first turn's time.
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// One session of a namespace.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SessionSummary {
+    /// The session id.
+    pub session: String,
+    /// Live turns.
+    pub turns: u64,
+    /// The earliest turn's time (RFC 3339, with its offset).
+    pub first: String,
+    /// The latest turn's time (RFC 3339, with its offset).
+    pub last: String,
+}
+
 /// Body of `POST /v1/namespaces/{ns}/compile`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

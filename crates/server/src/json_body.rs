@@ -41,7 +41,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
-        let path = err.path().to_string();
+        let path = render_path(err.path());
         let inner = err.into_inner();
         classify(&path, &inner)
     })?;
@@ -65,12 +65,49 @@ fn classify(path: &str, err: &serde_json::Error) -> ApiError {
 fn field_path(path: &str, message: &str) -> String {
     let named = ["missing field `", "unknown field `"]
         .iter()
-        .find_map(|prefix| message.strip_prefix(prefix)?.split('`').next());
+        .find_map(|prefix| message.strip_prefix(prefix)?.split('`').next())
+        .map(key_name);
     match named {
-        Some(name) if path == "." => name.to_owned(),
-        Some(name) if !path.ends_with(name) => format!("{path}.{name}"),
+        Some(name) if path == "." => name,
+        Some(name) if !path.ends_with(&name) => format!("{path}.{name}"),
         _ if path == "." => "body".to_owned(),
         _ => path.to_owned(),
+    }
+}
+
+/// A path as serde_path_to_error writes it (`turns[3].time`, `.` for the root), except that a
+/// key which is the empty string is written `""` rather than as nothing.
+fn render_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&key_name(key));
+            }
+            Segment::Unknown => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push('?');
+            }
+        }
+    }
+    if out.is_empty() { ".".to_owned() } else { out }
+}
+
+/// A key as an error names it: one that is empty or holds characters JSON escapes (control
+/// characters, quotes) in its JSON form (`""`, `"a\fb"`), as written in the body.
+fn key_name(key: &str) -> String {
+    let json_form = serde_json::to_string(key).expect("a string serialises");
+    if key.is_empty() || json_form[1..json_form.len() - 1] != *key {
+        json_form
+    } else {
+        key.to_owned()
     }
 }
 
@@ -116,6 +153,12 @@ mod tests {
         check(r#"{"items":[{"n":1,"s":"a"}"#, StatusCode::BAD_REQUEST, Some("items"));
         check(r#"{"items":[]} trailing"#, StatusCode::BAD_REQUEST, None);
         check("", StatusCode::BAD_REQUEST, None);
+        // Found by fuzzing (fuzz/regressions/http_bodies): a key that is the empty string gave a
+        // 422 whose field was empty.
+        check(r#"{"":1}"#, unprocessable, Some(r#""""#));
+        check(r#"{"items":[{"n":1,"s":"a","":0}]}"#, unprocessable, Some(r#"items[0]."""#));
+        check(r#"{"",:1}"#, unprocessable, Some(r#""""#));
+        check(r#"{"items":[{"n":1,"s":"a","z\f":0}]}"#, unprocessable, Some(r#"items[0]."z\f""#));
         assert!(parse_json::<Outer>(br#" {"items":[{"n":7,"s":""}]} "#).is_ok());
     }
 }

@@ -1,7 +1,8 @@
 //! HTTP and MCP servers for EviCortex.
 //!
 //! [`router`] is the JSON API (axum) over an [`AppState`]: a [`evicortex::Memory`], the
-//! [`KeyStore`] of per-namespace API keys, and the [`ServerConfig`] limits. [`serve_http`] runs it
+//! [`KeyStore`] of per-namespace API keys, and the [`ServerConfig`] limits; it also serves the
+//! web inspector at `/ui`, static assets compiled into the binary that call the same API. [`serve_http`] runs it
 //! on a listener until a shutdown signal and drains in-flight requests. [`McpServer`] exposes one
 //! namespace as the MCP tools `remember`, `recall`, `answer` and `forget`, served on stdio by
 //! [`serve_mcp_stdio`]. [`openapi`] is the OpenAPI document, generated from the same code.
@@ -47,6 +48,7 @@ mod openapi;
 mod operations;
 mod routes;
 mod state;
+mod ui;
 
 pub use crate::{
     answer_request::{
@@ -57,7 +59,8 @@ pub use crate::{
     compile_request::{DEFAULT_TOP_N, READER_TOKENIZERS, Readers, default_config},
     dto::{
         AppendRequest, AppendResponse, AppendedTurn, CompileRequest, EraseRequest, EraseResponse,
-        HealthResponse, NamespaceStatsResponse, TurnInput, VerifyResponse,
+        HealthResponse, NamespaceStatsResponse, NamespacesResponse, SessionSummary,
+        SessionsResponse, TurnInput, VerifyResponse,
     },
     facade_error::facade_error,
     http_server::{ServeError, serve_http, termination_signal},

@@ -20,6 +20,8 @@ use crate::dto;
         crate::routes::answer,
         crate::routes::erase,
         crate::routes::namespace_stats,
+        crate::routes::namespaces,
+        crate::routes::sessions,
     ),
     components(schemas(
         crate::ErrorBody,
@@ -32,6 +34,9 @@ use crate::dto;
         dto::EraseRequest,
         dto::EraseResponse,
         dto::NamespaceStatsResponse,
+        dto::NamespacesResponse,
+        dto::SessionsResponse,
+        dto::SessionSummary,
         dto::VerifyResponse,
         dto::HealthResponse,
     )),

@@ -1,14 +1,14 @@
 //! The operations both front ends (HTTP and MCP) offer, on validated input: append, erase,
 //! namespace statistics, verify. Synchronous: callers run them on a blocking thread.
 
-use evicortex::{IngestOptions, Memory, Namespace, Turn, turn_from_json};
+use evicortex::{EventTime, IngestOptions, Memory, Namespace, Turn, turn_from_json};
 use serde_json::{Map, Value};
 
 use crate::dto::{
     AppendRequest, AppendResponse, AppendedTurn, CompileRequest, EraseRequest, EraseResponse,
-    NamespaceStatsResponse, VerifyResponse,
+    NamespaceStatsResponse, NamespacesResponse, SessionSummary, SessionsResponse, VerifyResponse,
 };
-use crate::{ApiError, compile_request::Readers, facade_error};
+use crate::{ApiError, KeyScope, compile_request::Readers, facade_error};
 
 /// Appends `request.turns` to `namespace` as one atomic, durable batch of at most `max_turns`.
 /// The response comes once the batch is on disk; the memory embeds the turns afterwards.
@@ -105,7 +105,9 @@ pub fn compile(
     request: CompileRequest,
 ) -> Result<Value, ApiError> {
     let context = crate::compile_request::compile(memory, readers, namespace, request)?;
-    serde_json::to_value(&context)
+    // Through the text of `to_json`, not `to_value`: a Value widens f32 scores to f64 and would
+    // print 0.41045793890953064 where `evicortex compile --json` prints 0.41045794.
+    serde_json::from_str(&context.to_json())
         .map_err(|e| ApiError::Storage { message: format!("rendering the compiled context: {e}") })
 }
 
@@ -122,6 +124,58 @@ pub fn namespace_stats(
         turns: evidence.len() as u64,
         sessions: sessions.len() as u64,
         text_bytes: evidence.iter().map(|e| e.turn.text.len() as u64).sum(),
+    })
+}
+
+/// The namespaces `caller` may read: its own, or every namespace for an admin key.
+pub fn namespaces(memory: &Memory, caller: &KeyScope) -> Result<NamespacesResponse, ApiError> {
+    match caller {
+        KeyScope::Namespace(own) => {
+            Ok(NamespacesResponse { admin: false, namespaces: vec![own.to_string()] })
+        }
+        KeyScope::Admin => {
+            let all = memory.namespaces().map_err(|e| facade_error(&e))?;
+            Ok(NamespacesResponse {
+                admin: true,
+                namespaces: all.iter().map(ToString::to_string).collect(),
+            })
+        }
+    }
+}
+
+/// The sessions of `namespace` alone, in order of their first turn's time.
+pub fn sessions(memory: &Memory, namespace: &Namespace) -> Result<SessionsResponse, ApiError> {
+    let evidence = memory.evidence(namespace).map_err(|e| facade_error(&e))?;
+    let mut by_session: std::collections::BTreeMap<&str, (u64, EventTime, EventTime)> =
+        std::collections::BTreeMap::new();
+    for e in &evidence {
+        let time = e.turn.time;
+        by_session
+            .entry(e.turn.session.as_str())
+            .and_modify(|(turns, first, last)| {
+                *turns += 1;
+                if time.utc_micros() < first.utc_micros() {
+                    *first = time;
+                }
+                if time.utc_micros() > last.utc_micros() {
+                    *last = time;
+                }
+            })
+            .or_insert((1, time, time));
+    }
+    let mut sessions: Vec<_> = by_session.into_iter().collect();
+    sessions.sort_by_key(|(session, (_, first, _))| (first.utc_micros(), *session));
+    Ok(SessionsResponse {
+        namespace: namespace.to_string(),
+        sessions: sessions
+            .into_iter()
+            .map(|(session, (turns, first, last))| SessionSummary {
+                session: session.to_owned(),
+                turns,
+                first: first.to_rfc3339(),
+                last: last.to_rfc3339(),
+            })
+            .collect(),
     })
 }
 

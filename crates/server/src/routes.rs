@@ -8,7 +8,7 @@ use axum::{Json, Router};
 
 use crate::dto::{
     AppendRequest, AppendResponse, CompileRequest, EraseRequest, EraseResponse, HealthResponse,
-    NamespaceStatsResponse, VerifyResponse,
+    NamespaceStatsResponse, NamespacesResponse, SessionsResponse, VerifyResponse,
 };
 use crate::{ApiError, AppState, Caller, ErrorBody, JsonBody, operations};
 
@@ -30,6 +30,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/namespaces/{ns}/answer", post(answer))
         .route("/v1/namespaces/{ns}/erase", post(erase))
         .route("/v1/namespaces/{ns}/stats", get(namespace_stats))
+        .route("/v1/namespaces", get(namespaces))
+        .route("/v1/namespaces/{ns}/sessions", get(sessions))
+        .merge(crate::ui::routes())
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -206,6 +209,35 @@ pub(crate) async fn namespace_stats(
 ) -> Result<Json<NamespaceStatsResponse>, ApiError> {
     let namespace = path_namespace(&caller, path)?;
     state.blocking(move |memory, _| operations::namespace_stats(memory, &namespace)).await.map(Json)
+}
+
+/// The namespaces the key may read: a namespace key its own, an admin key every namespace.
+#[utoipa::path(
+    get, path = "/v1/namespaces",
+    security(("bearer" = [])),
+    responses((status = 200, body = NamespacesResponse), (status = 401, body = ErrorBody))
+)]
+pub(crate) async fn namespaces(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<NamespacesResponse>, ApiError> {
+    state.blocking(move |memory, _| operations::namespaces(memory, &caller.0)).await.map(Json)
+}
+
+/// The sessions of one namespace with their turn counts and time spans, in time order.
+#[utoipa::path(
+    get, path = "/v1/namespaces/{ns}/sessions",
+    params(("ns" = String, Path, description = "namespace")),
+    security(("bearer" = [])),
+    responses((status = 200, body = SessionsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody))
+)]
+pub(crate) async fn sessions(
+    State(state): State<AppState>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<SessionsResponse>, ApiError> {
+    let namespace = path_namespace(&caller, path)?;
+    state.blocking(move |memory, _| operations::sessions(memory, &namespace)).await.map(Json)
 }
 
 /// Full integrity check of the ledger (admin keys only).

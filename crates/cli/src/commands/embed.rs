@@ -105,6 +105,7 @@ pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
                 return Err(UsageError("--json needs TEXT".to_owned()).into());
             }
             crate::commands::open_existing(store)?;
+            let _lock = crate::store_lock::StoreLock::acquire(store)?;
             let overlength = store_overlength(store, args.overlength)?;
             let memory = open_with_encoder(store, overlength)?;
             let report = catch_up(&memory, CatchUpLimits { chunk_texts: args.chunk_texts.max(1) })?;

@@ -41,6 +41,7 @@ pub fn run(store: &Path, args: &EraseArgs) -> anyhow::Result<()> {
         (None, Some(seq)) => EraseTarget::Record(namespace, TurnId::from_raw(seq)),
         (None, None) => EraseTarget::Namespace(namespace),
     };
+    let _lock = crate::store_lock::StoreLock::acquire(store)?;
     // The memory purges every derived store it holds (the embedding cache included) itself.
     let memory =
         Memory::open(store).with_context(|| format!("opening the store {}", store.display()))?;

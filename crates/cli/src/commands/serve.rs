@@ -126,6 +126,7 @@ impl RetrievalArgs {
 
 /// Runs the server on the store in `store` until SIGTERM or Ctrl-C, then drains and exits.
 pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
+    let _lock = crate::store_lock::StoreLock::acquire(store)?;
     let memory = args.retrieval.open(store)?;
     let keys = KeyStore::open(store)
         .with_context(|| format!("opening the key store in {}", store.display()))?;

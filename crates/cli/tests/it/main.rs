@@ -17,6 +17,8 @@ mod export;
 mod faults;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;
+/// The web inspector at `/ui` in headless Chromium against a real `evicortex serve`.
+mod inspector;
 /// `evicortex keys`: scope flags and namespace checked before a key exists.
 mod keys;
 /// `evicortex mcp`: a real MCP client handshake over the child's stdio; remember, recall, forget.
@@ -34,5 +36,9 @@ mod permissions;
 mod product_path;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
 mod serve_sigterm;
+/// Two processes on one store: a second writer refused, naming the holder; no stale lock.
+mod two_processes;
 /// Verify and the open-time check on tampered stores.
 mod verify;
+/// A small WebDriver client for the inspector test.
+mod webdriver;

@@ -175,3 +175,65 @@ proptest! {
         }
     }
 }
+
+/// Every column a record kind does not use must be NULL, since its digest does not cover it: a
+/// value written into one is an edit that verify must find. Found by fuzzing
+/// (fuzz/regressions/ledger_records: `event_offset_s` of a redaction set to -2 verified).
+#[test]
+fn verify_refuses_a_value_in_a_column_the_record_kind_does_not_use() {
+    use crate::fixture::turn;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    {
+        let ledger = Ledger::open(&path).unwrap();
+        let turns =
+            [turn("a", "s1", 0, "kept"), turn("a", "s2", 0, "gone"), turn("a", "s2", 1, "too")];
+        ledger.append(&turns).unwrap();
+        let (namespace, session) = (turns[1].namespace.clone(), turns[1].session.clone());
+        ledger.erase(&EraseTarget::Session(namespace, session)).unwrap();
+        ledger.verify().unwrap();
+    }
+    assert!(!dir.path().join("ledger.sqlite-wal").exists(), "closing checkpoints the WAL");
+    let (live, erased, redaction) = (1, 2, 4);
+    let kind: i64 =
+        raw(&path).query_row("SELECT kind FROM records WHERE seq = 4", [], |r| r.get(0)).unwrap();
+    assert_eq!(kind, 2, "record 4 is the redaction");
+    let unused: &[(i64, &str, &str)] = &[
+        (live, "target_record", "1"),
+        (live, "erased_seqs", "x'0100000000000000'"),
+        (live, "content_digest", "zeroblob(32)"),
+        (erased, "text", "'erased'"),
+        (erased, "speaker", "'Mallory'"),
+        (erased, "meta", "'{}'"),
+        (erased, "salt", "zeroblob(32)"),
+        (erased, "target_record", "1"),
+        (erased, "erased_seqs", "x'0100000000000000'"),
+        (redaction, "turn", "7"),
+        (redaction, "role", "'user'"),
+        (redaction, "speaker", "'Mallory'"),
+        (redaction, "text", "''"),
+        (redaction, "event_utc_us", "0"),
+        (redaction, "event_offset_s", "-2"),
+        (redaction, "meta", "'{}'"),
+        (redaction, "erased_by", "5"),
+        (redaction, "content_digest", "zeroblob(32)"),
+        (redaction, "salt", "zeroblob(32)"),
+    ];
+    let original = fs_err::read(&path).unwrap();
+    for &(seq, column, value) in unused {
+        fs_err::write(&path, &original).unwrap();
+        let conn = raw(&path);
+        let sql = format!("UPDATE records SET {column} = {value} WHERE seq = ?1");
+        assert_eq!(conn.execute(&sql, [seq]).unwrap(), 1, "{sql}");
+        drop(conn);
+        let inspected = Ledger::open_with(&path, OpenMode::Inspect).unwrap();
+        match inspected.verify() {
+            Err(VerifyError::BadRecord { turn_id, .. }) => {
+                assert_eq!(turn_id, TurnId::from_raw(seq as u64), "{column} of record {seq}")
+            }
+            other => {
+                panic!("{column} = {value} in record {seq}: expected a bad record, got {other:?}")
+            }
+        }
+    }
+}

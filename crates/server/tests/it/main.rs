@@ -18,5 +18,7 @@ mod concurrency;
 mod fuzz;
 // 10,000 random operations over 20 namespaces: no response carries another namespace's text.
 mod isolation;
+// The inspector's assets (types, CSP) and its routes: namespaces and sessions, same 401/403.
+mod inspector;
 // The OpenAPI document lists every route.
 mod openapi;

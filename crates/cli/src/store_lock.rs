@@ -1,0 +1,140 @@
+//! One writing process per store: `serve`, `mcp`, `ingest`, `erase`, `embed` and `migrate` hold
+//! an exclusive lock on `<store>/evicortex.lock` while they run; a second one is refused at once,
+//! naming the process that holds it. Read-only commands (`compile`, `verify`, `stats`, `export`)
+//! take no lock: SQLite gives them a consistent snapshot while a writer runs.
+//!
+//! Why refuse rather than share through SQLite's locking: the ledger alone would stay consistent
+//! (each append checks the chain head inside its transaction), but a server keeps state derived
+//! from the store in memory and writes vectors in the background under an in-process lock that
+//! erasures also take; an erasure by another process could let a server write an erased text's
+//! vector back until its next open. One writer per store keeps every invariant in one process.
+//!
+//! The lock is `flock(2)` (`File::try_lock`): the kernel drops it when the process dies, however
+//! it dies, so a crashed server never leaves a stale lock behind. The holder is found through
+//! `/proc/locks`, so taking the lock writes nothing (a full disk must not stop a refusal).
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The lock file's name inside a store directory.
+pub const LOCK_FILE: &str = "evicortex.lock";
+
+/// Held for as long as the command runs; dropping it releases the lock.
+#[derive(Debug)]
+pub struct StoreLock {
+    _file: File,
+}
+
+/// Why the lock could not be taken (exit code 3, like other unavailable resources).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreLockError {
+    /// Another process holds the store.
+    #[error(
+        "the store {store} is in use by another evicortex process ({holder}): one process at a \
+         time may write to a store. Stop it first, or send the turns through the running \
+         server's API; read-only commands (compile, verify, stats, export) work meanwhile"
+    )]
+    Busy {
+        /// The store directory.
+        store: PathBuf,
+        /// The holder, as far as it could be found (`pid 123: evicortex serve ...`).
+        holder: String,
+    },
+    /// The lock file could not be created or locked.
+    #[error("locking the store {path}: {source}")]
+    Io {
+        /// The lock file.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+}
+
+impl StoreLock {
+    /// Takes the store's writer lock, creating the store directory (private) and the lock file
+    /// (mode 0600) when missing.
+    pub fn acquire(store: &Path) -> Result<StoreLock, StoreLockError> {
+        let path = store.join(LOCK_FILE);
+        let io = |source| StoreLockError::Io { path: path.clone(), source };
+        evicortex::create_private_dir(store).map_err(io)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io)?;
+        // The umask may have narrowed the mode; the store's files are exactly 0600.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => Ok(StoreLock { _file: file }),
+            Err(TryLockError::WouldBlock) => {
+                let holder = file
+                    .metadata()
+                    .ok()
+                    .and_then(|meta| holder_of(meta.dev(), meta.ino()))
+                    .unwrap_or_else(|| "its process id could not be found".to_owned());
+                Err(StoreLockError::Busy { store: store.to_owned(), holder })
+            }
+            Err(TryLockError::Error(source)) => Err(io(source)),
+        }
+    }
+}
+
+/// The process holding a `flock` on the file `(dev, ino)`, from `/proc/locks`, with its command
+/// line.
+fn holder_of(dev: u64, ino: u64) -> Option<String> {
+    let locks = fs_err::read_to_string("/proc/locks").ok()?;
+    // `1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF`, device as major:minor in hex.
+    let (major, minor) = (libc_major(dev), libc_minor(dev));
+    let wanted = format!("{major:02x}:{minor:02x}:{ino}");
+    let pid = locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let flock = fields.get(1) == Some(&"FLOCK");
+        (flock && fields.get(5) == Some(&wanted.as_str())).then(|| fields[4].to_owned())
+    })?;
+    let command = fs_err::read(format!("/proc/{pid}/cmdline"))
+        .map(|raw| {
+            raw.split(|&b| b == 0)
+                .filter(|part| !part.is_empty())
+                .map(|part| String::from_utf8_lossy(part).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    Some(if command.is_empty() { format!("pid {pid}") } else { format!("pid {pid}: {command}") })
+}
+
+/// The major number of a Linux `dev_t` (glibc's `gnu_dev_major`).
+fn libc_major(dev: u64) -> u64 {
+    ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff)
+}
+
+/// The minor number of a Linux `dev_t` (glibc's `gnu_dev_minor`).
+fn libc_minor(dev: u64) -> u64 {
+    ((dev >> 12) & 0xffff_ff00) | (dev & 0x0000_00ff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_is_refused_naming_the_holder_and_dropping_the_first_frees_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let first = StoreLock::acquire(&store).unwrap();
+        let mode = fs_err::metadata(store.join(LOCK_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        match StoreLock::acquire(&store) {
+            Err(StoreLockError::Busy { holder, .. }) => {
+                assert!(holder.starts_with(&format!("pid {}", std::process::id())), "{holder}");
+            }
+            other => panic!("expected the store to be busy, got {other:?}"),
+        }
+        drop(first);
+        StoreLock::acquire(&store).expect("the lock is free once its holder is dropped");
+    }
+}

@@ -1,0 +1,151 @@
+//! Two processes on one store: a running `serve` holds the store's writer lock, so a CLI ingest or
+//! erase, a second `serve` and an `mcp` server on the same directory are refused at once with a
+//! message naming the holder (exit code 3); read-only commands work meanwhile; the lock dies with
+//! its process, even under SIGKILL; the ledger stays one chain that verifies, holding every
+//! acknowledged turn.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::cli::{command, ok, run};
+
+/// A running `evicortex serve --lexical-only` and its base URL.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(store: &Path) -> Server {
+        let mut child = command(store, &["serve", "--lexical-only", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start evicortex serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read the address line");
+        let base = line.trim().strip_prefix("listening on ").expect("address line").to_owned();
+        Server { child, base }
+    }
+
+    /// Appends one turn through the HTTP API; returns the status code.
+    fn append(&self, key: &str, session: &str, text: &str) -> u16 {
+        let body = json!({"turns": [{
+            "session": session, "turn": 0, "role": "user", "text": text,
+            "time": "2024-05-02T10:00:00+01:00",
+        }]});
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            reqwest::Client::new()
+                .post(format!("{}/v1/namespaces/shared/turns", self.base))
+                .bearer_auth(key)
+                .json(&body)
+                .send()
+                .await
+                .expect("send the append")
+                .status()
+                .as_u16()
+        })
+    }
+
+    fn stop(mut self) {
+        let term = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        assert!(term.expect("run kill").success());
+        let status = self.child.wait().expect("wait for the server");
+        assert!(status.success(), "server exit after SIGTERM: {status}");
+    }
+}
+
+fn create_key(store: &Path) -> String {
+    let out = ok(store, &["keys", "create", "--namespace", "shared"]);
+    out.lines().last().expect("a key on the last line").trim().to_owned()
+}
+
+fn write_turn(dir: &Path, session: &str, text: &str) -> String {
+    let path = dir.join(format!("{session}.jsonl"));
+    let line = json!({"namespace": "shared", "session": session, "turn": 0, "role": "user",
+        "text": text, "time": "2024-05-03T10:00:00Z"});
+    fs_err::write(&path, format!("{line}\n")).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[track_caller]
+fn assert_refused_by(r: &crate::cli::Run, server: &Server, what: &str) {
+    assert_eq!(r.code, 3, "{what} while serve runs: exit {}\n{}", r.code, r.stderr);
+    assert!(
+        r.stderr.contains("is in use by another evicortex process")
+            && r.stderr.contains(&format!("pid {}", server.child.id()))
+            && r.stderr.contains("serve"),
+        "{what}: the refusal must name the serving process:\n{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_cli_ingest_or_erase_while_serve_runs_is_refused_and_the_ledger_stays_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let key = create_key(&store);
+    let server = Server::start(&store);
+    assert_eq!(server.append(&key, "http", "said over HTTP"), 200);
+
+    let input = write_turn(dir.path(), "cli", "said through the CLI");
+    let ingest = run(&store, &["ingest", "--no-embed", &input]);
+    assert_refused_by(&ingest, &server, "ingest");
+    let erase = run(&store, &["erase", "--namespace", "shared", "--session", "http"]);
+    assert_refused_by(&erase, &server, "erase");
+
+    // Readers need no lock, and the refused commands changed nothing.
+    let verify = ok(&store, &["verify"]);
+    assert!(verify.starts_with("ok: 1 records verified (1 turns"), "{verify}");
+    assert!(!ok(&store, &["export"]).contains("said through the CLI"));
+    // The server still works after the refusals.
+    assert_eq!(server.append(&key, "http2", "said over HTTP again"), 200);
+    server.stop();
+
+    // Once the server is gone the same ingest goes through, onto the same chain.
+    ok(&store, &["ingest", "--no-embed", &input]);
+    let verify = ok(&store, &["verify"]);
+    assert!(verify.starts_with("ok: 3 records verified (3 turns"), "{verify}");
+    let export = ok(&store, &["export"]);
+    for text in ["said over HTTP", "said over HTTP again", "said through the CLI"] {
+        assert!(export.contains(text), "{text:?} missing from the export:\n{export}");
+    }
+}
+
+#[test]
+fn a_second_server_on_the_same_store_is_refused_and_a_killed_server_leaves_no_stale_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let key = create_key(&store);
+    let mut first = Server::start(&store);
+    assert_eq!(first.append(&key, "a", "first server"), 200);
+
+    let started = Instant::now();
+    let second = run(&store, &["serve", "--lexical-only", "--listen", "127.0.0.1:0"]);
+    assert_refused_by(&second, &first, "a second serve");
+    assert!(started.elapsed() < Duration::from_secs(20), "the refusal must come at once");
+    let mcp = run(&store, &["mcp", "--lexical-only", "--namespace", "shared"]);
+    assert_refused_by(&mcp, &first, "mcp");
+    assert_eq!(first.append(&key, "b", "first server again"), 200);
+
+    // SIGKILL: no clean shutdown, yet the kernel drops the lock with the process.
+    first.child.kill().expect("SIGKILL the first server");
+    first.child.wait().expect("reap the first server");
+    let second = Server::start(&store);
+    assert_eq!(second.append(&key, "c", "second server"), 200);
+    second.stop();
+
+    let verify = ok(&store, &["verify"]);
+    assert!(verify.starts_with("ok: 3 records verified (3 turns"), "{verify}");
+    let export = ok(&store, &["export"]);
+    for text in ["first server", "first server again", "second server"] {
+        assert!(export.contains(text), "{text:?} missing from the export:\n{export}");
+    }
+}

@@ -1,0 +1,393 @@
+//! `evicortex._native`: the `evicortex` facade for Python.
+//!
+//! A front end like the CLI and the servers: it parses what Python passes, calls [`Memory`] and
+//! renders the result. Values cross the boundary as JSON text, in the same shapes the HTTP API
+//! uses, so the pure-Python layer (`python/evicortex`) builds one set of typed results for the
+//! embedded memory and for the HTTP client alike. Every call that touches the store or a model
+//! releases the GIL.
+//!
+//! Errors are raised as `NativeError(class, field, message)`, where `class` is the facade's
+//! [`ErrorClass`] (`bad_input`, `io`, `integrity`, `model_missing`, `internal`) and `field` the
+//! path of the offending input (`turns[2].time`, `rrf_k`), when known; the Python layer maps
+//! them to its exception classes.
+
+use std::{
+    collections::HashMap,
+    error::Error,
+    path::PathBuf,
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use evicortex::{
+    AppendError, AppendStatus, CatchUpLimits, CompileConfig, CompileError, CompileOptionsError,
+    CompileQuery, CompileRequest, DenseConfig, EraseTarget, ErrorClass, EventTime, IngestOptions,
+    Memory, Namespace, Overlength, ReaderTokenizer, SessionId, TokenBudget, TurnId,
+};
+use pyo3::{create_exception, exceptions::PyException, prelude::*};
+use serde_json::{Map, Value, json};
+
+create_exception!(
+    _native,
+    NativeError,
+    PyException,
+    "A facade error: args are (class, field or None, message)."
+);
+
+/// Candidates per retriever in the default configuration, as `evicortex compile` and
+/// `evicortex serve` use.
+const DEFAULT_TOP_N: usize = 50;
+
+/// An open store, with the pinned encoder unless opened lexical-only.
+#[pyclass(frozen, module = "evicortex._native")]
+struct NativeMemory {
+    memory: Memory,
+    readers: Mutex<HashMap<String, Arc<dyn ReaderTokenizer>>>,
+}
+
+/// Why a call failed, before it becomes a Python exception.
+struct Failure {
+    class: ErrorClass,
+    /// A finer kind of bad input, as the HTTP API distinguishes it (404, 409).
+    detail: Option<&'static str>,
+    field: Option<String>,
+    message: String,
+}
+
+impl Failure {
+    fn bad_input(field: impl Into<String>, message: impl std::fmt::Display) -> Failure {
+        let field = field.into();
+        Failure {
+            class: ErrorClass::BadInput,
+            detail: None,
+            message: format!("{field}: {message}"),
+            field: Some(field),
+        }
+    }
+
+    fn internal(message: impl std::fmt::Display) -> Failure {
+        Failure {
+            class: ErrorClass::Internal,
+            detail: None,
+            field: None,
+            message: message.to_string(),
+        }
+    }
+
+    /// The failure of a facade error: its class from [`ErrorClass::of`], and the field to blame
+    /// where the error names one.
+    fn of(err: &(dyn Error + 'static)) -> Failure {
+        Failure {
+            class: class_of(err),
+            detail: detail_of(err),
+            field: field_of(err),
+            message: error_chain(err),
+        }
+    }
+}
+
+impl From<Failure> for PyErr {
+    fn from(f: Failure) -> PyErr {
+        let class = match f.class {
+            ErrorClass::BadInput => f.detail.unwrap_or("bad_input"),
+            ErrorClass::Io => "io",
+            ErrorClass::Integrity => "integrity",
+            ErrorClass::ModelMissing => "model_missing",
+            _ => "internal",
+        };
+        NativeError::new_err((class, f.field, f.message))
+    }
+}
+
+/// The error and its causes, as the CLI prints them (`a: b: c`), without repeating a cause
+/// whose text the error already includes.
+fn error_chain(err: &(dyn Error + 'static)) -> String {
+    let mut message = err.to_string();
+    let mut cause = err.source();
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+        cause = e.source();
+    }
+    message
+}
+
+/// The facade error's class. Refused compile settings are bad input, whatever error inside them
+/// says why (`ErrorClass::of` does not see through their transparent wrapper).
+fn class_of(err: &(dyn Error + 'static)) -> ErrorClass {
+    match err.downcast_ref::<CompileOptionsError>() {
+        Some(e) => e.class(),
+        None => ErrorClass::of(err).unwrap_or(ErrorClass::Internal),
+    }
+}
+
+/// The input field a facade error blames, in the HTTP API's notation.
+fn field_of(err: &(dyn Error + 'static)) -> Option<String> {
+    if let Some(e) = err.downcast_ref::<AppendError>() {
+        return match e {
+            AppendError::InvalidTurn { index, field, .. }
+            | AppendError::Conflict { index, field, .. } => Some(format!("turns[{index}].{field}")),
+            AppendError::Erased { index, .. } => Some(format!("turns[{index}]")),
+            _ => None,
+        };
+    }
+    if let Some(e) = err.downcast_ref::<CompileError>() {
+        return e.field();
+    }
+    err.downcast_ref::<CompileOptionsError>().and_then(CompileOptionsError::field)
+}
+
+/// `not_found` for an erasure target that matches nothing, `conflict` for a turn that conflicts
+/// with what is stored.
+fn detail_of(err: &(dyn Error + 'static)) -> Option<&'static str> {
+    if let Some(e) = err.downcast_ref::<AppendError>() {
+        return matches!(e, AppendError::Conflict { .. } | AppendError::Erased { .. })
+            .then_some("conflict");
+    }
+    if let Some(evicortex::EraseError::Ledger(e)) = err.downcast_ref::<evicortex::EraseError>() {
+        use evicortex::LedgerEraseError as L;
+        return matches!(e, L::NotFound { .. } | L::WrongNamespace { .. }).then_some("not_found");
+    }
+    None
+}
+
+fn namespace(raw: &str, field: &str) -> Result<Namespace, Failure> {
+    Namespace::new(raw).map_err(|e| Failure::bad_input(field, e))
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(text: &str, field: &str) -> Result<T, Failure> {
+    serde_json::from_str(text).map_err(|e| Failure::bad_input(field, e))
+}
+
+#[pymethods]
+impl NativeMemory {
+    /// Opens (or creates) the store in `path`; with `dense`, loads the pinned encoder from the
+    /// model cache (a missing model is a `model_missing` error naming `evicortex model fetch`).
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf, dense: bool) -> PyResult<NativeMemory> {
+        let memory = py.detach(|| -> Result<Memory, Failure> {
+            let mut builder = Memory::builder(&path);
+            if dense {
+                let overlength = evicortex::last_overlength(&path)
+                    .map_err(|e| Failure::of(&e))?
+                    .unwrap_or(Overlength::Refuse);
+                let encoder =
+                    evicortex::load_pinned_encoder(overlength).map_err(|e| Failure::of(&e))?;
+                builder.encoder(encoder);
+            }
+            builder.open().map_err(|e| Failure::of(&e))
+        })?;
+        Ok(NativeMemory { memory, readers: Mutex::default() })
+    }
+
+    /// Whether dense retrieval is available (the pinned encoder is loaded).
+    fn has_encoder(&self) -> bool {
+        self.memory.has_encoder()
+    }
+
+    /// Appends a JSON array of turn objects (the JSONL ingest fields) as one atomic batch;
+    /// `namespace` is the namespace of turns that give none. Returns the receipt as JSON.
+    #[pyo3(signature = (turns_json, namespace=None))]
+    fn append(
+        &self,
+        py: Python<'_>,
+        turns_json: &str,
+        namespace: Option<&str>,
+    ) -> PyResult<String> {
+        let objects: Vec<Map<String, Value>> = parse_json(turns_json, "turns")?;
+        if objects.is_empty() {
+            return Err(Failure::bad_input("turns", "is empty: give at least one turn").into());
+        }
+        let default_namespace = namespace.map(|n| self::namespace(n, "namespace")).transpose()?;
+        let options = IngestOptions { default_namespace, ..IngestOptions::default() };
+        let turns = objects
+            .iter()
+            .enumerate()
+            .map(|(i, object)| {
+                evicortex::turn_from_json(object, &options)
+                    .map_err(|e| Failure::bad_input(format!("turns[{i}].{}", e.field), e.reason))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let receipt = py.detach(|| self.memory.append(&turns)).map_err(|e| Failure::of(&e))?;
+        let count = |status| receipt.outcomes.iter().filter(|o| o.status == status).count();
+        let turns: Vec<Value> = receipt
+            .outcomes
+            .iter()
+            .map(|o| {
+                json!({
+                    "id": o.id.raw(),
+                    "digest": o.digest.to_hex(),
+                    "status": match o.status {
+                        AppendStatus::Appended => "appended",
+                        AppendStatus::AlreadyPresent => "already_present",
+                    },
+                })
+            })
+            .collect();
+        Ok(json!({
+            "appended": count(AppendStatus::Appended),
+            "already_present": count(AppendStatus::AlreadyPresent),
+            "turns": turns,
+        })
+        .to_string())
+    }
+
+    /// Compiles a context: the committed default configuration (dense when the encoder is
+    /// loaded) with `settings_json` (an object of configuration fields) applied over it.
+    /// Embeds the namespace's turns not embedded yet first. Returns the compiled context as
+    /// JSON.
+    #[pyo3(signature = (namespace, query, budget, reader_tokenizer, as_of, settings_json))]
+    #[allow(clippy::too_many_arguments)]
+    fn compile(
+        &self,
+        py: Python<'_>,
+        namespace: &str,
+        query: String,
+        budget: u32,
+        reader_tokenizer: &str,
+        as_of: Option<&str>,
+        settings_json: &str,
+    ) -> PyResult<String> {
+        let namespace = self::namespace(namespace, "namespace")?;
+        let as_of = as_of
+            .map(|raw| EventTime::parse_rfc3339(raw).map_err(|e| Failure::bad_input("as_of", e)))
+            .transpose()?;
+        let settings: Map<String, Value> = parse_json(settings_json, "settings")?;
+        let config = self.config(&settings)?;
+        let reader = py.detach(|| self.reader(reader_tokenizer))?;
+        let query =
+            CompileQuery { namespace, question: query, as_of, budget: TokenBudget::new(budget) };
+        let context = py.detach(|| -> Result<_, Failure> {
+            if self.memory.has_encoder() && config.dense != DenseConfig::Off {
+                self.memory
+                    .catch_up(Some(&query.namespace), CatchUpLimits::default(), &mut |_| {})
+                    .map_err(|e| Failure::of(&e))?;
+            }
+            let request = CompileRequest {
+                query: &query,
+                config: &config,
+                reader: reader.as_ref(),
+                query_vector: None,
+            };
+            self.memory.compile(&request).map_err(|e| Failure::of(&e))
+        })?;
+        Ok(context.to_json())
+    }
+
+    /// Erases one target of `namespace`: a session, a record, or (`all`) the whole namespace.
+    /// Returns the receipt as JSON.
+    #[pyo3(signature = (namespace, session, record, all))]
+    fn erase(
+        &self,
+        py: Python<'_>,
+        namespace: &str,
+        session: Option<&str>,
+        record: Option<u64>,
+        all: bool,
+    ) -> PyResult<String> {
+        let namespace = self::namespace(namespace, "namespace")?;
+        let target = match (session, record, all) {
+            (Some(session), None, false) => EraseTarget::Session(
+                namespace,
+                SessionId::new(session).map_err(|e| Failure::bad_input("session", e))?,
+            ),
+            (None, Some(record), false) => EraseTarget::Record(namespace, TurnId::from_raw(record)),
+            (None, None, true) => EraseTarget::Namespace(namespace),
+            _ => {
+                let message = "give exactly one of session, record or all=True";
+                return Err(Failure::bad_input("target", message).into());
+            }
+        };
+        let receipt = py.detach(|| self.memory.erase(&target)).map_err(|e| Failure::of(&e))?;
+        Ok(json!({
+            "redaction": receipt.redaction.map(TurnId::raw),
+            "erased": receipt.erased.iter().map(|t| t.id.raw()).collect::<Vec<_>>(),
+            "already_erased": receipt.already_erased,
+        })
+        .to_string())
+    }
+
+    /// Checks every record's digest and chain link. Returns the report as JSON.
+    fn verify(&self, py: Python<'_>) -> PyResult<String> {
+        let report = py.detach(|| self.memory.verify()).map_err(|e| Failure::of(&e))?;
+        Ok(json!({
+            "ok": true,
+            "records": report.records,
+            "turns": report.turns,
+            "erased_turns": report.erased_turns,
+            "redactions": report.redactions,
+            "head": report.head.map(TurnId::raw),
+            "chain_head": report.chain_head.to_hex(),
+        })
+        .to_string())
+    }
+
+    /// Counts of one namespace's live turns, as JSON.
+    fn stats(&self, py: Python<'_>, namespace: &str) -> PyResult<String> {
+        let ns = self::namespace(namespace, "namespace")?;
+        let evidence = py.detach(|| self.memory.evidence(&ns)).map_err(|e| Failure::of(&e))?;
+        let sessions: std::collections::BTreeSet<_> =
+            evidence.iter().map(|e| &e.turn.session).collect();
+        Ok(json!({
+            "namespace": ns.as_str(),
+            "turns": evidence.len(),
+            "sessions": sessions.len(),
+            "text_bytes": evidence.iter().map(|e| e.turn.text.len()).sum::<usize>(),
+        })
+        .to_string())
+    }
+
+    /// The live turns (of `namespace`, or all) as JSONL, in ledger order.
+    #[pyo3(signature = (namespace=None))]
+    fn export(&self, py: Python<'_>, namespace: Option<&str>) -> PyResult<String> {
+        let namespace = namespace.map(|n| self::namespace(n, "namespace")).transpose()?;
+        let mut out = Vec::new();
+        py.detach(|| self.memory.export(namespace.as_ref(), &mut out))
+            .map_err(|e| Failure::of(&e))?;
+        String::from_utf8(out).map_err(|e| Failure::internal(e).into())
+    }
+
+    /// The configuration a compile with `settings_json` would use, as JSON (every field).
+    fn config_json(&self, settings_json: &str) -> PyResult<String> {
+        let settings: Map<String, Value> = parse_json(settings_json, "settings")?;
+        let config = self.config(&settings)?;
+        serde_json::to_string(&config).map_err(|e| Failure::internal(e).into())
+    }
+}
+
+impl NativeMemory {
+    /// The committed default (`CompileConfig::default_with`, dense when the encoder is loaded),
+    /// as `evicortex compile` and `evicortex serve` use, with `settings` applied over it.
+    fn config(&self, settings: &Map<String, Value>) -> Result<CompileConfig, Failure> {
+        let dense = if self.memory.has_encoder() {
+            DenseConfig::On { top_n: DEFAULT_TOP_N }
+        } else {
+            DenseConfig::Off
+        };
+        let defaults = CompileConfig::default_with(DEFAULT_TOP_N, dense);
+        evicortex::apply_compile_options(&defaults, settings).map_err(|e| Failure::of(&e))
+    }
+
+    /// The reader tokenizer `name` (loaded once per memory).
+    fn reader(&self, name: &str) -> Result<Arc<dyn ReaderTokenizer>, Failure> {
+        let mut readers = self.readers.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(reader) = readers.get(name) {
+            return Ok(Arc::clone(reader));
+        }
+        let reader: Arc<dyn ReaderTokenizer> = evicortex::reader_tokenizer(name)
+            .map_err(|e| Failure::bad_input("reader_tokenizer", e))?
+            .into();
+        readers.insert(name.to_owned(), Arc::clone(&reader));
+        Ok(reader)
+    }
+}
+
+/// The module `evicortex._native`.
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeMemory>()?;
+    m.add("NativeError", m.py().get_type::<NativeError>())?;
+    Ok(())
+}
