@@ -390,6 +390,7 @@ pub fn compile_timed(
         items,
         excluded,
         encoder: inputs.dense.map(|d| d.encoder.clone()),
+        dense_index: inputs.dense.map(|d| d.index.kind().into()),
         reranker: inputs.reranker.map(|r| r.name().to_owned()),
         coverage: Coverage {
             corpus_last_record: corpus.last_record(),

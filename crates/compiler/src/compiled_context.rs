@@ -45,6 +45,9 @@ pub struct CompiledContext {
     pub excluded: Vec<ExcludedCandidate>,
     /// The encoder the dense candidates came from; `None` when dense retrieval is off.
     pub encoder: Option<EncoderRef>,
+    /// The vector index that served the dense candidates; `None` when dense retrieval is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense_index: Option<DenseIndexRef>,
     /// The reranker's name when reranking is on.
     pub reranker: Option<String>,
     /// The ledger positions the inputs cover.
@@ -128,6 +131,52 @@ pub struct EncoderRef {
     pub model: String,
     /// Digest of the full encoder identity.
     pub identity_digest: String,
+}
+
+/// Which vector index served the dense candidates: every admitted vector scored (`exact`), or
+/// an HNSW graph with the parameters that decide which vectors it finds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DenseIndexRef {
+    /// Exact cosine over every admitted vector.
+    Exact,
+    /// An HNSW graph (approximate: the scores are exact, which vectors are found is not).
+    Hnsw {
+        /// Links per row on the upper layers (twice that on layer 0).
+        m: u32,
+        /// Beam width of construction.
+        ef_construction: u32,
+        /// Beam width of search.
+        ef_search: u32,
+        /// Seed of the row levels.
+        seed: u64,
+    },
+}
+
+impl From<evicortex_vector::IndexKind> for DenseIndexRef {
+    fn from(kind: evicortex_vector::IndexKind) -> DenseIndexRef {
+        match kind {
+            evicortex_vector::IndexKind::Exact => DenseIndexRef::Exact,
+            evicortex_vector::IndexKind::Hnsw(p) => DenseIndexRef::Hnsw {
+                m: p.m as u32,
+                ef_construction: p.ef_construction as u32,
+                ef_search: p.ef_search as u32,
+                seed: p.seed,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for DenseIndexRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DenseIndexRef::Exact => f.write_str("exact"),
+            DenseIndexRef::Hnsw { m, ef_construction, ef_search, seed } => write!(
+                f,
+                "hnsw (m {m}, ef_construction {ef_construction}, ef_search {ef_search}, seed {seed:#x})"
+            ),
+        }
+    }
 }
 
 /// Ledger positions covered by the corpus and indexes compiled from.
@@ -297,6 +346,9 @@ impl CompiledContext {
                 Some(reason) => format!("yes: {reason}"),
             }
         ));
+        if let Some(index) = &self.dense_index {
+            line(format!("dense index: {index}"));
+        }
         if !self.named_speakers.is_empty() {
             line(format!("names: the question names {}", self.named_speakers.join(", ")));
         }

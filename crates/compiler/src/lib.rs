@@ -93,7 +93,8 @@ pub use crate::{
     compile::{CompileInputs, ContextInputs, DenseInput, StageTimings, compile, compile_timed},
     compiled_context::{
         AbstainReason, BudgetParts, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem,
-        Coverage, EncoderRef, ExcludedCandidate, ExclusionReason, ListRank, RankScore, Selection,
+        Coverage, DenseIndexRef, EncoderRef, ExcludedCandidate, ExclusionReason, ListRank,
+        RankScore, Selection,
     },
     config::{
         AbstentionConfig, CompileConfig, ContextConfig, DEFAULT_TOP_N, DedupPolicy, DenseConfig,

@@ -105,6 +105,25 @@ impl Ledger {
         })
     }
 
+    /// The redaction record of the latest erasure that erased a turn of `namespace` (`None`:
+    /// none ever did). Derived data built when the ledger head was below it may hold erased
+    /// turns.
+    pub fn last_erasure(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
+        self.with_reader(|conn| {
+            let last: Option<i64> = conn
+                .query_row(
+                    &format!(
+                        "SELECT max(erased_by) FROM records WHERE kind = {KIND_TURN} \
+                         AND namespace = ?1 AND erased_by IS NOT NULL"
+                    ),
+                    [namespace.as_str()],
+                    |r| r.get(0),
+                )
+                .map_err(sql_err(self.path()))?;
+            Ok(last.map(|seq| TurnId::from_raw(seq as u64)))
+        })
+    }
+
     /// The namespaces with at least one live turn, sorted.
     pub fn namespaces(&self) -> Result<Vec<Namespace>, ReadError> {
         self.with_reader(|conn| {

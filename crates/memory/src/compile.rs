@@ -88,6 +88,14 @@ pub enum CompileError {
         /// The failure.
         source: VectorError,
     },
+    /// Reading, writing or removing the namespace's vector index file failed.
+    #[error("namespace {namespace}: vector index file: {source}")]
+    IndexFile {
+        /// The namespace.
+        namespace: Namespace,
+        /// The failure.
+        source: evicortex_vector::IndexFileError,
+    },
     /// Reading vectors from the embedding cache failed.
     #[error("reading turn vectors: {0}")]
     EmbeddingCache(#[from] EmbeddingCacheError),
@@ -126,7 +134,7 @@ impl CompileError {
             },
             CompileError::Read(e) => crate::error::read_class(e),
             CompileError::Corpus { .. } | CompileError::Vector { .. } => ErrorClass::Integrity,
-            CompileError::Lexical { .. } => ErrorClass::Internal,
+            CompileError::Lexical { .. } | CompileError::IndexFile { .. } => ErrorClass::Internal,
             CompileError::EmbeddingCache(e) => e.class(),
             CompileError::Embed(e) => crate::error::embed_class(e),
         }

@@ -53,6 +53,16 @@ pub enum OpenError {
     /// The background embedder's thread could not be started.
     #[error("starting the background embedder: {0}")]
     BackgroundEmbedder(#[source] std::io::Error),
+    /// Reconciling the vector index files with the ledger failed.
+    #[error("vector index files: {source}")]
+    IndexFile {
+        /// The failure.
+        #[source]
+        source: evicortex_vector::IndexFileError,
+    },
+    /// Reading the ledger while reconciling derived data failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
 }
 
 /// Why [`crate::Memory::erase`] failed.
@@ -162,6 +172,8 @@ impl OpenError {
             OpenError::Ledger(e) => ledger_open_class(e),
             OpenError::EmbeddingCache(e) => e.class(),
             OpenError::BackgroundEmbedder(_) => ErrorClass::Internal,
+            OpenError::IndexFile { .. } => ErrorClass::Io,
+            OpenError::Read(e) => read_class(e),
         }
     }
 }

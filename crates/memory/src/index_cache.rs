@@ -6,9 +6,15 @@
 //! the ledger when next asked for). New turns are added incrementally; an erasure drops the
 //! namespace (purge), and an erasure made by another process (a new redaction count) rebuilds it,
 //! so erased text never survives in an index.
+//!
+//! A namespace holding at least [`AnnSettings::threshold`] vectors is searched through an HNSW
+//! graph instead of the exact scan (see [`crate::ann`]); the graph is persisted in
+//! `DIR/vector-index/` as derived data, loaded on the next open when current, and removed by
+//! every erasure of the namespace.
 
 use std::{
     collections::{HashMap, HashSet},
+    path::PathBuf,
     sync::{Arc, Mutex, PoisonError},
 };
 
@@ -19,7 +25,10 @@ use evicortex_core::{Evidence, Namespace, TurnId};
 use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params};
 use evicortex_vector::{ExactIndex, VectorIndexRead, WindowedIndex};
 
-use crate::{CompileError, DerivedStore, DerivedStoreError, EraseReceipt, Memory, memory::Dense};
+use crate::{
+    AnnSettings, CompileError, DerivedStore, DerivedStoreError, EraseReceipt, ErrorClass, Memory,
+    ann, memory::Dense,
+};
 
 /// The BM25 parameters of the cached lexical indexes (the compiler's stated starting point).
 pub(crate) const BM25: Bm25Params = Bm25Params { k1: 1.2, b: 0.75 };
@@ -37,6 +46,10 @@ pub const DEFAULT_INDEX_CACHE_BYTES: usize = 1 << 30;
 pub(crate) struct IndexCache {
     budget_bytes: usize,
     entries: Mutex<Entries>,
+    /// When namespaces are searched through an HNSW graph (`None`: always exact).
+    pub(crate) ann: Option<AnnSettings>,
+    /// Where graphs are persisted (`None`: kept in memory only, as for a read-only store).
+    pub(crate) ann_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -53,8 +66,12 @@ struct Entry {
 }
 
 impl IndexCache {
-    pub(crate) fn new(budget_bytes: usize) -> IndexCache {
-        IndexCache { budget_bytes, entries: Mutex::default() }
+    pub(crate) fn new(
+        budget_bytes: usize,
+        ann: Option<AnnSettings>,
+        ann_dir: Option<PathBuf>,
+    ) -> IndexCache {
+        IndexCache { budget_bytes, entries: Mutex::default(), ann, ann_dir }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
@@ -132,6 +149,16 @@ impl DerivedStore for IndexCache {
         for erased in &receipt.erased {
             entries.map.remove(&erased.namespace);
         }
+        drop(entries);
+        if let Some(dir) = &self.ann_dir {
+            let namespaces: HashSet<&Namespace> =
+                receipt.erased.iter().map(|e| &e.namespace).collect();
+            for namespace in namespaces {
+                ann::remove_files(dir, namespace).map_err(|e| {
+                    DerivedStoreError::new("vector index files", ErrorClass::Internal, e)
+                })?;
+            }
+        }
         Ok(())
     }
 }
@@ -164,6 +191,8 @@ pub(crate) struct DenseIndex {
     /// (a prefix) that lookup covered: with the generation unchanged only the turns after it
     /// are looked up, so that a long backlog is not looked up again at every compile.
     looked_up: Option<(u64, usize)>,
+    /// Rows of the graph in its index file (`None`: no file written or loaded by this process).
+    pub(crate) saved_rows: Option<usize>,
 }
 
 impl NamespaceIndexes {
@@ -299,20 +328,41 @@ impl NamespaceIndexes {
             self.redactions = redactions;
         }
         if let Some(dense) = dense {
-            self.refresh_dense(dense, namespace)?;
+            self.refresh_dense(memory, dense, namespace)?;
         }
         Ok(())
     }
 
     /// Adds the vectors of turns that have one now; records the ledger position up to which
     /// every turn has been offered to the encoder.
-    fn refresh_dense(&mut self, dense: &Dense, namespace: &Namespace) -> Result<(), CompileError> {
+    fn refresh_dense(
+        &mut self,
+        memory: &Memory,
+        dense: &Dense,
+        namespace: &Namespace,
+    ) -> Result<(), CompileError> {
         let vector_err = |source| CompileError::Vector { namespace: namespace.clone(), source };
         if self.dense.is_none() {
-            self.dense = Some(DenseIndex {
-                index: WindowedIndex::new(ExactIndex::new(dense.encoder.identity().dimension)),
-                missing: self.corpus.evidence().to_vec(),
-                looked_up: None,
+            let loaded = ann::load(memory, dense, namespace)?;
+            self.dense = Some(match loaded {
+                Some((index, covers)) => DenseIndex {
+                    saved_rows: Some(index.len()),
+                    index,
+                    missing: self
+                        .corpus
+                        .evidence()
+                        .iter()
+                        .filter(|e| e.id > covers)
+                        .cloned()
+                        .collect(),
+                    looked_up: None,
+                },
+                None => DenseIndex {
+                    index: WindowedIndex::new(ExactIndex::new(dense.encoder.identity().dimension)),
+                    missing: self.corpus.evidence().to_vec(),
+                    looked_up: None,
+                    saved_rows: None,
+                },
             });
         }
         let index = self.dense.as_mut().expect("set above");
@@ -331,10 +381,12 @@ impl NamespaceIndexes {
             let digest = dense.encoder.identity_digest();
             let vectors = dense.cache.namespace_vectors(&index.missing[from..], &digest)?;
             let mut window = 0u32;
+            let mut rows = Vec::with_capacity(vectors.turns.len());
             for (row, turn) in vectors.turns.iter().enumerate() {
                 window = if row > 0 && vectors.turns[row - 1] == *turn { window + 1 } else { 0 };
-                index.index.insert_window((*turn, window), vectors.row(row)).map_err(vector_err)?;
+                rows.push(((*turn, window), vectors.row(row)));
             }
+            index.index.extend_windows(rows).map_err(vector_err)?;
             let still_missing: HashSet<TurnId> = vectors.missing.iter().copied().collect();
             let mut position = 0;
             index.missing.retain(|e| {
@@ -343,7 +395,10 @@ impl NamespaceIndexes {
             });
         }
         index.looked_up = Some((generation, index.missing.len()));
-        self.mark_dense_covered(namespace)
+        self.mark_dense_covered(namespace)?;
+        let head = self.head;
+        let index = self.dense.as_mut().expect("set above");
+        ann::grow(memory, dense, namespace, index, head)
     }
 
     /// Dense coverage: the ledger head when every turn has been offered to the encoder, else

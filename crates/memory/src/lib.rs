@@ -44,6 +44,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod ann;
 mod answer;
 mod background;
 mod catch_up;
@@ -64,6 +65,7 @@ mod rerankers;
 mod stats;
 
 pub use crate::{
+    ann::{AnnSettings, DEFAULT_ANN_THRESHOLD, VECTOR_INDEX_DIR},
     answer::{AnswerError, AnswerReport, AnswerRequest, CompileTimings},
     catch_up::{CatchUpLimits, EmbedProgress, EmbedReport, RefusedTurn},
     compile::{CompileError, CompileReport, CompileRequest},
@@ -106,6 +108,9 @@ pub use evicortex_ledger::{
     MigrateError, MigrationReport, OpenError as LedgerOpenError, OpenMode, VerifyReport,
 };
 
+/// The HNSW graph's parameters ([`AnnSettings::params`]).
+pub use evicortex_vector::HnswParams;
+
 /// Store files private to their owner (directories 0700, files 0600), for front ends that keep
 /// files of their own beside a store (the server's key store).
 pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
@@ -114,8 +119,8 @@ pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
 /// rerankers.
 pub use evicortex_compiler::{
     AbstainReason, AbstentionConfig, BudgetParts, COMPILED_CONTEXT_FORMAT, CompileConfig,
-    CompileQuery, CompiledContext, ContextItem, Coverage, DedupPolicy, DenseConfig, EncoderRef,
-    ExcludedCandidate, ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig,
+    CompileQuery, CompiledContext, ContextItem, Coverage, DedupPolicy, DenseConfig, DenseIndexRef,
+    EncoderRef, ExcludedCandidate, ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig,
     MAX_RERANK_DEPTH, RankScore, ReaderTokenizer, ReaderTokenizerError, RerankConfig, Reranker,
     Selection, StageTimings, SupportSignal, TiktokenReader, reader_tokenizer,
 };

@@ -168,6 +168,7 @@ pub struct MemoryBuilder {
     reranker_store: Option<Arc<dyn DerivedStore>>,
     index_cache_bytes: usize,
     background_embedding: bool,
+    ann: Option<crate::AnnSettings>,
 }
 
 impl MemoryBuilder {
@@ -211,6 +212,17 @@ impl MemoryBuilder {
         self
     }
 
+    /// When compile searches a namespace's vectors through an HNSW graph persisted in
+    /// `DIR/vector-index/` (for example [`crate::AnnSettings::default`]: from
+    /// [`crate::DEFAULT_ANN_THRESHOLD`] vectors). Default `None`: every vector is scanned
+    /// exactly whatever the size, because the audit (`evicortex bench ann run`) has not yet
+    /// passed its recall@50 >= 0.99 gate at every size with the default parameters. Compiled
+    /// contexts record which index served ([`crate::DenseIndexRef`]).
+    pub fn ann(&mut self, settings: Option<crate::AnnSettings>) -> &mut MemoryBuilder {
+        self.ann = settings;
+        self
+    }
+
     /// Opens the store, creating the directory and an empty ledger if absent. Refuses a store
     /// whose ledger fails the open-time integrity check. The embedding cache (when there is an
     /// encoder, or when the store already has one) is opened and reconciled with the ledger:
@@ -233,7 +245,9 @@ impl MemoryBuilder {
             }
             _ => None,
         };
-        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes));
+        let ann_dir = self.dir.join(crate::VECTOR_INDEX_DIR);
+        crate::ann::reconcile(&ann_dir, &ledger)?;
+        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, Some(ann_dir)));
         let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];
         if let Some(cache) = &cache {
             derived.push(cache.clone());
@@ -267,7 +281,7 @@ impl MemoryBuilder {
     /// [`Memory::verify`] can name the first bad record. No derived store is opened.
     pub fn open_read_only(&self) -> Result<Memory, OpenError> {
         let ledger = Ledger::open_with(&self.dir.join(LEDGER_FILE), OpenMode::Inspect)?;
-        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes));
+        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, None));
         Ok(Memory::from_inner(Inner {
             dir: self.dir.clone(),
             ledger,
@@ -295,6 +309,7 @@ impl Memory {
             reranker_store: None,
             index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
             background_embedding: false,
+            ann: None,
         }
     }
 
@@ -463,6 +478,11 @@ impl Memory {
     /// The live turns of `namespace`, in ledger order (what indexes and the compiler read).
     pub fn evidence(&self, namespace: &Namespace) -> Result<Vec<Evidence>, ReadError> {
         self.inner.ledger.evidence(namespace)
+    }
+
+    /// The redaction record of the latest erasure of a turn of `namespace`.
+    pub(crate) fn last_erasure(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
+        self.inner.ledger.last_erasure(namespace)
     }
 
     /// The live turns of `namespace` recorded after `after`, in ledger order.

@@ -1,63 +1,171 @@
 //! Turns embedded as one or more windows, searched as turns: a turn scores as its best window.
 
+use std::path::Path;
+
 use evicortex_core::TurnId;
 
 use crate::{
-    ExactIndex, IndexKind, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
+    ExactIndex, HnswIndex, HnswParams, IndexFileError, IndexFileHeader, IndexFileMeta, IndexKind,
+    VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
 };
 
-/// An exact index over window vectors keyed by (turn, window number), read as an index of turns.
+/// A window's key: the turn and the window's number.
+pub type WindowKey = (TurnId, u32);
+
+/// An index over window vectors keyed by (turn, window number), read as an index of turns: exact
+/// (every admitted window scored) or an HNSW graph over the same rows.
 #[derive(Debug)]
 pub struct WindowedIndex {
-    index: ExactIndex<(TurnId, u32)>,
+    index: Rows,
+}
+
+#[derive(Debug)]
+enum Rows {
+    Exact(ExactIndex<WindowKey>),
+    Hnsw(HnswIndex<WindowKey>),
 }
 
 impl WindowedIndex {
-    /// Wraps an index whose keys are (turn, window number).
-    pub fn new(index: ExactIndex<(TurnId, u32)>) -> WindowedIndex {
-        WindowedIndex { index }
+    /// Wraps an exact index whose keys are (turn, window number).
+    pub fn new(index: ExactIndex<WindowKey>) -> WindowedIndex {
+        WindowedIndex { index: Rows::Exact(index) }
+    }
+
+    /// Wraps an HNSW index whose keys are (turn, window number).
+    pub fn from_hnsw(index: HnswIndex<WindowKey>) -> WindowedIndex {
+        WindowedIndex { index: Rows::Hnsw(index) }
+    }
+
+    /// Reads an HNSW index file of windows ([`HnswIndex::load`]).
+    pub fn load_hnsw(path: &Path) -> Result<(IndexFileHeader, WindowedIndex), IndexFileError> {
+        let (header, index) = HnswIndex::load(path)?;
+        Ok((header, WindowedIndex::from_hnsw(index)))
+    }
+
+    /// The HNSW graph, when this index is one.
+    pub fn hnsw(&self) -> Option<&HnswIndex<WindowKey>> {
+        match &self.index {
+            Rows::Exact(_) => None,
+            Rows::Hnsw(index) => Some(index),
+        }
+    }
+
+    /// Builds an HNSW graph with `params` over the rows of an exact index (an HNSW index is
+    /// left as it is).
+    pub fn build_hnsw(
+        &mut self,
+        params: HnswParams,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(), VectorError> {
+        let dim = self.dim();
+        let index = std::mem::replace(&mut self.index, Rows::Exact(ExactIndex::new(dim)));
+        self.index = match index {
+            Rows::Exact(exact) => Rows::Hnsw(HnswIndex::build(exact, params, progress)?),
+            hnsw => hnsw,
+        };
+        Ok(())
+    }
+
+    /// Writes the HNSW graph to `path` ([`HnswIndex::save`]); `Ok(None)` for an exact index,
+    /// which is never persisted.
+    pub fn save_hnsw(
+        &self,
+        path: &Path,
+        meta: &IndexFileMeta,
+    ) -> Result<Option<u64>, IndexFileError> {
+        self.hnsw().map(|index| index.save(path, meta)).transpose()
+    }
+
+    fn exact(&self) -> &ExactIndex<WindowKey> {
+        match &self.index {
+            Rows::Exact(index) => index,
+            Rows::Hnsw(index) => index.exact(),
+        }
     }
 
     /// Adds window `key.1` of turn `key.0` (see [`VectorIndex::insert`]).
     pub fn insert_window(
         &mut self,
-        key: (TurnId, u32),
+        key: WindowKey,
         vector: &[f32],
     ) -> Result<VectorRow, VectorError> {
-        self.index.insert(key, vector)
+        match &mut self.index {
+            Rows::Exact(index) => index.insert(key, vector),
+            Rows::Hnsw(index) => index.insert(key, vector),
+        }
+    }
+
+    /// Adds many windows at once (an HNSW graph links them in parallel batches).
+    pub fn extend_windows<'a>(
+        &mut self,
+        rows: impl IntoIterator<Item = (WindowKey, &'a [f32])>,
+    ) -> Result<(), VectorError> {
+        match &mut self.index {
+            Rows::Exact(index) => {
+                for (key, vector) in rows {
+                    index.insert(key, vector)?;
+                }
+                Ok(())
+            }
+            Rows::Hnsw(index) => index.extend(rows),
+        }
     }
 
     /// The stored unit vectors of `turn`'s windows, in window order (none when it has none).
     pub fn windows_of(&self, turn: TurnId) -> impl Iterator<Item = &[f32]> + '_ {
-        (0u32..).map_while(move |w| self.index.get((turn, w)))
+        let exact = self.exact();
+        (0u32..).map_while(move |w| exact.get((turn, w)))
     }
 
     /// Records the ledger position the index covers (see [`VectorIndex::mark_covered`]).
     pub fn mark_covered(&mut self, position: TurnId) -> Result<(), VectorError> {
-        self.index.mark_covered(position)
+        match &mut self.index {
+            Rows::Exact(index) => index.mark_covered(position),
+            Rows::Hnsw(index) => index.mark_covered(position),
+        }
     }
 
-    /// Heap bytes of the vectors and their tables.
+    /// Heap bytes of the vectors, their tables and the graph.
     pub fn heap_bytes(&self) -> usize {
-        self.index.heap_bytes()
+        match &self.index {
+            Rows::Exact(index) => index.heap_bytes(),
+            Rows::Hnsw(index) => index.heap_bytes(),
+        }
+    }
+
+    /// The window search under both indexes: the exact one answers for a turn exactly as the
+    /// graph would if it found every row.
+    fn search_windows(
+        &self,
+        query: &[f32],
+        n: usize,
+        admit: &mut dyn FnMut(WindowKey) -> bool,
+    ) -> Result<Vec<VectorHit<WindowKey>>, VectorError> {
+        match &self.index {
+            Rows::Exact(index) => index.search(query, n, admit),
+            Rows::Hnsw(index) => index.search(query, n, admit),
+        }
     }
 }
 
 impl VectorIndexRead for WindowedIndex {
     fn dim(&self) -> usize {
-        self.index.dim()
+        self.exact().dim()
     }
 
     fn len(&self) -> usize {
-        self.index.len()
+        self.exact().len()
     }
 
     fn covers(&self) -> Option<TurnId> {
-        self.index.covers()
+        self.exact().covers()
     }
 
     fn kind(&self) -> IndexKind {
-        self.index.kind()
+        match &self.index {
+            Rows::Exact(index) => index.kind(),
+            Rows::Hnsw(index) => index.kind(),
+        }
     }
 
     fn search(
@@ -70,7 +178,7 @@ impl VectorIndexRead for WindowedIndex {
         // than scoring and sorting every window of the namespace for each query.
         let mut want = n;
         loop {
-            let windows = self.index.search(query, want, &mut |(turn, _)| admit(turn))?;
+            let windows = self.search_windows(query, want, &mut |(turn, _)| admit(turn))?;
             let mut hits: Vec<VectorHit<TurnId>> = Vec::with_capacity(n);
             for w in &windows {
                 if !hits.iter().any(|h| h.key == w.key.0) {

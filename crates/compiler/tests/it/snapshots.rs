@@ -76,6 +76,7 @@ fn hybrid_with_reranker_and_expansion_and_dedup() {
             [#8] 08:00 user: I left the bakery and started at gpt-4o evaluation work, v2.3.1 of the harness.
             ---
             namespace alice | budget 200 o200k_base | used 181 | support 0.8165 (MaxDenseCosine) | abstain no
+            dense index: exact
             record      fused      lexical        dense       rerank tokens  contributions
             #1              2      2:2.105      3:0.327      2:0.333     24  reranker: #2 (0.333)
             #2              1      1:6.101      1:0.816      1:0.667     18  reranker: #1 (0.667)

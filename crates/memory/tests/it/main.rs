@@ -1,5 +1,8 @@
 //! Integration tests of the `evicortex` facade, one module per scenario.
 
+/// The HNSW candidate layer behind compile and its index files.
+#[cfg(unix)]
+mod ann_index;
 /// `Memory::answer` with the real smallest reader: exact counts, refusals, abstention.
 mod answer;
 /// A compile right after an append finds the turn and says when dense coverage lags.

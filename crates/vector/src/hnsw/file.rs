@@ -88,8 +88,14 @@ pub enum IndexFileError {
 /// The file name for `namespace`'s index under `encoder`: hashes only, so names reveal no
 /// namespace.
 pub fn index_file_name(namespace: &Namespace, encoder: &[u8; 32]) -> String {
+    format!("{}{}.hnsw", index_file_prefix(namespace), hex(&encoder[..8]))
+}
+
+/// The start of the file name of every index of `namespace`, whatever the encoder (erasure
+/// removes them all).
+pub fn index_file_prefix(namespace: &Namespace) -> String {
     let ns = blake3::hash(namespace.as_str().as_bytes());
-    format!("{}-{}.hnsw", hex(&ns.as_bytes()[..16]), hex(&encoder[..8]))
+    format!("{}-", hex(&ns.as_bytes()[..16]))
 }
 
 /// Decides whether the file at `path` can serve `expected` with `params`, given the ledger

@@ -3,6 +3,7 @@
 
 mod audit_set;
 mod prepare;
+mod run;
 
 /// Arguments of `evicortex bench ann`.
 #[derive(Debug, clap::Args)]
@@ -18,11 +19,15 @@ pub enum AnnStep {
     /// Writes the audit namespace (real LongMemEval S turns and sentence pieces) into a store of
     /// its own; embed it afterwards with `evicortex --store DIR embed --overlength window`.
     Prepare(prepare::PrepareArgs),
+    /// Audits the HNSW graph against the exact scan at each size: recall@50 (with and without
+    /// an as-of filter), build time, bytes, and compile latency beside the exact scan.
+    Run(run::RunArgs),
 }
 
 /// Runs `evicortex bench ann`.
 pub fn run(args: &AnnBenchArgs) -> anyhow::Result<()> {
     match &args.step {
         AnnStep::Prepare(args) => prepare::run(args),
+        AnnStep::Run(args) => run::run(args),
     }
 }

@@ -1,0 +1,399 @@
+//! `evicortex bench ann run`: at each size, a store holding the first turns of the audit
+//! namespace (their vectors come from the audit store's embedding cache, content-addressed, so
+//! nothing is embedded again), then through the `Memory` facade:
+//! - recall@50 of the HNSW graph's turn candidates against the exact cosine scan over the same
+//!   rows, for every LongMemEval S dev question, without a filter and with an as-of time that
+//!   admits 10% of the namespace;
+//! - the first compile that builds and writes the graph, the file's bytes, the graph build alone,
+//!   and the first compile after a restart (which loads the file);
+//! - compile p50/p99 (and the dense stage alone) with the graph and with the exact scan, in the
+//!   same run, the question embedded beforehand and timed apart.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use evicortex::{
+    AnnSettings, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, DEFAULT_ANN_THRESHOLD,
+    DenseConfig, Encoder, EventTime, HnswParams, IdentifiedVector, Memory, Namespace, TokenBudget,
+    TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
+};
+use evicortex_eval::{datasets::longmemeval::LongMemEvalDataset, split::SplitFile};
+use evicortex_vector::{
+    ExactIndex, HnswIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex,
+};
+
+use super::{audit_set::AUDIT_NAMESPACE, prepare};
+
+use crate::{commands::embed::load_encoder, progress, stdout::outln};
+
+/// Arguments of `evicortex bench ann run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The audit store made by `bench ann prepare` and embedded.
+    #[arg(long, value_name = "DIR")]
+    pub audit_store: PathBuf,
+    /// Vectors in the namespace at each size (each a prefix of the audit namespace).
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+    pub sizes: Vec<usize>,
+    /// Fraction of the namespace the as-of filter admits.
+    #[arg(long, default_value_t = 0.1)]
+    pub as_of_fraction: f64,
+    /// The LongMemEval S file (default: under the data directory).
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// The question split (default: `longmemeval/split.tsv` under the data directory).
+    #[arg(long, value_name = "FILE")]
+    pub split: Option<PathBuf>,
+}
+
+/// The gate on recall@50.
+const RECALL_GATE: f64 = 0.99;
+
+/// Candidates compared.
+const RECALL_AT: usize = 50;
+
+/// Runs `run`.
+pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let data_dir = evicortex_eval::data_dir(Path::new("."));
+    let dataset = args
+        .dataset
+        .clone()
+        .unwrap_or_else(|| data_dir.join("longmemeval/longmemeval_s_cleaned.499of500.json.gz"));
+    let split = args.split.clone().unwrap_or_else(|| data_dir.join("longmemeval/split.tsv"));
+    let spinner = progress::spinner("reading LongMemEval S");
+    let data = LongMemEvalDataset::read(&dataset, &|_| true)
+        .with_context(|| format!("reading {}", dataset.display()))?;
+    let split = SplitFile::read(&split).with_context(|| format!("reading {}", split.display()))?;
+    spinner.finish_and_clear();
+    let questions: Vec<String> = data
+        .questions
+        .iter()
+        .filter(|q| {
+            matches!(split.assignment.get(q.id()), Some(evicortex_eval::split::SplitName::Dev))
+        })
+        .map(|q| q.question.clone())
+        .collect();
+    anyhow::ensure!(!questions.is_empty(), "no dev question in the split");
+    let encoder = load_encoder(prepare::AUDIT_OVERLENGTH)?;
+    let namespace = Namespace::new(AUDIT_NAMESPACE)?;
+    let audit = Memory::open(&args.audit_store)
+        .with_context(|| format!("opening {}", args.audit_store.display()))?;
+    let all_turns = audit.evidence(&namespace)?;
+    anyhow::ensure!(!all_turns.is_empty(), "the audit store has no {AUDIT_NAMESPACE:?} namespace");
+    drop(audit);
+    // Only turns whose vectors are in the audit store's cache (an embedding run not finished
+    // leaves the longest texts for last): the sizes are prefixes of the embedded turns.
+    let cached = cached_windows(&args.audit_store, &encoder, &all_turns)?;
+    let (mut turns, mut windows) = (Vec::new(), Vec::new());
+    for (turn, count) in all_turns.iter().zip(cached) {
+        if count > 0 {
+            turns.push(turn.clone());
+            windows.push(count);
+        }
+    }
+    outln!(
+        "{} of the {} audit turns have their vectors in the audit store's cache; the sizes are \
+         prefixes of those, in the audit order",
+        turns.len(),
+        all_turns.len()
+    )?;
+
+    let params = HnswParams::default();
+    outln!(
+        "ann audit: {} dev questions, namespace {AUDIT_NAMESPACE:?} of {} turns; graph {params:?}; \
+         the product's default threshold is {DEFAULT_ANN_THRESHOLD} vectors",
+        questions.len(),
+        turns.len()
+    )?;
+    outln!(
+        "| vectors | as-of admits | recall@50 graph vs exact | gate | first compile (read, build, write) | graph build alone | load | file MiB | compile p50 / p99 exact | compile p50 / p99 graph | dense p50 / p99 exact | dense p50 / p99 graph | load avg |"
+    )?;
+    outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    let mut failed = false;
+    for &size in &args.sizes {
+        let mut vectors = 0usize;
+        let take = windows.iter().take_while(|&&w| {
+            let before = vectors;
+            vectors += w;
+            before < size
+        });
+        let keep = take.count();
+        anyhow::ensure!(
+            vectors >= size,
+            "the audit namespace holds {vectors} vectors, fewer than {size}: prepare more"
+        );
+        let dir = size_store(&args.audit_store, size);
+        audit_size(&args.audit_store, &dir, &turns[..keep], &encoder)?;
+        for filtered in [false, true] {
+            let outcome = measure(&dir, &namespace, &encoder, &questions, params, filtered, args)?;
+            let rows = outcome.rows;
+            failed |= outcome.recall < RECALL_GATE;
+            outln!(
+                "| {rows} | {} | {:.4} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
+                outcome.admitted,
+                outcome.recall,
+                if outcome.recall >= RECALL_GATE { "pass" } else { "FAIL" },
+                outcome.first_compile.map_or("-".to_owned(), secs),
+                outcome.build.map_or("-".to_owned(), secs),
+                outcome.load.map_or("-".to_owned(), secs),
+                outcome.file_bytes as f64 / (1 << 20) as f64,
+                pair(&outcome.compile_exact),
+                pair(&outcome.compile_graph),
+                pair(&outcome.dense_exact),
+                pair(&outcome.dense_graph),
+                load_average(),
+            )?;
+        }
+    }
+    anyhow::ensure!(!failed, "recall@50 below {RECALL_GATE} at some size");
+    Ok(())
+}
+
+/// Vectors (windows) the audit store's cache holds for each turn's document under the encoder.
+fn cached_windows(
+    audit_store: &Path,
+    encoder: &Arc<dyn Encoder>,
+    turns: &[evicortex::Evidence],
+) -> anyhow::Result<Vec<usize>> {
+    let path = audit_store.join(evicortex::EMBEDDINGS_FILE);
+    let conn =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .with_context(|| format!("opening {}", path.display()))?;
+    let identity = encoder.identity().digest();
+    let mut count =
+        conn.prepare("SELECT count(*) FROM vectors WHERE identity = ?1 AND text_digest = ?2")?;
+    turns
+        .iter()
+        .map(|e| {
+            let digest = evicortex::TextDigest::of(&evicortex_compiler::turn_document(&e.turn));
+            let n: i64 = count
+                .query_row(rusqlite::params![identity.as_bytes(), digest.as_bytes()], |r| r.get(0))
+                .with_context(|| format!("reading {}", path.display()))?;
+            Ok(n as usize)
+        })
+        .collect()
+}
+
+fn size_store(audit_store: &Path, size: usize) -> PathBuf {
+    let name = audit_store.file_name().map_or("ann-audit".into(), |n| n.to_string_lossy());
+    audit_store.with_file_name(format!("{name}-{size}"))
+}
+
+/// Fills the store of one size with `turns` (idempotent), its embedding cache seeded from the
+/// audit store's; returns the vectors its namespace holds. Nothing may need embedding.
+fn audit_size(
+    audit_store: &Path,
+    dir: &Path,
+    turns: &[evicortex::Evidence],
+    encoder: &Arc<dyn Encoder>,
+) -> anyhow::Result<()> {
+    let cache = dir.join(evicortex::EMBEDDINGS_FILE);
+    if !cache.exists() {
+        evicortex::create_private_dir(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+        fs_err::copy(audit_store.join(evicortex::EMBEDDINGS_FILE), &cache)?;
+    }
+    let memory = Memory::builder(dir).encoder(Arc::clone(encoder)).ann(None).open()?;
+    let owned: Vec<evicortex::Turn> = turns.iter().map(|e| e.turn.clone()).collect();
+    for batch in owned.chunks(20_000) {
+        memory.append(batch)?;
+    }
+    let report = memory.catch_up(None, CatchUpLimits::default(), &mut |_| {})?;
+    anyhow::ensure!(
+        report.embedded_texts == 0,
+        "{} texts had no vector in the audit store's cache: embed the audit store first",
+        report.embedded_texts
+    );
+    Ok(())
+}
+
+struct Outcome {
+    rows: usize,
+    admitted: String,
+    recall: f64,
+    first_compile: Option<Duration>,
+    build: Option<Duration>,
+    load: Option<Duration>,
+    file_bytes: u64,
+    compile_exact: Vec<Duration>,
+    compile_graph: Vec<Duration>,
+    dense_exact: Vec<Duration>,
+    dense_graph: Vec<Duration>,
+}
+
+fn measure(
+    dir: &Path,
+    namespace: &Namespace,
+    encoder: &Arc<dyn Encoder>,
+    questions: &[String],
+    params: HnswParams,
+    filtered: bool,
+    args: &RunArgs,
+) -> anyhow::Result<Outcome> {
+    let graph_settings = Some(AnnSettings { threshold: 1, params });
+    let index_dir = dir.join(VECTOR_INDEX_DIR);
+    let (mut first_compile, mut build, mut load) = (None, None, None);
+    let turns = Memory::open(dir)?.evidence(namespace)?;
+    let as_of_time: Option<EventTime> = if filtered {
+        let mut times: Vec<EventTime> = turns.iter().map(|e| e.turn.time).collect();
+        times.sort_unstable_by_key(|t| t.utc_micros());
+        let at = ((times.len() as f64 * args.as_of_fraction) as usize).min(times.len() - 1);
+        Some(times[at])
+    } else {
+        None
+    };
+    let as_of = as_of_time.map(|t| t.utc_micros());
+    let admitted =
+        turns.iter().filter(|e| as_of.is_none_or(|t| e.turn.time.utc_micros() <= t)).count();
+    let admitted_share = format!("{:.1}%", 100.0 * admitted as f64 / turns.len() as f64);
+
+    let exact = Memory::builder(dir).encoder(Arc::clone(encoder)).ann(None).open()?;
+    if !filtered && index_dir.exists() {
+        fs_err::remove_dir_all(&index_dir)?;
+    }
+    let graph = Memory::builder(dir).encoder(Arc::clone(encoder)).ann(graph_settings).open()?;
+    let reader = reader_tokenizer("o200k_base")?;
+    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT });
+    let query_of = |question: &str| CompileQuery {
+        namespace: namespace.clone(),
+        question: question.to_owned(),
+        as_of: as_of_time,
+        budget: TokenBudget::new(2048),
+    };
+    let vectors: Vec<IdentifiedVector> =
+        questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?;
+    let compile_with = |memory: &Memory, i: usize| -> anyhow::Result<(Duration, Duration)> {
+        let query = query_of(&questions[i]);
+        let started = Instant::now();
+        let report = memory.compile_report(&CompileRequest {
+            query: &query,
+            config: &config,
+            reader: &*reader,
+            query_vector: Some(&vectors[i]),
+        })?;
+        Ok((started.elapsed(), report.stages.dense))
+    };
+    let started = Instant::now();
+    compile_with(&graph, 0)?;
+    if !filtered {
+        first_compile = Some(started.elapsed());
+    }
+    compile_with(&exact, 0)?;
+    let file = fs_err::read_dir(&index_dir)?
+        .next()
+        .context("the graph memory wrote no index file")??
+        .path();
+    let file_bytes = fs_err::metadata(&file)?.len();
+    let started = Instant::now();
+    let (_, loaded) = HnswIndex::<WindowKey>::load(&file)?;
+    if !filtered {
+        load = Some(started.elapsed());
+        let mut copy = ExactIndex::new(loaded.exact().dim());
+        for key in loaded.exact().row_map().keys() {
+            copy.insert(*key, loaded.exact().get(*key).expect("a stored row"))?;
+        }
+        let started = Instant::now();
+        let mut windowed = WindowedIndex::new(copy);
+        windowed.build_hnsw(params, &mut |_, _| {})?;
+        build = Some(started.elapsed());
+    }
+    let time_of: std::collections::HashMap<TurnId, i64> =
+        turns.iter().map(|e| (e.id, e.turn.time.utc_micros())).collect();
+    let admit = |turn: TurnId| as_of.is_none_or(|t| time_of.get(&turn).is_some_and(|&x| x <= t));
+    let windowed = WindowedIndex::from_hnsw(loaded);
+    let mut recall_sum = 0.0;
+    for v in &vectors {
+        let found = windowed.search(&v.vector, RECALL_AT, &mut |k| admit(k))?;
+        let exact_rows = windowed.hnsw().expect("a graph").exact();
+        let truth = exact_turns(exact_rows, &v.vector, RECALL_AT, &admit)?;
+        let truth_keys: std::collections::HashSet<TurnId> = truth.iter().copied().collect();
+        let hit = found.iter().filter(|h| truth_keys.contains(&h.key)).count();
+        recall_sum += hit as f64 / truth.len().max(1) as f64;
+    }
+    let recall = recall_sum / vectors.len() as f64;
+
+    let mut compile_exact = Vec::new();
+    let mut compile_graph = Vec::new();
+    let mut dense_exact = Vec::new();
+    let mut dense_graph = Vec::new();
+    for i in 0..questions.len() {
+        let (total, dense) = compile_with(&exact, i)?;
+        compile_exact.push(total);
+        dense_exact.push(dense);
+        let (total, dense) = compile_with(&graph, i)?;
+        compile_graph.push(total);
+        dense_graph.push(dense);
+    }
+    drop(graph);
+    if !filtered {
+        // A restart: the file is loaded, not rebuilt (the first compile's time says which).
+        let graph = Memory::builder(dir).encoder(Arc::clone(encoder)).ann(graph_settings).open()?;
+        let started = Instant::now();
+        compile_with(&graph, 0)?;
+        let reload = started.elapsed();
+        outln!(
+            "size {}: first compile after a restart (loads the file) {}",
+            windowed.len(),
+            secs(reload)
+        )?;
+    }
+    Ok(Outcome {
+        rows: windowed.len(),
+        admitted: admitted_share,
+        recall,
+        first_compile,
+        build,
+        load,
+        file_bytes,
+        compile_exact,
+        compile_graph,
+        dense_exact,
+        dense_graph,
+    })
+}
+
+/// The exact top `n` turns (a turn scores as its best window), as [`WindowedIndex`] ranks them.
+fn exact_turns(
+    exact: &ExactIndex<WindowKey>,
+    query: &[f32],
+    n: usize,
+    admit: &dyn Fn(TurnId) -> bool,
+) -> anyhow::Result<Vec<TurnId>> {
+    let mut want = n;
+    loop {
+        let windows = exact.search(query, want, &mut |(turn, _)| admit(turn))?;
+        let mut turns: Vec<TurnId> = Vec::with_capacity(n);
+        for w in &windows {
+            if !turns.contains(&w.key.0) {
+                turns.push(w.key.0);
+            }
+        }
+        if turns.len() >= n || windows.len() < want {
+            turns.truncate(n);
+            return Ok(turns);
+        }
+        want *= 2;
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn pair(times: &[Duration]) -> String {
+    let mut ms: Vec<f64> = times.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+    ms.sort_by(f64::total_cmp);
+    let at = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
+    format!("{:.2} / {:.2} ms", at(0.5), at(0.99))
+}
+
+fn load_average() -> String {
+    fs_err::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}

@@ -1,0 +1,208 @@
+//! The approximate candidate layer behind compile: when a namespace holds at least
+//! [`AnnSettings::threshold`] vectors, its dense candidates come from an HNSW graph (filters
+//! applied inside the traversal) instead of the exact scan, and the graph is persisted beside the
+//! store as derived data.
+//!
+//! An index file (`DIR/vector-index/<namespace hash>-<encoder hash>.hnsw`, layout in
+//! `docs/vector-index.md`) records the namespace, the encoder identity, the graph's parameters
+//! and the ledger position it covers. It is used on open only when all of them match and no turn
+//! of the namespace was erased after that position; otherwise it is removed and the graph rebuilt
+//! from the embedding cache. A current file is extended with the turns after the position it
+//! covers. Only graphs that cover the ledger head are written (so a later erasure always lies
+//! after the position recorded), under the writer lock of derived data and never after an
+//! erasure of the namespace they missed; every erasure removes the namespace's files.
+
+use std::{path::Path, time::Instant};
+
+use evicortex_core::{Namespace, TurnId};
+use evicortex_vector::{
+    HnswParams, IndexFileError, IndexFileMeta, IndexFileState, VectorIndexRead, WindowedIndex,
+    index_file_name, index_file_prefix, index_file_state, read_index_header, remove_index_file,
+};
+
+use crate::{CompileError, Memory, OpenError, index_cache::DenseIndex, memory::Dense};
+
+/// The directory of the vector index files inside a store directory.
+pub const VECTOR_INDEX_DIR: &str = "vector-index";
+
+/// Vectors a namespace must hold for its dense candidates to come from the HNSW graph when
+/// [`AnnSettings::default`] is asked for: at 10k real vectors the graph's dense stage was no
+/// faster than the exact scan in `evicortex bench ann run` (see `bench/README.md`), so the
+/// graph starts above that. Not on by default (see [`crate::MemoryBuilder::ann`]).
+pub const DEFAULT_ANN_THRESHOLD: usize = 20_000;
+
+/// When compile searches a namespace's vectors through an HNSW graph instead of scanning them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct AnnSettings {
+    /// Vectors (one per turn, or per window of a long turn) from which the graph serves.
+    pub threshold: usize,
+    /// The graph's parameters (recorded in index files and compiled contexts).
+    pub params: HnswParams,
+}
+
+impl Default for AnnSettings {
+    fn default() -> AnnSettings {
+        AnnSettings { threshold: DEFAULT_ANN_THRESHOLD, params: HnswParams::default() }
+    }
+}
+
+fn file_err(namespace: &Namespace, source: IndexFileError) -> CompileError {
+    CompileError::IndexFile { namespace: namespace.clone(), source }
+}
+
+fn meta(dense: &Dense, namespace: &Namespace) -> IndexFileMeta {
+    IndexFileMeta {
+        namespace: namespace.clone(),
+        encoder: *dense.encoder.identity_digest().as_bytes(),
+    }
+}
+
+/// The namespace's graph from its index file, with the ledger position it covers, when the file
+/// is current and large enough to serve; a stale or unreadable file is removed.
+pub(crate) fn load(
+    memory: &Memory,
+    dense: &Dense,
+    namespace: &Namespace,
+) -> Result<Option<(WindowedIndex, TurnId)>, CompileError> {
+    let cache = &memory.inner.indexes;
+    let (Some(settings), Some(dir)) = (cache.ann, cache.ann_dir.as_deref()) else {
+        return Ok(None);
+    };
+    let meta = meta(dense, namespace);
+    let path = dir.join(index_file_name(namespace, &meta.encoder));
+    let last_erasure = memory.last_erasure(namespace)?;
+    let state = index_file_state(&path, &meta, &settings.params, last_erasure)
+        .map_err(|e| file_err(namespace, e))?;
+    let discard = |reason: &str| {
+        tracing::info!(path = %path.display(), reason, "vector index file not used: rebuilding");
+        remove_index_file(&path).map_err(|e| file_err(namespace, e))
+    };
+    match state {
+        IndexFileState::Missing => Ok(None),
+        IndexFileState::Stale { reason } => discard(&reason).map(|_| None),
+        IndexFileState::Current { header } if header.rows < settings.threshold => Ok(None),
+        IndexFileState::Current { .. } => {
+            let started = Instant::now();
+            match WindowedIndex::load_hnsw(&path) {
+                Ok((header, index)) => {
+                    let covers = header.covers.expect("a current file records its position");
+                    tracing::debug!(
+                        path = %path.display(),
+                        rows = header.rows,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "vector index file loaded"
+                    );
+                    Ok(Some((index, covers)))
+                }
+                Err(IndexFileError::Corrupted { detail, .. }) => discard(&detail).map(|_| None),
+                // Removed meanwhile (an erasure in another process).
+                Err(IndexFileError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    Ok(None)
+                }
+                Err(e) => Err(file_err(namespace, e)),
+            }
+        }
+    }
+}
+
+/// Replaces the exact index by a graph once it reaches the threshold, and writes the graph when
+/// it covers the ledger head (`head`) and has grown by more than an eighth since last written.
+pub(crate) fn grow(
+    memory: &Memory,
+    dense: &Dense,
+    namespace: &Namespace,
+    index: &mut DenseIndex,
+    head: Option<TurnId>,
+) -> Result<(), CompileError> {
+    let cache = &memory.inner.indexes;
+    let Some(settings) = cache.ann else { return Ok(()) };
+    if index.index.hnsw().is_none() {
+        if index.index.len() < settings.threshold {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let _span =
+            tracing::debug_span!("hnsw_build", %namespace, rows = index.index.len()).entered();
+        index
+            .index
+            .build_hnsw(settings.params, &mut |_, _| {})
+            .map_err(|source| CompileError::Vector { namespace: namespace.clone(), source })?;
+        tracing::info!(
+            %namespace,
+            rows = index.index.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "HNSW graph built"
+        );
+    }
+    let Some(dir) = cache.ann_dir.as_deref() else { return Ok(()) };
+    let covers = index.index.covers();
+    let rows = index.index.len();
+    if covers.is_none() || covers != head || index.saved_rows.is_some_and(|s| rows - s <= s / 8) {
+        return Ok(());
+    }
+    let _writes = memory.lock_writes();
+    if memory.last_erasure(namespace)?.is_some_and(|erased| Some(erased) > covers) {
+        // An erasure raced this build: the graph may hold erased vectors and is never written.
+        return Ok(());
+    }
+    let meta = meta(dense, namespace);
+    let path = dir.join(index_file_name(namespace, &meta.encoder));
+    evicortex_ledger::create_private_dir(dir).map_err(|source| {
+        file_err(namespace, IndexFileError::Io { path: dir.to_owned(), source })
+    })?;
+    index.index.save_hnsw(&path, &meta).map_err(|e| file_err(namespace, e))?;
+    index.saved_rows = Some(rows);
+    Ok(())
+}
+
+/// Removes every index file of `namespace` in `dir` (any encoder); an absent directory holds
+/// none.
+pub(crate) fn remove_files(dir: &Path, namespace: &Namespace) -> Result<(), IndexFileError> {
+    let prefix = index_file_prefix(namespace);
+    let entries = match fs_err::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(IndexFileError::Io { path: dir.to_owned(), source }),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|source| IndexFileError::Io { path: dir.to_owned(), source })?;
+        let name = entry.file_name();
+        if name.to_str().is_some_and(|n| n.starts_with(&prefix)) {
+            remove_index_file(&entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes the index files that an erasure interrupted before its purge left behind: those of a
+/// namespace erased after the position they cover, and those that cannot be read.
+pub(crate) fn reconcile(dir: &Path, ledger: &evicortex_ledger::Ledger) -> Result<(), OpenError> {
+    let io = |path: &Path, source| OpenError::IndexFile {
+        source: IndexFileError::Io { path: path.to_owned(), source },
+    };
+    let entries = match fs_err::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(io(dir, source)),
+    };
+    for entry in entries {
+        let path = entry.map_err(|source| io(dir, source))?.path();
+        if path.extension().is_none_or(|e| e != "hnsw") {
+            continue;
+        }
+        let stale = match read_index_header(&path) {
+            Ok(header) => {
+                let erased = ledger.last_erasure(&header.meta.namespace)?;
+                header.covers.is_none() || erased.is_some_and(|e| Some(e) > header.covers)
+            }
+            Err(IndexFileError::Corrupted { .. }) => true,
+            Err(source) => return Err(OpenError::IndexFile { source }),
+        };
+        if stale {
+            remove_index_file(&path).map_err(|source| OpenError::IndexFile { source })?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,263 @@
+//! The HNSW candidate layer behind compile, with the pinned encoder on the sample conversation:
+//! the same packed context as the exact scan, the index file loaded on restart rather than
+//! rebuilt, rebuilt when stale, and erasure leaving no erased vector in any index file.
+
+use std::{os::unix::fs::MetadataExt, path::Path, sync::Arc};
+
+use evicortex::{
+    AnnSettings, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, CompiledContext,
+    DenseConfig, DenseIndexRef, EraseTarget, EventTime, HnswParams, IngestOptions, Memory,
+    Namespace, TiktokenReader, TokenBudget, TurnId, VECTOR_INDEX_DIR, parse_jsonl,
+};
+use evicortex_vector::{HnswIndex, IndexFileHeader, VectorIndexRead, read_index_header};
+
+const SAMPLE: &str = include_str!("../../../../examples/sample-conversation.jsonl");
+
+fn encoder() -> Arc<dyn evicortex::Encoder> {
+    match evicortex_embed::load_pinned_minilm(evicortex_embed::EncoderConfig::all_minilm_l6_v2()) {
+        Ok(encoder) => Arc::new(encoder),
+        Err(err) => {
+            panic!("{err}\nthis test needs the pinned weights: run `evicortex model fetch`")
+        }
+    }
+}
+
+/// Every vector through the graph, whatever the size.
+fn graph_always() -> Option<AnnSettings> {
+    Some(AnnSettings { threshold: 1, params: HnswParams::default() })
+}
+
+fn open(dir: &Path, encoder: &Arc<dyn evicortex::Encoder>, ann: Option<AnnSettings>) -> Memory {
+    Memory::builder(dir).encoder(Arc::clone(encoder)).ann(ann).open().unwrap()
+}
+
+fn alice() -> Namespace {
+    Namespace::new("alice").unwrap()
+}
+
+fn ingest(memory: &Memory, jsonl: &str) {
+    let turns = parse_jsonl("sample", jsonl.as_bytes(), &IngestOptions::default()).unwrap();
+    memory.append(&turns).unwrap();
+    memory.catch_up(Some(&alice()), CatchUpLimits::default(), &mut |_| {}).unwrap();
+}
+
+fn compile(memory: &Memory, question: &str, as_of: Option<&str>) -> CompiledContext {
+    let reader = TiktokenReader::o200k_base();
+    let query = CompileQuery {
+        namespace: alice(),
+        question: question.to_owned(),
+        as_of: as_of.map(|t| EventTime::parse_rfc3339(t).unwrap()),
+        budget: TokenBudget::new(300),
+    };
+    let config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
+    let request =
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+    memory.compile(&request).unwrap()
+}
+
+fn index_files(store: &Path) -> Vec<std::path::PathBuf> {
+    match fs_err::read_dir(store.join(VECTOR_INDEX_DIR)) {
+        Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn only_index_file(store: &Path) -> (std::path::PathBuf, IndexFileHeader) {
+    let files = index_files(store);
+    assert_eq!(files.len(), 1, "one namespace, one encoder: {files:?}");
+    let header = read_index_header(&files[0]).unwrap();
+    (files[0].clone(), header)
+}
+
+fn inode(path: &Path) -> u64 {
+    fs_err::metadata(path).unwrap().ino()
+}
+
+fn items(context: &CompiledContext) -> Vec<serde_json::Value> {
+    context
+        .items
+        .iter()
+        .map(|item| {
+            let mut value = serde_json::to_value(item).unwrap();
+            value.as_object_mut().unwrap().remove("digest");
+            value
+        })
+        .collect()
+}
+
+const QUESTIONS: [(&str, Option<&str>); 4] = [
+    ("What is my dog's name?", None),
+    ("Which city am I moving to?", None),
+    ("What did I decide about the apartment?", None),
+    ("What do I need for my pet?", Some("2024-03-05T00:00:00Z")),
+];
+
+#[test]
+fn the_graph_serves_compile_with_the_same_packed_context_as_exact() {
+    let encoder = encoder();
+    let (graph_dir, exact_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let graph = open(graph_dir.path(), &encoder, graph_always());
+    let exact = open(exact_dir.path(), &encoder, None);
+    ingest(&graph, SAMPLE);
+    ingest(&exact, SAMPLE);
+    for (question, as_of) in QUESTIONS {
+        let by_graph = compile(&graph, question, as_of);
+        let by_exact = compile(&exact, question, as_of);
+        assert!(
+            matches!(by_graph.dense_index, Some(DenseIndexRef::Hnsw { m: 16, .. })),
+            "{:?}",
+            by_graph.dense_index
+        );
+        assert_eq!(by_exact.dense_index, Some(DenseIndexRef::Exact));
+        assert!(by_graph.explain().contains("dense index: hnsw (m 16"), "{}", by_graph.explain());
+        assert_eq!(by_graph.text, by_exact.text, "{question}");
+        // Record digests are salted per store: everything else about each item is compared.
+        assert_eq!(items(&by_graph), items(&by_exact), "{question}");
+        assert_eq!(by_graph.excluded, by_exact.excluded, "{question}");
+        assert!(!by_graph.items.is_empty(), "{question}");
+    }
+    let (_, header) = only_index_file(graph_dir.path());
+    let turns = graph.evidence(&alice()).unwrap();
+    assert_eq!(header.rows, turns.len(), "one vector per turn of the sample");
+    assert_eq!(header.covers, graph.head().unwrap());
+    assert!(index_files(exact_dir.path()).is_empty(), "an exact index is never written");
+}
+
+#[test]
+fn below_the_threshold_the_exact_scan_serves() {
+    let encoder = encoder();
+    let dir = tempfile::tempdir().unwrap();
+    let memory =
+        open(dir.path(), &encoder, Some(AnnSettings { threshold: 1000, ..Default::default() }));
+    ingest(&memory, SAMPLE);
+    assert_eq!(compile(&memory, QUESTIONS[0].0, None).dense_index, Some(DenseIndexRef::Exact));
+    assert!(index_files(dir.path()).is_empty());
+}
+
+#[test]
+fn a_restart_loads_the_file_and_extends_it_rather_than_rebuilding() {
+    let encoder = encoder();
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<&str> =
+        SAMPLE.lines().filter(|l| l.contains(r#""namespace":"alice""#)).collect();
+    let (first, last) = lines.split_at(lines.len() - 1);
+    let memory = open(dir.path(), &encoder, graph_always());
+    ingest(&memory, &first.join("\n"));
+    let before = compile(&memory, QUESTIONS[0].0, None);
+    let (path, header) = only_index_file(dir.path());
+    let written = inode(&path);
+    drop(memory);
+
+    // Every build writes its file (a new inode); a load of a current file writes nothing.
+    let memory = open(dir.path(), &encoder, graph_always());
+    let again = compile(&memory, QUESTIONS[0].0, None);
+    assert_eq!(again.text, before.text);
+    assert_eq!(inode(&path), written, "the file was loaded, not rebuilt and rewritten");
+
+    // A turn appended since: the loaded graph is extended with it (an eighth of the rows has
+    // not been added, so the file is not rewritten) and the new turn is a dense candidate.
+    ingest(&memory, last[0]);
+    let extended = compile(&memory, "How much is the rent including the parking spot?", None);
+    assert!(matches!(extended.dense_index, Some(DenseIndexRef::Hnsw { .. })));
+    let new_turn = memory.head().unwrap().unwrap();
+    assert!(
+        extended.items.iter().any(|i| i.record == new_turn && i.dense.is_some())
+            || extended.excluded.iter().any(|e| e.record == new_turn && e.dense.is_some()),
+        "{}",
+        extended.explain()
+    );
+    assert_eq!(extended.coverage.dense, Some(new_turn));
+    assert_eq!(inode(&path), written);
+    assert_eq!(read_index_header(&path).unwrap().rows, header.rows);
+}
+
+#[test]
+fn a_stale_or_damaged_file_is_rebuilt() {
+    let encoder = encoder();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), &encoder, graph_always());
+    ingest(&memory, SAMPLE);
+    let expected = compile(&memory, QUESTIONS[1].0, None);
+    drop(memory);
+    let (path, _) = only_index_file(dir.path());
+
+    // Other graph parameters: the file is stale, removed and rebuilt under the new ones.
+    let other = HnswParams { ef_search: 64, ..HnswParams::default() };
+    let memory = open(dir.path(), &encoder, Some(AnnSettings { threshold: 1, params: other }));
+    let context = compile(&memory, QUESTIONS[1].0, None);
+    assert_eq!(context.text, expected.text);
+    let (rebuilt, header) = only_index_file(dir.path());
+    assert_eq!(rebuilt, path, "same namespace and encoder, same name");
+    assert_eq!(header.params, other);
+    drop(memory);
+
+    // A damaged file fails its checksum: rebuilt, never served.
+    let mut bytes = fs_err::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    fs_err::write(&path, &bytes).unwrap();
+    let memory = open(dir.path(), &encoder, Some(AnnSettings { threshold: 1, params: other }));
+    assert_eq!(compile(&memory, QUESTIONS[1].0, None).text, expected.text);
+    // Removed and written again (the inode may be reused, the bytes are not the damaged ones).
+    assert_ne!(fs_err::read(&path).unwrap(), bytes, "rewritten");
+    HnswIndex::<(TurnId, u32)>::load(&path).unwrap();
+}
+
+/// The bytes of a stored unit vector as the file holds them.
+fn vector_bytes(path: &Path, turn: TurnId) -> Vec<u8> {
+    let (_, index) = HnswIndex::<(TurnId, u32)>::load(path).unwrap();
+    let vector = index.exact().get((turn, 0)).expect("the turn is indexed");
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn erasure_leaves_no_erased_vector_in_any_index_file() {
+    let encoder = encoder();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), &encoder, graph_always());
+    ingest(&memory, SAMPLE);
+    compile(&memory, QUESTIONS[0].0, None);
+    let (path, _) = only_index_file(dir.path());
+    let victim = memory
+        .evidence(&alice())
+        .unwrap()
+        .into_iter()
+        .find(|e| e.turn.text.contains("Biscuit"))
+        .expect("the sample names the dog");
+    let erased_vector = vector_bytes(&path, victim.id);
+    assert!(contains(&fs_err::read(&path).unwrap(), &erased_vector));
+
+    memory.erase(&EraseTarget::Record(alice(), victim.id)).unwrap();
+    assert!(index_files(dir.path()).is_empty(), "the erasure removed the namespace's file");
+    let after = compile(&memory, QUESTIONS[0].0, None);
+    assert!(after.items.iter().all(|i| i.record != victim.id));
+    let (path, header) = only_index_file(dir.path());
+    assert_eq!(header.rows, memory.evidence(&alice()).unwrap().len());
+    let bytes = fs_err::read(&path).unwrap();
+    assert!(!contains(&bytes, &erased_vector), "the erased turn's vector is not in the file");
+    let (_, index) = HnswIndex::<(TurnId, u32)>::load(&path).unwrap();
+    assert!(index.exact().get((victim.id, 0)).is_none());
+    assert_eq!(index.len(), header.rows);
+}
+
+#[test]
+fn a_file_left_by_an_interrupted_erasure_is_removed_on_open() {
+    let encoder = encoder();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), &encoder, graph_always());
+    ingest(&memory, SAMPLE);
+    compile(&memory, QUESTIONS[0].0, None);
+    let (path, _) = only_index_file(dir.path());
+    let saved = fs_err::read(&path).unwrap();
+    let victim = memory.evidence(&alice()).unwrap()[0].id;
+    memory.erase(&EraseTarget::Record(alice(), victim)).unwrap();
+    drop(memory);
+    // As if the process died between the ledger's erasure and the purge.
+    fs_err::write(&path, &saved).unwrap();
+    let _memory = open(dir.path(), &encoder, graph_always());
+    assert!(index_files(dir.path()).is_empty(), "removed on open, before any compile");
+}
