@@ -37,20 +37,29 @@ const WINDOW_OVERLAP: usize = 64;
 /// Turns appended per ledger transaction.
 const BATCH: usize = 20_000;
 
-/// Runs `prepare`.
-pub fn run(args: &PrepareArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.vectors > 0, "--vectors must be at least 1");
+/// Reads LongMemEval S and its split file (default: the evaluation data directory's).
+pub(super) fn read_longmemeval(
+    dataset: Option<&std::path::Path>,
+    split: Option<&std::path::Path>,
+) -> anyhow::Result<(LongMemEvalDataset, SplitFile)> {
     let data_dir = evicortex_eval::data_dir(std::path::Path::new("."));
-    let dataset = args
-        .dataset
-        .clone()
-        .unwrap_or_else(|| data_dir.join("longmemeval/longmemeval_s_cleaned.499of500.json.gz"));
-    let split = args.split.clone().unwrap_or_else(|| data_dir.join("longmemeval/split.tsv"));
+    let dataset = dataset.map_or_else(
+        || data_dir.join("longmemeval/longmemeval_s_cleaned.499of500.json.gz"),
+        PathBuf::from,
+    );
+    let split = split.map_or_else(|| data_dir.join("longmemeval/split.tsv"), PathBuf::from);
     let spinner = progress::spinner("reading LongMemEval S");
     let data = LongMemEvalDataset::read(&dataset, &|_| true)
         .with_context(|| format!("reading {}", dataset.display()))?;
     let split = SplitFile::read(&split).with_context(|| format!("reading {}", split.display()))?;
     spinner.finish_and_clear();
+    Ok((data, split))
+}
+
+/// Runs `prepare`.
+pub fn run(args: &PrepareArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.vectors > 0, "--vectors must be at least 1");
+    let (data, split) = read_longmemeval(args.dataset.as_deref(), args.split.as_deref())?;
     let is_dev =
         |id: &str| matches!(split.assignment.get(id), Some(evicortex_eval::split::SplitName::Dev));
     let encoder = load_encoder(AUDIT_OVERLENGTH)?;

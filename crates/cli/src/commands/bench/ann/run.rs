@@ -21,14 +21,13 @@ use evicortex::{
     DenseConfig, Encoder, EventTime, HnswParams, IdentifiedVector, Memory, Namespace, TokenBudget,
     TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
 };
-use evicortex_eval::{datasets::longmemeval::LongMemEvalDataset, split::SplitFile};
 use evicortex_vector::{
     ExactIndex, HnswIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex,
 };
 
 use super::{audit_set::AUDIT_NAMESPACE, prepare};
 
-use crate::{commands::embed::load_encoder, progress, stdout::outln};
+use crate::{commands::embed::load_encoder, stdout::outln};
 
 /// Arguments of `evicortex bench ann run`.
 #[derive(Debug, clap::Args)]
@@ -58,17 +57,7 @@ const RECALL_AT: usize = 50;
 
 /// Runs `run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let data_dir = evicortex_eval::data_dir(Path::new("."));
-    let dataset = args
-        .dataset
-        .clone()
-        .unwrap_or_else(|| data_dir.join("longmemeval/longmemeval_s_cleaned.499of500.json.gz"));
-    let split = args.split.clone().unwrap_or_else(|| data_dir.join("longmemeval/split.tsv"));
-    let spinner = progress::spinner("reading LongMemEval S");
-    let data = LongMemEvalDataset::read(&dataset, &|_| true)
-        .with_context(|| format!("reading {}", dataset.display()))?;
-    let split = SplitFile::read(&split).with_context(|| format!("reading {}", split.display()))?;
-    spinner.finish_and_clear();
+    let (data, split) = prepare::read_longmemeval(args.dataset.as_deref(), args.split.as_deref())?;
     let questions: Vec<String> = data
         .questions
         .iter()
