@@ -29,6 +29,8 @@ pub enum Retriever {
     DenseContextNamed,
     /// The fused candidates said in the question's time window (time).
     TimeWindow,
+    /// The fused candidates of the best-scored sessions (session).
+    Session,
     /// The reranker over the best fused candidates.
     Rerank,
 }
@@ -55,6 +57,7 @@ impl Retriever {
             | Retriever::LexicalContextNamed
             | Retriever::DenseContextNamed => "names",
             Retriever::TimeWindow => "time window",
+            Retriever::Session => "session",
             Retriever::Rerank => "reranker",
         }
     }
@@ -71,6 +74,7 @@ impl Retriever {
             Retriever::LexicalContextNamed => "lexical_context_named",
             Retriever::DenseContextNamed => "dense_context_named",
             Retriever::TimeWindow => "time_window",
+            Retriever::Session => "session",
             Retriever::Rerank => "rerank",
         }
     }

@@ -1,5 +1,5 @@
 //! The pipeline: candidates (turn and context lists, filtered inside) -> dedup -> names lists ->
-//! RRF -> time-window list and RRF again -> rerank -> support and abstention -> selection in the
+//! RRF -> time-window list and RRF again -> session list and RRF again -> rerank -> support and abstention -> selection in the
 //! long-turn rule's order, expansion, exact fit and fill (`pack_turns`) -> manifest.
 
 use std::{
@@ -15,8 +15,8 @@ use crate::{
     AbstainReason, Admission, BudgetParts, CompileConfig, CompileError, CompileQuery,
     CompiledContext, ContextItem, ContextVectors, Corpus, Coverage, DedupPolicy, DenseConfig,
     EncoderRef, ExcludedCandidate, ExclusionReason, FusedHit, ListRank, NamesConfig, RankScore,
-    RankedList, ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey, SupportSignal,
-    TimeConfig, WindowIndex,
+    RankedList, ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey, SessionConfig,
+    SupportSignal, TimeConfig, WindowIndex,
     abstain::lexical_coverage,
     candidates::{dense_candidates, dense_context_candidates, lexical_candidates},
     compiled_context::COMPILED_CONTEXT_FORMAT,
@@ -26,6 +26,7 @@ use crate::{
     names::named_speakers,
     pack_turns::pack,
     rerank::ranks_of,
+    session_list::session_list,
     time_window::resolve_time,
     turn_document::turn_document,
 };
@@ -230,6 +231,13 @@ pub fn compile_timed(
             .collect();
         if !hits.is_empty() {
             lists.push(RankedList { retriever: Retriever::TimeWindow, hits });
+            fused = rrf_fuse(&lists, config.rrf_k);
+        }
+    }
+    if let SessionConfig::ScoreList { turns, sessions } = config.session {
+        let hits = session_list(&fused, corpus, turns, sessions);
+        if !hits.is_empty() {
+            lists.push(RankedList { retriever: Retriever::Session, hits });
             fused = rrf_fuse(&lists, config.rrf_k);
         }
     }

@@ -409,7 +409,7 @@ fn contributions(
     divisor: Option<f32>,
 ) -> Vec<String> {
     let mut parts = Vec::new();
-    for mechanism in ["context", "names", "time window"] {
+    for mechanism in ["context", "names", "time window", "session"] {
         let ranks: Vec<String> = lists
             .iter()
             .filter(|l| l.list.mechanism() == mechanism)

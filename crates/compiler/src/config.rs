@@ -21,6 +21,8 @@ pub struct CompileConfig {
     pub names: NamesConfig,
     /// Time expressions of the question: the candidates said in the window they resolve to.
     pub time: TimeConfig,
+    /// Sessions scored from their turns: the candidates of the best sessions as one more list.
+    pub session: SessionConfig,
     /// The `k` of reciprocal-rank fusion: a candidate at rank r (from 1) of a list adds
     /// `1 / (k + r)`. Must be positive.
     pub rrf_k: f32,
@@ -102,6 +104,25 @@ pub enum TimeConfig {
     /// fused order, are fused once more as one list (weight 1): what is said about an event
     /// comes after it. The resolution is recorded in the compiled context.
     WindowList,
+}
+
+/// Session-level evidence.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum SessionConfig {
+    /// Sessions count only through their turns.
+    Off,
+    /// After fusion (and the time window's list), each session is scored by the sum of the fused
+    /// scores of its best `turns` candidates, so a session where several turns support the
+    /// question rises and a long session is not diluted; the candidates of the best `sessions`
+    /// sessions, in order of their session's score and then their own fused order, are fused once
+    /// more as one list (weight 1).
+    ScoreList {
+        /// Candidates per session whose fused scores are summed; at least 1.
+        turns: u32,
+        /// Sessions whose candidates are listed; at least 1.
+        sessions: u32,
+    },
 }
 
 /// The order in which candidates are offered to the budget.
@@ -230,6 +251,7 @@ impl CompileConfig {
             context: ContextConfig::OFF,
             names: NamesConfig::Off,
             time: TimeConfig::Off,
+            session: SessionConfig::Off,
             rrf_k: 10.0,
             rerank: RerankConfig::Off,
             dedup: DedupPolicy::IdenticalText,
@@ -314,6 +336,14 @@ impl CompileConfig {
                 "context.lexical_radius",
                 "a lexical context list needs lexical.top_n > 0 (use 0)".to_owned(),
             );
+        }
+        if let SessionConfig::ScoreList { turns, sessions } = self.session {
+            if turns == 0 {
+                return bad("session.turns", "must be at least 1 (or session: off)".to_owned());
+            }
+            if sessions == 0 {
+                return bad("session.sessions", "must be at least 1 (or session: off)".to_owned());
+            }
         }
         if let LongTurns::ScaledByLength { unit_tokens: 0 } = self.long_turns {
             return bad("long_turns.unit_tokens", "must be at least 1".to_owned());

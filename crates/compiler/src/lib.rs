@@ -6,7 +6,8 @@
 //! ([`WindowIndex`], [`ContextVectors`]), with the namespace, as-of and erasure filters applied
 //! inside candidate generation; dedup of identical documents (earliest kept, all cited); each
 //! turn list again filtered to the speakers the question names; reciprocal-rank fusion with an
-//! explicit `k`; the fused candidates said in the question's time window as one more list; an
+//! explicit `k`; the fused candidates said in the question's time window as one more list, and
+//! optionally those of the best-scored sessions as another ([`SessionConfig`]); an
 //! optional [`Reranker`] over at most 16 fused candidates whose ordinal ranks add one more RRF
 //! term; a support score and threshold for abstention; greedy selection in fused order, or with
 //! long turns' scores scaled down by their length, with optional adjacent-turn expansion; a
@@ -84,6 +85,7 @@ mod query;
 mod reader_tokens;
 mod render;
 mod rerank;
+mod session_list;
 mod time_window;
 mod turn_document;
 
@@ -98,8 +100,8 @@ pub use crate::{
     },
     config::{
         AbstentionConfig, CompileConfig, ContextConfig, DEFAULT_TOP_N, DedupPolicy, DenseConfig,
-        Expansion, Layout, LexicalConfig, LongTurns, NamesConfig, RerankConfig, SupportSignal,
-        TimeConfig,
+        Expansion, Layout, LexicalConfig, LongTurns, NamesConfig, RerankConfig, SessionConfig,
+        SupportSignal, TimeConfig,
     },
     context_index::{ContextVectors, WindowIndex, window_document},
     corpus::Corpus,

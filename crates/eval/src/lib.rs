@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod artefact;
+pub mod calibration_interval;
 pub mod comparator;
 pub mod compiled_systems;
 pub mod controls;
@@ -33,6 +34,7 @@ pub mod eval_store;
 pub mod metrics;
 pub mod outcomes;
 pub mod packed_outcomes;
+pub mod pooled_calibration;
 pub mod protocol;
 pub mod ranking;
 pub mod reader_stage;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::{
     ArtefactIdentity,
+    calibration_interval::{ThresholdInterval, false_abstention_threshold_interval},
     outcomes::QuestionOutcome,
     scoring::{Level, LevelScores, MeanScores, MetricTable, PACKED},
 };
@@ -120,6 +121,9 @@ pub struct AbstentionReport {
     /// The highest support threshold at which at most 5% of answerable questions would abstain
     /// (a wrong abstention scores zero), on THIS split; same caveat as `calibration`.
     pub calibration_5pct_false_abstention: Option<Calibration>,
+    /// The 95% bootstrap interval of that threshold (how far another sample of questions could
+    /// move it).
+    pub calibration_5pct_interval: Option<ThresholdInterval>,
 }
 
 /// The largest share of answerable questions a product threshold may send to abstention.
@@ -301,6 +305,8 @@ impl BudgetAccumulator {
         self.abstention.calibration = calibrate(&self.support);
         self.abstention.calibration_5pct_false_abstention =
             calibrate_false_abstention(&self.support, MAX_FALSE_ABSTENTION);
+        self.abstention.calibration_5pct_interval =
+            false_abstention_threshold_interval(&self.support, MAX_FALSE_ABSTENTION);
         self.abstention.mean_tokens_used =
             self.abstention_tokens as f64 / self.abstention.n.max(1) as f64;
         let tokens_used = TokenStats {
@@ -465,7 +471,7 @@ impl Report {
         let _ = writeln!(md, "\n## Abstention cases and latency\n");
         let _ = writeln!(
             md,
-            "| system | budget | abstention n | abstained | abstained on answerable | mean tokens on abstention | threshold fitted on this split for balanced accuracy: t (acc., caught, false abst.) | highest threshold with at most 5% false abstention: t (caught) | stages (mean ms) |"
+            "| system | budget | abstention n | abstained | abstained on answerable | mean tokens on abstention | threshold fitted on this split for balanced accuracy: t (acc., caught, false abst.) | highest threshold with at most 5% false abstention: t (caught) [95% bootstrap interval of t] | stages (mean ms) |"
         );
         let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         for (name, sys) in &self.systems {
@@ -495,7 +501,15 @@ impl Report {
                     ),
                     r.abstention.calibration_5pct_false_abstention.as_ref().map_or_else(
                         || "-".to_owned(),
-                        |c| format!("{:.4} ({:.0}%)", c.threshold, 100.0 * c.abstention_recall)
+                        |c| format!(
+                            "{:.6} ({:.0}%){}",
+                            c.threshold,
+                            100.0 * c.abstention_recall,
+                            r.abstention.calibration_5pct_interval.map_or_else(
+                                String::new,
+                                |i| format!(" [{:.4}, {:.4}]", i.low, i.high)
+                            )
+                        )
                     ),
                     stages.join(", ")
                 );

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use evicortex_eval::{
     data_dir,
     packed_outcomes::{packed_from_outcomes, packed_markdown},
+    pooled_calibration::{pool, pooled_markdown, read_support_points},
     reader_stage::{JudgeSetting, ReaderStageSpec},
     run_config::{RunConfigFile, check_abstention_threshold, parse_budget},
     runner::{Benchmark, RunSpec},
@@ -36,6 +37,30 @@ pub enum EvalBenchmark {
     /// Prints, from a run's questions.jsonl, the share of scored questions whose gold evidence is
     /// anywhere in the packed context (for reports that predate the measure).
     Packed(PackedArgs),
+    /// Fits one abstention threshold over several runs' questions.jsonl (abstention cases and
+    /// answerable questions of one system pooled), with its 95% bootstrap interval, and prints
+    /// what it and any `--threshold` catch and refuse in each run.
+    Calibrate(CalibrateArgs),
+}
+
+/// Arguments of `evicortex eval calibrate`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  evicortex eval calibrate --outcomes runs/locomo-dev/questions.jsonl \\\n    --outcomes runs/longmemeval-s-dev/questions.jsonl --system evicortex --threshold 0.35"
+)]
+pub struct CalibrateArgs {
+    /// A run's per-question outcomes (questions.jsonl); give it once per run.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub outcomes: Vec<PathBuf>,
+    /// The system whose support scores are calibrated.
+    #[arg(long, default_value = "evicortex")]
+    pub system: String,
+    /// The budget whose lines are read (default: the smallest in each file).
+    #[arg(long)]
+    pub budget: Option<usize>,
+    /// Further thresholds to show the effect of (abstain strictly below).
+    #[arg(long)]
+    pub threshold: Vec<f32>,
 }
 
 /// Arguments of `evicortex eval packed`.
@@ -130,6 +155,7 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
         EvalBenchmark::Longmemeval(a) => (Benchmark::LongMemEval, a),
         EvalBenchmark::Locomo(a) => (Benchmark::Locomo, a),
         EvalBenchmark::Packed(a) => return print_packed(&a.outcomes),
+        EvalBenchmark::Calibrate(a) => return print_calibration(a),
     };
     let mut spec = spec_from_args(benchmark, run_args)?;
     if let Some(reader) = &run_args.reader {
@@ -192,6 +218,22 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
         }
     }
     eprintln!("wrote {}", run_args.out.join("report.json").display());
+    Ok(())
+}
+
+fn print_calibration(a: &CalibrateArgs) -> anyhow::Result<()> {
+    let mut runs = Vec::new();
+    for path in &a.outcomes {
+        let file = fs_err::File::open(path)?;
+        runs.push(read_support_points(
+            &path.display().to_string(),
+            std::io::BufReader::new(file),
+            &a.system,
+            a.budget,
+        )?);
+    }
+    let pooled = pool(&runs);
+    write!(crate::stdout::stdout(), "{}", pooled_markdown(&runs, &pooled, &a.threshold))?;
     Ok(())
 }
 

@@ -1,10 +1,11 @@
 //! The default's mechanisms, each seen in the compiled context: context lists (and their as-of
-//! rule), named-speaker lists, the time-window list and the long-turn rule.
+//! rule), named-speaker lists, the time-window list and the long-turn rule; and the session
+//! list, which the default leaves off.
 
 use evicortex_compiler::{
     CompileConfig, CompileInputs, CompiledContext, ContextConfig, ContextInputs, ContextVectors,
-    DenseConfig, DenseInput, LongTurns, NamesConfig, Retriever, TiktokenReader, TimeConfig,
-    WindowIndex, compile,
+    DenseConfig, DenseInput, LongTurns, NamesConfig, Retriever, SessionConfig, TiktokenReader,
+    TimeConfig, WindowIndex, compile,
 };
 use evicortex_core::{Evidence, Role, TurnId};
 use evicortex_lexical::Bm25Params;
@@ -170,6 +171,39 @@ fn a_time_expression_adds_the_turns_said_since_the_window_start() {
         assert_eq!(in_list, ranked && record >= 4, "record {record}: {}", context.explain());
     }
     assert!(context.explain().contains("time window: \"last weekend\""), "{}", context.explain());
+}
+
+#[test]
+fn the_session_list_lifts_the_turns_of_the_session_where_several_turns_match() {
+    let built = build("c", chat(), Vec::new());
+    let mut config = with_context(ContextConfig::OFF);
+    let question = "rye bread market starter";
+    let plain = run_with_context(&built, question, None, 500, &config);
+    assert!(
+        plain.items.iter().all(|i| !lists_of(&plain, i.record.raw()).contains(&Retriever::Session))
+    );
+    config.session = SessionConfig::ScoreList { turns: 2, sessions: 1 };
+    let context = run_with_context(&built, question, None, 500, &config);
+    // One session is listed: every listed turn is of the best-scored session, in fused order.
+    let listed: Vec<u64> = [1, 2, 3, 4, 5]
+        .into_iter()
+        .filter(|&r| lists_of(&context, r).contains(&Retriever::Session))
+        .collect();
+    assert!(!listed.is_empty(), "{}", context.explain());
+    let session_of = |r: u64| built.corpus.get(TurnId::from_raw(r)).unwrap().turn.session.clone();
+    assert!(listed.iter().all(|&r| session_of(r) == session_of(listed[0])), "{listed:?}");
+    assert!(context.explain().contains("session #1"), "{}", context.explain());
+    // Fusing one more list can only raise a listed turn's fused score.
+    let score = |c: &CompiledContext, r: u64| {
+        c.items.iter().find(|i| i.record.raw() == r).and_then(|i| i.fused_score)
+    };
+    for r in &listed {
+        if let (Some(before), Some(after)) = (score(&plain, *r), score(&context, *r)) {
+            assert!(after > before, "record {r}: {before} -> {after}");
+        }
+    }
+    config.session = SessionConfig::ScoreList { turns: 0, sessions: 1 };
+    assert!(config.validate().unwrap_err().to_string().contains("session.turns"));
 }
 
 #[test]
