@@ -7,7 +7,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from ._args import AsOf, as_of_text, erase_body, settings_json, turn_objects
 from ._errors import BadInputError, TransportError, from_http
@@ -16,6 +16,7 @@ from ._types import (
     CompiledContext,
     EraseReceipt,
     NamespaceStats,
+    Turn,
     TurnLike,
     VerifyReport,
 )
@@ -92,6 +93,24 @@ class Client:
         """As `Memory.stats`, on the server."""
         raw = self._request("GET", f"/v1/namespaces/{_segment(namespace)}/stats", None)
         return NamespaceStats.from_json(raw)
+
+    def export(self, namespace: Optional[str] = None) -> List[Turn]:
+        """As `Memory.export`, on the server: the live turns of `namespace`, in ledger order,
+        texts byte for byte. Without `namespace`, those of the one namespace the key reads (a
+        namespace key's own): `Memory.export()` on the same store, as far as the key may read
+        it. A key that reads several namespaces (an admin key) must name one: the server
+        exports one namespace per request, and turns of several could not be put back in
+        ledger order."""
+        if namespace is None:
+            readable = self._request("GET", "/v1/namespaces", None)["namespaces"]
+            if not readable:
+                return []
+            if len(readable) > 1:
+                message = f"namespace: this key reads {len(readable)} namespaces; name the one to export"
+                raise BadInputError(message, "namespace")
+            namespace = str(readable[0])
+        raw = self._request("GET", f"/v1/namespaces/{_segment(namespace)}/export", None)
+        return [Turn.from_dict(turn) for turn in raw["turns"]]
 
     def _request(self, method: str, path: str, body: Optional[Dict[str, Any]]) -> Dict[str, Any]:
         data = None if body is None else json.dumps(body).encode()

@@ -26,7 +26,8 @@ class Memory:
     With `dense=True` (the default) it loads the pinned sentence encoder (all-MiniLM-L6-v2) from
     the verified model cache; when it is not installed, opening raises `ModelMissingError`
     naming `evicortex model fetch`. There is no silent fallback: `dense=False` opens it for
-    lexical (BM25) retrieval only, by choice. Every method that reads or writes the store, or
+    lexical (BM25) retrieval only, by choice, compiling as `evicortex compile --dense off` does
+    (abstention on lexical coverage). Every method that reads or writes the store, or
     runs the encoder, releases the GIL.
     """
 
@@ -65,7 +66,8 @@ class Memory:
         of `reader_tokenizer` (`o200k_base`, `cl100k_base` or a tokenizer.json path), or an
         abstention. Only turns said at or before `as_of` are used. `settings` are compile
         configuration fields set over the committed default (`rrf_k=5.0`,
-        `lexical={"top_n": 20}`, `dense={"mode": "off"}`); an unknown one is refused by name.
+        `lexical={"top_n": 20}`, `dense={"mode": "off"}`, which also makes abstention use lexical
+        coverage unless `abstention` names a signal); an unknown one is refused by name.
         Turns not embedded yet are embedded first."""
         try:
             raw = self._native.compile(

@@ -6,6 +6,7 @@ binary it built); the tests fail, never skip, when there is none.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -55,13 +56,14 @@ def _create_key(store: Path, *scope: str) -> str:
     return out.stdout.strip()
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    store = tmp_path_factory.mktemp("served-store")
+@contextlib.contextmanager
+def serving(store: Path, *serve_args: str) -> Iterator[Server]:
+    """`evicortex serve` on a free loopback port over `store`, with an `alice` key and an admin
+    key, stopped (and the store released) when the block ends."""
     key = _create_key(store, "--namespace", "alice")
     admin_key = _create_key(store, "--admin")
     process = subprocess.Popen(
-        [evicortex_bin(), "--store", str(store), "serve", "--listen", "127.0.0.1:0"],
+        [evicortex_bin(), "--store", str(store), "serve", "--listen", "127.0.0.1:0", *serve_args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -77,3 +79,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     finally:
         process.terminate()
         process.wait(timeout=60)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serving(tmp_path_factory.mktemp("served-store")) as served:
+        yield served

@@ -3,7 +3,10 @@ the embedded `Memory`, and the server's refusals as the same exception classes."
 
 from __future__ import annotations
 
+import datetime
+import itertools
 import time
+from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
@@ -11,7 +14,7 @@ import pytest
 import evicortex
 from evicortex import Client, Memory
 
-from conftest import Server
+from conftest import Server, serving
 
 QUESTION = "Which city am I moving to for work?"
 
@@ -84,3 +87,51 @@ def test_client_erase(server: Server) -> None:
     client.append([turn], namespace="alice")
     receipt = client.erase("alice", session="to-erase")
     assert len(receipt.erased) == 1 and receipt.redaction is not None
+
+
+def test_client_export_equals_the_embedded_export_of_the_same_store(
+    tmp_path: Path, sample_turns: List[Dict[str, Any]]
+) -> None:
+    store = tmp_path / "store"
+    with serving(store, "--lexical-only") as served:
+        client = Client(served.url, served.key)
+        admin = Client(served.url, served.admin_key)
+        # One turn per request, bob's and alice's alternating in the ledger.
+        bob_turns = [t for t in sample_turns if t["namespace"] == "bob"]
+        alice_turns = [t for t in sample_turns if t["namespace"] == "alice"]
+        ordered = [t for pair in itertools.zip_longest(bob_turns, alice_turns) for t in pair if t is not None]
+        records = [admin.append([turn]).turns[0].id for turn in ordered]
+        erased = records[1]  # alice's first turn
+        client.erase("alice", record=erased)
+        odd = evicortex.Turn(
+            session="odd", turn=0, role="user", speaker="Alice", text="two\nlines \u00e9 \"q\" \\",
+            time="2024-07-01T09:30:00.250000-03:00", meta={"source": "test", "n": [1, 2.5]},
+        )
+        client.append([odd], namespace="alice")
+        alice = client.export("alice")
+        own = client.export()
+        bob = admin.export("bob")
+        with pytest.raises(evicortex.BadInputError) as err:
+            admin.export()
+        assert err.value.field == "namespace"
+        with pytest.raises(evicortex.AuthError):
+            client.export("bob")
+        assert admin.export("nobody") == []
+    memory = Memory(store, dense=False)  # the server is stopped: its store is free
+    assert alice == memory.export("alice") and own == alice
+    assert bob == memory.export("bob")
+    assert sorted(map(repr, memory.export())) == sorted(map(repr, alice + bob))
+    appended = [t for t, r in zip(ordered, records) if r != erased and t["namespace"] == "alice"]
+    appended.append(dict(odd.to_dict(), namespace="alice"))
+    assert [_fields(evicortex.Turn.from_dict(t)) for t in appended] == [_fields(t) for t in alice]
+
+
+def _fields(turn: evicortex.Turn) -> Any:
+    """A turn's fields, its time as the instant and offset it names (export writes RFC 3339 in
+    its own spelling: `+00:00` for `Z`)."""
+    when = turn.time if isinstance(turn.time, datetime.datetime) else _parse_time(turn.time)
+    return (turn.namespace, turn.session, turn.turn, turn.role, turn.speaker, turn.text, turn.meta, when, when.utcoffset())
+
+
+def _parse_time(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -4,6 +4,8 @@ the pinned encoder (the test run needs its weights: `evicortex model fetch`)."""
 from __future__ import annotations
 
 import datetime
+import json
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -13,6 +15,8 @@ import pytest
 
 import evicortex
 from evicortex import Memory, Turn
+
+from conftest import evicortex_bin
 
 QUESTION = "Which city am I moving to for work?"
 
@@ -61,13 +65,15 @@ def test_settings_use_the_config_field_names_and_unknown_ones_are_refused(memory
     defaults = memory.config()
     assert defaults["lexical"]["top_n"] == 50 and defaults["dense"] == {"mode": "on", "top_n": 50}
     lexical = memory.compile(
-        "alice", QUESTION, budget=200, reader_tokenizer="cl100k_base", rrf_k=5.0,
-        dense={"mode": "off"},
-        abstention={"signal": "lexical_coverage"},
+        "alice", QUESTION, budget=200, reader_tokenizer="cl100k_base", rrf_k=5.0, dense={"mode": "off"}
     )
     assert lexical.config["rrf_k"] == 5.0 and lexical.config["dense"] == {"mode": "off"}
+    assert lexical.config["abstention"]["signal"] == "lexical_coverage", "as `compile --dense off`"
     with pytest.raises(evicortex.BadInputError) as err:
-        memory.compile("alice", QUESTION, budget=200, reader_tokenizer="o200k_base", dense={"mode": "off"})
+        memory.compile(
+            "alice", QUESTION, budget=200, reader_tokenizer="o200k_base",
+            dense={"mode": "off"}, abstention={"signal": "max_dense_cosine"},
+        )
     assert err.value.field == "abstention.signal", "the dense signal needs dense retrieval"
     assert all(item.scores.dense is None for item in lexical.items)
     with pytest.raises(evicortex.BadInputError) as err:
@@ -76,6 +82,29 @@ def test_settings_use_the_config_field_names_and_unknown_ones_are_refused(memory
     with pytest.raises(evicortex.BadInputError) as err:
         memory.compile("alice", QUESTION, budget=200, reader_tokenizer="o200k_base", lexical={"top_k": 3})
     assert err.value.field == "lexical.top_k"
+
+
+def test_a_lexical_only_memory_compiles_as_the_cli_does_with_dense_off(
+    memory: Memory, tmp_path: Path, alice_turns: List[Dict[str, Any]]
+) -> None:
+    lexical = Memory(tmp_path, dense=False)
+    lexical.append(alice_turns)
+    context = lexical.compile("alice", QUESTION, budget=300, reader_tokenizer="o200k_base")
+    assert not context.abstain and any("Lisbon" in item.text for item in context.items)
+    assert context.config["abstention"]["signal"] == "lexical_coverage"
+    assert context.config == lexical.config() == memory.config(dense={"mode": "off"})
+    cli = subprocess.run(
+        [
+            evicortex_bin(), "--store", str(tmp_path), "compile", "--namespace", "alice",
+            "--query", QUESTION, "--budget", "300", "--reader-tokenizer", "o200k_base",
+            "--dense", "off", "--json",
+        ],
+        check=True, capture_output=True, text=True,
+    )
+    expected = json.loads(cli.stdout)
+    assert context.config == expected["config"]
+    assert context.text == expected["text"] and context.tokens_used == expected["tokens_used"]
+    assert [item.record for item in context.items] == [item["record"] for item in expected["items"]]
 
 
 def test_as_of_excludes_later_turns(memory: Memory) -> None:

@@ -3,11 +3,13 @@
 //!
 //! Objects merge field by field; a tagged setting (one with a `mode`, such as `dense` or
 //! `expansion`) and any other value replaces the base's whole. A field the configuration does
-//! not have is refused by its path, never silently ignored.
+//! not have is refused by its path, never silently ignored. Turning a retriever off also turns
+//! off what needs it unless the options set it: its context list, and for dense retrieval the
+//! dense abstention signal (lexical coverage instead, as `evicortex compile --dense off`).
 
 use std::collections::BTreeSet;
 
-use evicortex_compiler::CompileConfig;
+use evicortex_compiler::{CompileConfig, DenseConfig, SupportSignal};
 use serde_json::{Map, Value};
 
 use crate::ErrorClass;
@@ -61,14 +63,27 @@ pub fn apply_compile_options(
     let mut config: CompileConfig = serde_json::from_value(merged.clone())
         .map_err(|e| CompileOptionsError::Invalid(e.to_string()))?;
     // Turning a retriever off turns its context list off too, unless the options say otherwise.
-    let sets_radius = |name: &str| {
-        set.get("context").and_then(Value::as_object).is_some_and(|c| c.contains_key(name))
+    let sets = |section: &str, name: &str| {
+        set.get(section).and_then(Value::as_object).is_some_and(|c| c.contains_key(name))
     };
-    if config.dense == evicortex_compiler::DenseConfig::Off && !sets_radius("dense_radius") {
+    if config.dense == DenseConfig::Off && !sets("context", "dense_radius") {
         config.context.dense_radius = 0;
     }
-    if config.lexical.top_n == 0 && !sets_radius("lexical_radius") {
+    if config.lexical.top_n == 0 && !sets("context", "lexical_radius") {
         config.context.lexical_radius = 0;
+    }
+    // Turning dense retrieval off makes abstention use the lexical signal, as `evicortex compile
+    // --dense off` does, unless the options name a signal. Not when the base carries a threshold
+    // the options leave alone: it was chosen for the dense cosine and means nothing for lexical
+    // coverage, so the combination is refused below, naming `abstention.signal`.
+    let base_threshold_kept =
+        base.abstention.threshold.is_some() && !sets("abstention", "threshold");
+    if config.dense == DenseConfig::Off
+        && config.abstention.signal == SupportSignal::MaxDenseCosine
+        && !sets("abstention", "signal")
+        && !base_threshold_kept
+    {
+        config.abstention.signal = SupportSignal::LexicalCoverage;
     }
     // Serde ignores fields a configuration does not have; a misspelt setting must not vanish.
     let mut given = BTreeSet::new();
@@ -116,7 +131,7 @@ fn merge(target: &mut Value, set: &Map<String, Value>) {
 
 #[cfg(test)]
 mod tests {
-    use evicortex_compiler::{DenseConfig, Expansion};
+    use evicortex_compiler::Expansion;
 
     use super::*;
 
@@ -145,5 +160,27 @@ mod tests {
         assert!(matches!(err, CompileOptionsError::Invalid(_)), "{err}");
         let err = apply(r#"{"rrf_k": -1.0}"#).unwrap_err();
         assert_eq!(err.field().as_deref(), Some("rrf_k"), "{err}");
+    }
+
+    #[test]
+    fn dense_off_selects_the_lexical_signal_as_the_cli_does_unless_told_otherwise() {
+        let got = apply(r#"{"dense": {"mode": "off"}}"#).unwrap();
+        let cli = CompileConfig::hybrid(50, DenseConfig::Off);
+        assert_eq!(got, cli, "the configuration of `--dense off`");
+        let err =
+            apply(r#"{"dense": {"mode": "off"}, "abstention": {"signal": "max_dense_cosine"}}"#)
+                .unwrap_err();
+        assert_eq!(err.field().as_deref(), Some("abstention.signal"), "{err}");
+
+        let mut with_threshold = CompileConfig::hybrid(50, DenseConfig::On { top_n: 50 });
+        with_threshold.abstention.threshold = Some(0.3);
+        let off = |json: &str| {
+            apply_compile_options(&with_threshold, &serde_json::from_str(json).unwrap())
+        };
+        let err = off(r#"{"dense": {"mode": "off"}}"#).unwrap_err();
+        assert_eq!(err.field().as_deref(), Some("abstention.signal"), "a cosine threshold: {err}");
+        let got = off(r#"{"dense": {"mode": "off"}, "abstention": {"threshold": 0.5}}"#).unwrap();
+        assert_eq!(got.abstention.signal, SupportSignal::LexicalCoverage);
+        assert_eq!(got.abstention.threshold, Some(0.5));
     }
 }

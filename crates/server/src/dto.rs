@@ -114,6 +114,43 @@ pub struct NamespaceStatsResponse {
     pub text_bytes: u64,
 }
 
+/// Response of `GET /v1/namespaces/{ns}/export`: the live turns of this namespace only, in
+/// ledger order. Each is a line of `evicortex export --namespace NS`, byte for byte; an append
+/// to `.../turns` takes them back once `namespace` is dropped (the path gives it).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ExportResponse {
+    /// The namespace.
+    pub namespace: String,
+    /// The live turns, in ledger order (an unknown namespace has none).
+    pub turns: Vec<ExportedTurn>,
+}
+
+/// One exported turn: a line of the JSONL ingest format, texts byte for byte. The fields of
+/// [`TurnInput`], with the namespace.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedTurn {
+    /// The namespace (the one in the path).
+    pub namespace: String,
+    /// Session id inside the namespace.
+    pub session: String,
+    /// Index of the turn inside its session (0-based).
+    pub turn: u32,
+    /// `user`, `assistant`, `system` or `tool`.
+    pub role: String,
+    /// Speaker name, where the turn has one (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speaker: Option<String>,
+    /// The verbatim text.
+    pub text: String,
+    /// When it was said: RFC 3339 with the offset it was given with.
+    pub time: String,
+    /// Source metadata, where the turn has any (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
 /// Response of `GET /v1/namespaces`: the namespaces the calling key may read.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct NamespacesResponse {

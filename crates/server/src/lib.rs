@@ -39,6 +39,7 @@ mod api_error;
 mod auth;
 mod compile_request;
 mod dto;
+mod export_body;
 mod facade_error;
 mod http_server;
 mod json_body;
@@ -59,8 +60,8 @@ pub use crate::{
     compile_request::{DEFAULT_TOP_N, READER_TOKENIZERS, Readers, default_config},
     dto::{
         AppendRequest, AppendResponse, AppendedTurn, CompileRequest, EraseRequest, EraseResponse,
-        HealthResponse, NamespaceStatsResponse, NamespacesResponse, SessionSummary,
-        SessionsResponse, TurnInput, VerifyResponse,
+        ExportResponse, ExportedTurn, HealthResponse, NamespaceStatsResponse, NamespacesResponse,
+        SessionSummary, SessionsResponse, TurnInput, VerifyResponse,
     },
     facade_error::facade_error,
     http_server::{ServeError, serve_http, termination_signal},

@@ -9,7 +9,7 @@ use crate::dto;
 #[openapi(
     info(
         title = "EviCortex",
-        description = "Evidence-first long-term memory: append turns, compile cited context within a token budget, answer from it with a reader, erase."
+        description = "Evidence-first long-term memory: append turns, compile cited context within a token budget, answer from it with a reader, export, erase."
     ),
     paths(
         crate::routes::healthz,
@@ -20,6 +20,7 @@ use crate::dto;
         crate::routes::answer,
         crate::routes::erase,
         crate::routes::namespace_stats,
+        crate::routes::export,
         crate::routes::namespaces,
         crate::routes::sessions,
     ),
@@ -34,6 +35,8 @@ use crate::dto;
         dto::EraseRequest,
         dto::EraseResponse,
         dto::NamespaceStatsResponse,
+        dto::ExportResponse,
+        dto::ExportedTurn,
         dto::NamespacesResponse,
         dto::SessionsResponse,
         dto::SessionSummary,

@@ -7,8 +7,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use crate::dto::{
-    AppendRequest, AppendResponse, CompileRequest, EraseRequest, EraseResponse, HealthResponse,
-    NamespaceStatsResponse, NamespacesResponse, SessionsResponse, VerifyResponse,
+    AppendRequest, AppendResponse, CompileRequest, EraseRequest, EraseResponse, ExportResponse,
+    HealthResponse, NamespaceStatsResponse, NamespacesResponse, SessionsResponse, VerifyResponse,
 };
 use crate::{ApiError, AppState, Caller, ErrorBody, JsonBody, operations};
 
@@ -30,6 +30,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/namespaces/{ns}/answer", post(answer))
         .route("/v1/namespaces/{ns}/erase", post(erase))
         .route("/v1/namespaces/{ns}/stats", get(namespace_stats))
+        .route("/v1/namespaces/{ns}/export", get(export))
         .route("/v1/namespaces", get(namespaces))
         .route("/v1/namespaces/{ns}/sessions", get(sessions))
         .merge(crate::ui::routes())
@@ -209,6 +210,28 @@ pub(crate) async fn namespace_stats(
 ) -> Result<Json<NamespaceStatsResponse>, ApiError> {
     let namespace = path_namespace(&caller, path)?;
     state.blocking(move |memory, _| operations::namespace_stats(memory, &namespace)).await.map(Json)
+}
+
+/// The live turns of one namespace, in ledger order, as `evicortex export --namespace NS`
+/// writes them (each turn a line of its output, byte for byte), streamed. An unknown namespace
+/// has none. Nothing about other namespaces is revealed.
+#[utoipa::path(
+    get, path = "/v1/namespaces/{ns}/export",
+    params(("ns" = String, Path, description = "namespace")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = ExportResponse),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 500, body = ErrorBody, description = "integrity failure, naming the first bad record; once the body has started, the connection is aborted instead"),
+    )
+)]
+pub(crate) async fn export(
+    State(state): State<AppState>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<axum::response::Response, ApiError> {
+    let namespace = path_namespace(&caller, path)?;
+    crate::export_body::export_response(&state, namespace).await
 }
 
 /// The namespaces the key may read: a namespace key its own, an admin key every namespace.

@@ -43,6 +43,7 @@ async fn a_key_for_another_namespace_gets_the_same_403_whether_it_exists_or_not(
     for ns in ["bob", "nobody-here", "bad%2Fname", "%FF"] {
         for (method, route, body) in [
             ("GET", "stats", None),
+            ("GET", "export", None),
             ("POST", "turns", Some(json!({"turns": [turn("s", 1, "x")]}))),
             ("POST", "erase", Some(json!({"all": true}))),
             (

@@ -12,6 +12,9 @@ mod auth;
 mod bad_input;
 // Appending, stats, erasure and verify through the API.
 mod round_trip;
+// Export: the facade's export of one namespace, its key rules, and a body read at the client's
+// pace that holds up no writer.
+mod export;
 // Concurrent appends over real sockets: every acknowledged turn is stored, the ledger verifies.
 mod concurrency;
 // Random requests against the router: never a 5xx, never a non-JSON error.

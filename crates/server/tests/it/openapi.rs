@@ -15,6 +15,7 @@ async fn openapi_document_lists_every_route_and_the_bearer_scheme() {
         "/v1/namespaces/{ns}/answer",
         "/v1/namespaces/{ns}/erase",
         "/v1/namespaces/{ns}/stats",
+        "/v1/namespaces/{ns}/export",
         "/v1/namespaces",
         "/v1/namespaces/{ns}/sessions",
     ] {
