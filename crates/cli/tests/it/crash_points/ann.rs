@@ -12,6 +12,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::Arc,
+    time::{Duration, Instant},
 };
 
 use evicortex::{
@@ -24,7 +25,7 @@ use serde_json::json;
 use super::{Row, Window, erase::turns};
 
 const NAMESPACE: &str = "ann";
-const TURNS: usize = 300;
+const TURNS: usize = 200;
 const QUESTION: &str = "where was the violin moved?";
 /// Set to the store's path in the child's environment.
 const CHILD_ENV: &str = "EVICORTEX_CRASH_ANN_CHILD";
@@ -96,10 +97,13 @@ pub fn index_persistence(mut rng: StdRng, wanted: usize) -> Row {
 
     let mut row = Row::new();
     let mut window = Window::new(1_000.0, 20.0, 30_000.0);
+    // How long a child that builds and writes the file runs; measured by the first run, which
+    // is not killed.
+    let mut build_run: Option<Duration> = None;
     let mut run = 0;
     while row.kills < wanted {
         row.check_progress(run, wanted);
-        let start = match rng.random_range(0..10) {
+        let start = match if build_run.is_none() { 0 } else { rng.random_range(0..10) } {
             0..6 => {
                 fs_err::remove_file(&file).unwrap();
                 "no file"
@@ -111,6 +115,7 @@ pub fn index_persistence(mut rng: StdRng, wanted: usize) -> Row {
                 "a truncated file"
             }
         };
+        let spawned = Instant::now();
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, &store)
@@ -118,7 +123,19 @@ pub fn index_persistence(mut rng: StdRng, wanted: usize) -> Row {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(window.sample(&mut rng));
+        // The file is written at the end of a child's run, in a few milliseconds: most kills
+        // are aimed at the end of a typical run that builds, the others spread over the run.
+        let delay = match build_run {
+            None => {
+                child.wait().unwrap();
+                Duration::ZERO
+            }
+            Some(typical) if start == "no file" && rng.random_bool(0.6) => {
+                typical.mul_f64(rng.random_range(0.85..1.02))
+            }
+            Some(_) => window.sample(&mut rng),
+        };
+        std::thread::sleep(delay.saturating_sub(spawned.elapsed()));
         let running = child.try_wait().unwrap().is_none();
         let at_kill = IndexState::read(&index_dir, &file, &reference_bytes);
         child.kill().unwrap();
@@ -140,6 +157,10 @@ pub fn index_persistence(mut rng: StdRng, wanted: usize) -> Row {
             });
             window.scale(if at_kill == IndexState::Before { 1.1 } else { 1.0 });
         } else {
+            if start == "no file" {
+                let took = spawned.elapsed();
+                build_run = Some(build_run.map_or(took, |t| t.mul_f64(0.7) + took.mul_f64(0.3)));
+            }
             row.completed += 1;
             window.scale(0.8);
         }
