@@ -237,6 +237,9 @@ impl Ledger {
             }
         }
         store::write_head(&tx, Head { last: Some(redaction), chain }).map_err(&sql)?;
+        // A crash after this commit and before the scrub ends leaves old bytes in the files:
+        // the next read-write open sees the mark and scrubs.
+        store::mark_scrub_pending(&tx, redaction.raw()).map_err(&sql)?;
         let orphaned_texts = orphaned(&tx, &live).map_err(&sql)?;
         tx.commit().map_err(&sql)?;
         Ok(EraseReceipt {
@@ -249,7 +252,8 @@ impl Ledger {
 
     /// Removes every trace of cleared bytes from the files: checkpoint the WAL into the main
     /// file and truncate it, rebuild the main file without free pages (`VACUUM`; with
-    /// `secure_delete` freed cells are zeroed as well), and checkpoint again.
+    /// `secure_delete` freed cells are zeroed as well), and checkpoint again; then clears the
+    /// erasure's scrub-pending mark. A read-write open runs it when the mark is set.
     pub fn scrub(&self) -> Result<(), EraseError> {
         self.with_writer(
             |path| EraseError::ReadOnly { path },
@@ -257,6 +261,10 @@ impl Ledger {
                 let sql = sql_err(self.path());
                 checkpoint_truncate(conn, self)?;
                 conn.execute_batch("VACUUM;").map_err(&sql)?;
+                checkpoint_truncate(conn, self)?;
+                // Only now are the old bytes gone from both files; the mark's removal is
+                // checkpointed too, so the WAL is left empty.
+                store::clear_scrub_pending(conn).map_err(&sql)?;
                 checkpoint_truncate(conn, self)?;
                 Ok(())
             },

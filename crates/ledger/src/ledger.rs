@@ -90,18 +90,37 @@ impl Ledger {
                 })
             })?;
         }
+        let scrub_pending = match mode {
+            OpenMode::ReadWrite => store::scrub_pending(&first).map_err(sql_err(path))?,
+            OpenMode::Inspect => None,
+        };
         let writer = match mode {
             OpenMode::ReadWrite => Some(Mutex::new(first)),
             OpenMode::Inspect => None,
         };
-        Ok(Ledger {
+        let ledger = Ledger {
             path: path.to_owned(),
             mode,
             writer,
             readers: Mutex::new(Vec::new()),
             open_problem,
             poisoned: Mutex::new(None),
-        })
+        };
+        if let Some(redaction) = scrub_pending {
+            // An erasure committed, then the process ended before its scrub did: the erased
+            // bytes may still be in the main file or the WAL. Finish before anything else.
+            ledger.scrub().map_err(|e| match e {
+                crate::EraseError::Storage(s) => OpenError::Storage(s),
+                other => OpenError::Storage(StorageError::Io {
+                    op: "finishing the scrub of an interrupted erasure in",
+                    path: path.to_owned(),
+                    source: std::io::Error::other(format!(
+                        "redaction record #{redaction}: {other}"
+                    )),
+                }),
+            })?;
+        }
+        Ok(ledger)
     }
 
     /// The ledger file.

@@ -125,6 +125,32 @@ pub(crate) fn write_head(conn: &Connection, head: Head) -> rusqlite::Result<()> 
     Ok(())
 }
 
+/// The `ledger_meta` key set in the transaction of an erasure and removed once its scrub has
+/// finished: while present, old bytes of erased records may still be in the files (a crash came
+/// between the commit and the end of the scrub), and the next read-write open scrubs.
+pub(crate) const SCRUB_PENDING: &str = "scrub_pending";
+
+/// Records that the erasure committing in `conn`'s transaction (redaction `seq`) has not been
+/// scrubbed yet.
+pub(crate) fn mark_scrub_pending(conn: &Connection, seq: u64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT OR REPLACE INTO ledger_meta (key, value) VALUES (?1, ?2)",
+        [SCRUB_PENDING, &seq.to_string()],
+    )?;
+    Ok(())
+}
+
+/// The redaction whose scrub an interrupted erasure left unfinished, if any.
+pub(crate) fn scrub_pending(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    conn.query_row("SELECT value FROM ledger_meta WHERE key = ?1", [SCRUB_PENDING], |r| r.get(0))
+        .optional()
+}
+
+pub(crate) fn clear_scrub_pending(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute("DELETE FROM ledger_meta WHERE key = ?1", [SCRUB_PENDING])?;
+    Ok(())
+}
+
 /// The last record's sequence number and chain hash, straight from the records table.
 pub(crate) fn last_record(conn: &Connection) -> rusqlite::Result<Option<(i64, Vec<u8>)>> {
     conn.query_row("SELECT seq, chain FROM records ORDER BY seq DESC LIMIT 1", [], |r| {

@@ -177,11 +177,14 @@ pub(crate) fn remove_files(dir: &Path, namespace: &Namespace) -> Result<(), Inde
 }
 
 /// Removes the index files that an erasure interrupted before its purge left behind: those of a
-/// namespace erased after the position they cover, and those that cannot be read.
+/// namespace erased after the position they cover, and those that cannot be read; and the
+/// temporary files of writers killed before their rename.
 pub(crate) fn reconcile(dir: &Path, ledger: &evicortex_ledger::Ledger) -> Result<(), OpenError> {
     let io = |path: &Path, source| OpenError::IndexFile {
         source: IndexFileError::Io { path: path.to_owned(), source },
     };
+    evicortex_vector::remove_abandoned_temporaries(dir)
+        .map_err(|source| OpenError::IndexFile { source })?;
     let entries = match fs_err::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),

@@ -33,7 +33,8 @@ pub use crate::{
     hnsw::{
         HnswIndex, HnswParams, INDEX_FILE_MAGIC, INDEX_FILE_VERSION, IndexFileError,
         IndexFileHeader, IndexFileMeta, IndexFileState, SearchTrace, index_file_name,
-        index_file_prefix, index_file_state, read_index_header, remove_index_file,
+        index_file_prefix, index_file_state, read_index_header, remove_abandoned_temporaries,
+        remove_index_file,
     },
     index::{IndexKind, VectorError, VectorHit, VectorIndex, VectorIndexRead},
     key::IndexKey,

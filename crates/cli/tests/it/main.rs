@@ -9,6 +9,9 @@ mod answer;
 mod compile;
 /// SIGKILL at random moments during ingestion: every acknowledged batch survives, none is partial.
 mod crash;
+/// SIGKILL at random points beyond ingest: serve under load and at shutdown, erase and its scrub,
+/// embed catch-up, the HNSW index file; a table of where the kills landed (slow).
+mod crash_points;
 /// Erase: texts gone from every file, verify still passing.
 mod erase;
 /// Export: byte-exact round trips through `ingest`.

@@ -7,7 +7,7 @@ use std::{
     process::Command,
 };
 
-use evicortex_core::Namespace;
+use evicortex_core::{Namespace, SessionId};
 use evicortex_ledger::{AppendError, EraseError, EraseTarget, Ledger, StorageError};
 
 use crate::fixture::turn;
@@ -94,4 +94,84 @@ fn child(dir: &Path) {
         "the append that reported failure is not stored"
     );
     ledger.append(&[turn("a", "s", 1, "after reopening")]).unwrap();
+}
+
+const SCRUB_CHILD: &str = "EVICORTEX_SCRUB_CHILD_DIR";
+
+/// A process that dies after an erasure's commit and before the end of its scrub leaves the
+/// erased text in the files (found by the SIGKILL test of `evicortex erase`). Here the scrub's
+/// first write to the main file fails and the handle is abandoned unclosed, as a killed process
+/// leaves it (a clean close would checkpoint). The next read-write open finishes the scrub
+/// before it returns: while it is open, the text is in no file.
+#[test]
+fn an_erasure_interrupted_before_its_scrub_is_finished_by_the_next_open() {
+    if let Ok(dir) = std::env::var(SCRUB_CHILD) {
+        return scrub_child(Path::new(&dir));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let shim = build_faultfs(dir.path());
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "faults::an_erasure_interrupted_before_its_scrub_is_finished_by_the_next_open",
+        ])
+        .args(["--nocapture", "--test-threads", "1"])
+        .env(SCRUB_CHILD, dir.path())
+        .env("FAULTFS_CONTROL", dir.path().join("control"))
+        .env("LD_PRELOAD", &shim)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the child run failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let fired = fs_err::read_to_string(dir.path().join("control.fired")).unwrap();
+    assert!(fired.starts_with("write "), "{fired}");
+}
+
+fn holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    crate::fixture::all_bytes(dir)
+        .into_iter()
+        .filter(|(_, bytes)| crate::fixture::contains(bytes, needle.as_bytes()))
+        .map(|(path, _)| path)
+        .collect()
+}
+
+fn scrub_child(dir: &Path) {
+    let path = dir.join("ledger.sqlite");
+    let secret = "SCRUB-MARKER the vault code is 90210 ".repeat(200);
+    {
+        let ledger = Ledger::open(&path).unwrap();
+        ledger.append(&[turn("a", "kept", 0, "kept"), turn("a", "secret", 0, &secret)]).unwrap();
+    }
+    let ledger = Ledger::open(&path).unwrap();
+    fs_err::write(dir.join("control"), "write ledger.sqlite 1\n").unwrap();
+    let target =
+        EraseTarget::Session(Namespace::new("a").unwrap(), SessionId::new("secret").unwrap());
+    let err = ledger.erase(&target).unwrap_err();
+    assert!(matches!(&err, EraseError::ScrubIncomplete { .. }), "{err:?}");
+    // Killed: nothing is closed, so no checkpoint on close tidies up.
+    std::mem::forget(ledger);
+    assert!(
+        !holding(dir, "SCRUB-MARKER").is_empty(),
+        "the interrupted scrub left the erased text in a file (what this test is about)"
+    );
+
+    let reopened = Ledger::open(&path).unwrap();
+    let left = holding(dir, "SCRUB-MARKER");
+    assert!(left.is_empty(), "the erased text is still in {left:?} after the reopen");
+    reopened.verify().unwrap();
+    let texts: Vec<String> = reopened
+        .evidence(&Namespace::new("a").unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|e| e.turn.text)
+        .collect();
+    assert_eq!(texts, ["kept"]);
+    // The mark is gone: the next erasure starts from a clean state, and so does a third open.
+    reopened.erase(&target).unwrap();
+    drop(reopened);
+    Ledger::open(&path).unwrap().verify().unwrap();
 }

@@ -261,3 +261,33 @@ fn a_file_left_by_an_interrupted_erasure_is_removed_on_open() {
     let _memory = open(dir.path(), &encoder, graph_always());
     assert!(index_files(dir.path()).is_empty(), "removed on open, before any compile");
 }
+
+/// A writer killed before the rename leaves its temporary file (found by the SIGKILL test in
+/// `crates/cli/tests/it/crash_points`): a copy of the vectors that no erasure's purge matched
+/// by name. The next open removes it; a temporary file whose writer still holds its lock stays.
+#[test]
+fn a_temporary_file_of_a_killed_writer_is_removed_on_open() {
+    let encoder = encoder();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), &encoder, graph_always());
+    ingest(&memory, SAMPLE);
+    compile(&memory, QUESTIONS[0].0, None);
+    let (path, _) = only_index_file(dir.path());
+    drop(memory);
+    let index_dir = dir.path().join(VECTOR_INDEX_DIR);
+    let abandoned = index_dir.join(".hnsw-killed1.tmp");
+    fs_err::copy(&path, &abandoned).unwrap();
+    let live = index_dir.join(".hnsw-writing.tmp");
+    fs_err::copy(&path, &live).unwrap();
+    let writer = fs_err::File::open(&live).unwrap();
+    writer.file().lock().unwrap();
+
+    let _memory = open(dir.path(), &encoder, graph_always());
+    let mut left = index_files(dir.path());
+    left.sort();
+    assert_eq!(left, [live.clone(), path], "the abandoned file is removed, the live one kept");
+    drop(writer);
+    drop(_memory);
+    let _memory = open(dir.path(), &encoder, graph_always());
+    assert!(!live.exists(), "once its writer is gone, it is removed too");
+}

@@ -143,6 +143,57 @@ pub fn read_index_header(path: &Path) -> Result<IndexFileHeader, IndexFileError>
     reader.header()
 }
 
+/// How the temporary files of [`HnswIndex::save`] are named.
+const TEMPORARY_PREFIX: &str = ".hnsw-";
+const TEMPORARY_SUFFIX: &str = ".tmp";
+
+/// Removes the temporary files in `dir` that a writer killed before its rename left behind
+/// (each holds a copy of vectors, erased ones possibly included, and the index's size on disk);
+/// returns how many. A temporary file whose lock is held belongs to a live writer and is kept.
+/// A writer that has created its file but not yet locked it (a few instructions) could lose
+/// its file here; its save then fails with an I/O error and nothing is corrupted.
+// std's error kind tells a missing folder apart; the errors returned name the path.
+#[allow(clippy::disallowed_methods)]
+pub fn remove_abandoned_temporaries(dir: &Path) -> Result<usize, IndexFileError> {
+    let io = |path: &Path, source| IndexFileError::Io { path: path.to_owned(), source };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(source) => return Err(io(dir, source)),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let path = entry.map_err(|source| io(dir, source))?.path();
+        let temporary = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(TEMPORARY_PREFIX) && n.ends_with(TEMPORARY_SUFFIX));
+        if !temporary {
+            continue;
+        }
+        let file = match fs_open(&path) {
+            Ok(file) => file,
+            // Its writer renamed it into place meanwhile.
+            Err(IndexFileError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
+        match file.try_lock() {
+            Ok(()) => {
+                if remove_index_file(&path)? {
+                    removed += 1;
+                }
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(source)) => return Err(io(&path, source)),
+        }
+    }
+    Ok(removed)
+}
+
 /// Removes the index file at `path` (and makes the removal durable); `false` if there was none.
 // std's error kind tells a missing file apart; the error returned names the path.
 #[allow(clippy::disallowed_methods)]
@@ -165,10 +216,16 @@ impl<K: IndexKey> HnswIndex<K> {
         let io = |source| IndexFileError::Io { path: path.to_owned(), source };
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let mut tmp = tempfile::Builder::new()
-            .prefix(".hnsw-")
-            .suffix(".tmp")
+            .prefix(TEMPORARY_PREFIX)
+            .suffix(TEMPORARY_SUFFIX)
             .tempfile_in(dir)
             .map_err(|source| IndexFileError::Io { path: dir.to_owned(), source })?;
+        // Held until the file is renamed into place and closed: a temporary file nobody holds
+        // the lock of was left by a writer that died, and the next open removes it
+        // (`remove_abandoned_temporaries`).
+        tmp.as_file()
+            .lock()
+            .map_err(|source| IndexFileError::Io { path: tmp.path().to_owned(), source })?;
         let bytes = {
             let mut out = HashingWriter::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
             self.write_body(&mut out, meta).map_err(io)?;
