@@ -9,7 +9,9 @@ use serde::Deserialize;
 
 use crate::{
     calibration_interval::{ThresholdInterval, false_abstention_threshold_interval},
-    report::{Calibration, MAX_FALSE_ABSTENTION, calibrate, calibrate_false_abstention},
+    report::{
+        Calibration, MAX_FALSE_ABSTENTION, calibrate, calibrate_false_abstention, calibration_at,
+    },
 };
 
 /// The fields of a `questions.jsonl` line this needs.
@@ -73,36 +75,11 @@ pub fn read_support_points(
     Ok(out)
 }
 
-/// What a threshold does on one set of points.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ThresholdEffect {
-    /// Abstention cases.
-    pub n_abstention: usize,
-    /// Answerable questions.
-    pub n_answerable: usize,
-    /// Share of abstention cases below the threshold (caught).
-    pub caught: f64,
-    /// Share of answerable questions below it (refused).
-    pub refused: f64,
-}
-
-/// The effect of abstaining strictly below `threshold`.
-pub fn effect(points: &[(f32, bool)], threshold: f32) -> ThresholdEffect {
-    let n_abstention = points.iter().filter(|p| p.1).count();
-    let n_answerable = points.len() - n_abstention;
-    let below = |kind: bool| points.iter().filter(|p| p.1 == kind && p.0 < threshold).count();
-    let share = |k: usize, n: usize| if n == 0 { f64::NAN } else { k as f64 / n as f64 };
-    ThresholdEffect {
-        n_abstention,
-        n_answerable,
-        caught: share(below(true), n_abstention),
-        refused: share(below(false), n_answerable),
-    }
-}
-
 /// The pooled calibration and, per run, what its thresholds do there.
 #[derive(Clone, Debug)]
 pub struct PooledCalibration {
+    /// Every run's points together (source `pooled`).
+    pub points: SupportPoints,
     /// Balanced-accuracy threshold over every point.
     pub balanced: Option<Calibration>,
     /// Highest threshold refusing at most 5% of the answerable questions, over every point.
@@ -113,11 +90,16 @@ pub struct PooledCalibration {
 
 /// Calibrates over the union of `runs`.
 pub fn pool(runs: &[SupportPoints]) -> PooledCalibration {
-    let all: Vec<(f32, bool)> = runs.iter().flat_map(|r| r.points.iter().copied()).collect();
+    let points = SupportPoints {
+        source: "pooled".to_owned(),
+        points: runs.iter().flat_map(|r| r.points.iter().copied()).collect(),
+        without_support: runs.iter().map(|r| r.without_support).sum(),
+    };
     PooledCalibration {
-        balanced: calibrate(&all),
-        five_percent: calibrate_false_abstention(&all, MAX_FALSE_ABSTENTION),
-        interval: false_abstention_threshold_interval(&all, MAX_FALSE_ABSTENTION),
+        balanced: calibrate(&points.points),
+        five_percent: calibrate_false_abstention(&points.points, MAX_FALSE_ABSTENTION),
+        interval: false_abstention_threshold_interval(&points.points, MAX_FALSE_ABSTENTION),
+        points,
     }
 }
 
@@ -175,24 +157,26 @@ pub fn pooled_markdown(
         "\n| run | abstention cases | answerable | without support | threshold | caught | refused |"
     );
     let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- |");
-    let all: Vec<(f32, bool)> = runs.iter().flat_map(|r| r.points.iter().copied()).collect();
-    let pooled_run = SupportPoints {
-        source: "pooled".to_owned(),
-        points: all,
-        without_support: runs.iter().map(|r| r.without_support).sum(),
-    };
-    for run in runs.iter().chain(std::iter::once(&pooled_run)) {
+    for run in runs.iter().chain(std::iter::once(&pooled.points)) {
         for (label, t) in &thresholds {
-            let e = effect(&run.points, *t);
+            let (n_abs, n_ans) = (
+                run.points.iter().filter(|p| p.1).count(),
+                run.points.iter().filter(|p| !p.1).count(),
+            );
+            let shares = calibration_at(&run.points, *t).map_or_else(
+                || "- | - |".to_owned(),
+                |c| {
+                    format!(
+                        "{:.1}% | {:.1}% |",
+                        100.0 * c.abstention_recall,
+                        100.0 * c.false_abstention
+                    )
+                },
+            );
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {label} {t:.6} | {:.1}% | {:.1}% |",
-                run.source,
-                e.n_abstention,
-                e.n_answerable,
-                run.without_support,
-                100.0 * e.caught,
-                100.0 * e.refused
+                "| {} | {n_abs} | {n_ans} | {} | {label} {t:.6} | {shares}",
+                run.source, run.without_support
             );
         }
     }
@@ -238,8 +222,8 @@ mod tests {
         let t = pooled.five_percent.as_ref().unwrap().threshold;
         // Refuses none of the answerable (lowest 0.5) and catches both cases.
         assert!(t > 0.3 && t <= 0.5, "{t}");
-        let e = effect(&b.points, t);
-        assert_eq!((e.caught, e.refused), (1.0, 0.0));
+        let c = calibration_at(&b.points, t).unwrap();
+        assert_eq!((c.abstention_recall, c.false_abstention), (1.0, 0.0));
         let md = pooled_markdown(&[a, b], &pooled, &[0.55]);
         assert!(md.contains("| pooled | 2 | 3 | 0 | 0.55 0.550000 | 100.0% | 33.3% |"), "{md}");
     }

@@ -161,19 +161,27 @@ fn thresholds(points: &[(f32, bool)]) -> Option<Vec<Calibration>> {
     let mut candidates = vec![scores[0]];
     candidates.extend(scores.windows(2).map(|w| (w[0] + w[1]) / 2.0));
     candidates.push(scores[scores.len() - 1] + 1e-6);
-    let at = |t: f32| {
-        let abs_ok = points.iter().filter(|p| p.1 && p.0 < t).count() as f64 / n_abs as f64;
-        let ans_ok = points.iter().filter(|p| !p.1 && p.0 >= t).count() as f64 / n_ans as f64;
-        Calibration {
-            threshold: t,
-            balanced_accuracy: (abs_ok + ans_ok) / 2.0,
-            abstention_recall: abs_ok,
-            false_abstention: 1.0 - ans_ok,
-            n_abstention: n_abs,
-            n_answerable: n_ans,
-        }
-    };
-    Some(candidates.into_iter().map(at).collect())
+    candidates.into_iter().map(|t| calibration_at(points, t)).collect()
+}
+
+/// What abstaining strictly below `t` does on `(support, is_abstention)` pairs; `None` without
+/// both kinds.
+pub fn calibration_at(points: &[(f32, bool)], t: f32) -> Option<Calibration> {
+    let n_abs = points.iter().filter(|p| p.1).count();
+    let n_ans = points.len() - n_abs;
+    if n_abs == 0 || n_ans == 0 {
+        return None;
+    }
+    let abs_ok = points.iter().filter(|p| p.1 && p.0 < t).count() as f64 / n_abs as f64;
+    let ans_ok = points.iter().filter(|p| !p.1 && p.0 >= t).count() as f64 / n_ans as f64;
+    Some(Calibration {
+        threshold: t,
+        balanced_accuracy: (abs_ok + ans_ok) / 2.0,
+        abstention_recall: abs_ok,
+        false_abstention: 1.0 - ans_ok,
+        n_abstention: n_abs,
+        n_answerable: n_ans,
+    })
 }
 
 /// The threshold maximising balanced accuracy over `(support, is_abstention)` pairs (the
