@@ -303,6 +303,7 @@ pub fn compile_timed(
             lists: Vec::new(),
             fused_rank: None,
             length_divisor: None,
+            spread_deferred: false,
         })
         .collect();
 
@@ -323,6 +324,7 @@ pub fn compile_timed(
                 lists,
                 fused_rank: Some(i as u32 + 1),
                 length_divisor: None,
+                spread_deferred: false,
             });
         }
     } else {
@@ -338,6 +340,7 @@ pub fn compile_timed(
                     lists,
                     fused_rank: Some(i as u32 + 1),
                     length_divisor: packed.divisors.get(&hit.key).copied(),
+                    spread_deferred: packed.deferred.contains(&hit.key),
                 });
             }
         }
@@ -369,6 +372,7 @@ pub fn compile_timed(
                 fused_rank: fused_at.map(|i| i as u32 + 1),
                 fused_score: fused_at.map(|i| fused[i].score),
                 length_divisor: packed.divisors.get(&e.id).copied(),
+                spread_deferred: packed.deferred.contains(&e.id),
                 tokens: chosen.tokens,
             });
         }
@@ -613,6 +617,7 @@ fn filtered_candidates(
                     lists: Vec::new(),
                     fused_rank: None,
                     length_divisor: None,
+                    spread_deferred: false,
                 });
             }
         }
@@ -631,6 +636,7 @@ fn filtered_candidates(
                         lists: Vec::new(),
                         fused_rank: None,
                         length_divisor: None,
+                        spread_deferred: false,
                     });
                 } else if let Some(existing) = out.iter_mut().find(|x| x.record == h.key) {
                     existing.dense = Some(rank);

@@ -251,13 +251,16 @@ pub struct ContextItem {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lists: Vec<ListRank>,
     /// Rank in the order candidates were offered to the budget (after fusion, the reranker's
-    /// term and the long-turn rule), from 1.
+    /// term, the long-turn rule and the session spread), from 1.
     pub fused_rank: Option<u32>,
     /// The fused RRF score.
     pub fused_score: Option<f64>,
     /// What the long-turn rule divided the fused score by, when more than 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub length_divisor: Option<f32>,
+    /// Whether the session spread moved it behind other sessions' candidates.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spread_deferred: bool,
     /// Reader tokens of this item's line counted alone (lines do not add up exactly to
     /// `tokens_used`, which is the exact count of the whole text).
     pub tokens: u32,
@@ -282,6 +285,9 @@ pub struct ExcludedCandidate {
     /// What the long-turn rule divided the fused score by, when more than 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub length_divisor: Option<f32>,
+    /// Whether the session spread moved it behind other sessions' candidates.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spread_deferred: bool,
 }
 
 /// A candidate's rank and raw score in one of the lists beyond lexical and dense.
@@ -374,7 +380,12 @@ impl CompiledContext {
             if let Selection::Expansion { of } = &item.selected_by {
                 parts.push(format!("neighbour of {of}"));
             }
-            parts.extend(contributions(&item.lists, item.rerank, item.length_divisor));
+            parts.extend(contributions(
+                &item.lists,
+                item.rerank,
+                item.length_divisor,
+                item.spread_deferred,
+            ));
             line(format!(
                 "{:<10} {:>6} {:>12} {:>12} {:>12} {:>6}  {}",
                 item.citation,
@@ -387,7 +398,7 @@ impl CompiledContext {
             ));
         }
         for ex in &self.excluded {
-            let parts = contributions(&ex.lists, None, ex.length_divisor);
+            let parts = contributions(&ex.lists, None, ex.length_divisor, ex.spread_deferred);
             line(format!(
                 "excluded {:<8} fused {:>4} lexical {:>12} dense {:>12}  {}{}",
                 ex.record.to_string(),
@@ -407,6 +418,7 @@ fn contributions(
     lists: &[ListRank],
     rerank: Option<RankScore>,
     divisor: Option<f32>,
+    spread_deferred: bool,
 ) -> Vec<String> {
     let mut parts = Vec::new();
     for mechanism in ["context", "names", "time window", "session"] {
@@ -424,6 +436,9 @@ fn contributions(
     }
     if let Some(d) = divisor {
         parts.push(format!("long turn: score / {d:.2}"));
+    }
+    if spread_deferred {
+        parts.push("spread: deferred behind other sessions".to_owned());
     }
     parts
 }

@@ -32,6 +32,8 @@ pub struct CompileConfig {
     pub dedup: DedupPolicy,
     /// The order candidates are offered to the budget in.
     pub long_turns: LongTurns,
+    /// Whether that order is spread over sessions before the budget is filled.
+    pub spread: SessionSpread,
     /// Whether neighbouring turns of selected ones are added when they fit.
     pub expansion: Expansion,
     /// The support score and the threshold below which the compiler abstains.
@@ -170,6 +172,34 @@ pub enum RerankConfig {
     },
 }
 
+/// Spreading the packed turns over sessions, for questions whose evidence is scattered.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum SessionSpread {
+    /// Candidates are offered to the budget in the long-turn rule's order.
+    Off,
+    /// In that order, a candidate whose session already has `turns` candidates ahead of it is
+    /// deferred behind every candidate that is not (deferred ones keep their order), so that one
+    /// session's many matching turns do not fill the budget before other sessions are reached.
+    PerSession {
+        /// Candidates of one session offered before the others' are reached; at least 1.
+        turns: u32,
+        /// Which questions it applies to.
+        questions: SpreadQuestions,
+    },
+}
+
+/// Which questions [`SessionSpread::PerSession`] applies to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpreadQuestions {
+    /// Every question.
+    All,
+    /// Questions that ask to count, total or list ("how many", "in total", "all the", "list",
+    /// "how often", ...: `crate::spread::is_aggregating`).
+    Aggregating,
+}
+
 /// Which candidates are folded together.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -256,6 +286,7 @@ impl CompileConfig {
             rerank: RerankConfig::Off,
             dedup: DedupPolicy::IdenticalText,
             long_turns: LongTurns::FusedOrder,
+            spread: SessionSpread::Off,
             expansion: Expansion::None,
             abstention: AbstentionConfig { signal, threshold: None },
             layout: Layout::ChronologicalBySession,
@@ -347,6 +378,9 @@ impl CompileConfig {
         }
         if let LongTurns::ScaledByLength { unit_tokens: 0 } = self.long_turns {
             return bad("long_turns.unit_tokens", "must be at least 1".to_owned());
+        }
+        if let SessionSpread::PerSession { turns: 0, .. } = self.spread {
+            return bad("spread.turns", "must be at least 1 (or spread: off)".to_owned());
         }
         if let Expansion::AdjacentTurns { radius: 0, .. } = self.expansion {
             return bad("expansion.radius", "must be at least 1 (use expansion: none)".to_owned());

@@ -10,7 +10,8 @@
 //! optionally those of the best-scored sessions as another ([`SessionConfig`]); an
 //! optional [`Reranker`] over at most 16 fused candidates whose ordinal ranks add one more RRF
 //! term; a support score and threshold for abstention; greedy selection in fused order, or with
-//! long turns' scores scaled down by their length, with optional adjacent-turn expansion; a
+//! long turns' scores scaled down by their length, optionally spread over sessions
+//! ([`SessionSpread`]), with optional adjacent-turn expansion; a
 //! chronological layout grouped by session; and an exact count of the rendered block in the
 //! reader's tokenizer, trimmed until it fits, then filled with further whole candidate turns while
 //! it still fits. The compiler takes plain inputs ([`Corpus`], a `Bm25Index`, a
@@ -86,6 +87,7 @@ mod reader_tokens;
 mod render;
 mod rerank;
 mod session_list;
+mod spread;
 mod time_window;
 mod turn_document;
 
@@ -101,7 +103,7 @@ pub use crate::{
     config::{
         AbstentionConfig, CompileConfig, ContextConfig, DEFAULT_TOP_N, DedupPolicy, DenseConfig,
         Expansion, Layout, LexicalConfig, LongTurns, NamesConfig, RerankConfig, SessionConfig,
-        SupportSignal, TimeConfig,
+        SessionSpread, SpreadQuestions, SupportSignal, TimeConfig,
     },
     context_index::{ContextVectors, WindowIndex, window_document},
     corpus::Corpus,

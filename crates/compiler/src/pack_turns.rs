@@ -1,5 +1,5 @@
-//! Packing turns: greedy selection in fused order (or the long-turn rule's) from per-piece
-//! estimates, each selected turn
+//! Packing turns: greedy selection in fused order (or the long-turn rule's, then spread over
+//! sessions) from per-piece estimates, each selected turn
 //! followed by its adjacent turns when expansion is on, the exact fit of the rendered block, then
 //! a fill of the slack the estimates left.
 
@@ -13,6 +13,7 @@ use crate::{
     fit_exactly,
     reader_tokens::LineCachedCount,
     render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_order, turn_prefix},
+    spread,
 };
 
 pub(crate) struct Chosen {
@@ -34,6 +35,8 @@ pub(crate) struct Packed {
     pub(crate) tokens: u32,
     /// What the long-turn rule divided each candidate's fused score by, where more than 1.
     pub(crate) divisors: HashMap<TurnId, f32>,
+    /// Candidates the session spread moved behind other sessions' candidates.
+    pub(crate) deferred: HashSet<TurnId>,
 }
 
 pub(crate) fn pack(
@@ -115,6 +118,10 @@ pub(crate) fn pack(
         scaled.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.key.cmp(&b.1.key)));
         *fused = scaled.into_iter().map(|(_, hit)| hit).collect();
     }
+    let deferred = match spread::applies(config.spread, &query.question) {
+        Some(turns) => spread::spread_over_sessions(fused, corpus, admission, turns),
+        None => HashSet::new(),
+    };
     // Takes the turn if its text is within `max_text_tokens` and its line fits the plan.
     let mut try_take = |pos: usize,
                         selection: Selection,
@@ -214,7 +221,14 @@ pub(crate) fn pack(
     // Same order as the rendered text: session of first appearance, then time.
     chosen.sort_by(|a, b| turn_order(corpus.at(a.pos)).cmp(&turn_order(corpus.at(b.pos))));
     let chosen = order_as_rendered(corpus, chosen);
-    Ok(Packed { chosen, over_budget, text: fit.text, tokens: fit.tokens as u32, divisors })
+    Ok(Packed {
+        chosen,
+        over_budget,
+        text: fit.text,
+        tokens: fit.tokens as u32,
+        divisors,
+        deferred,
+    })
 }
 
 /// Positions of the turns with index `turn` in the session of `seed`.

@@ -1,11 +1,11 @@
 //! The default's mechanisms, each seen in the compiled context: context lists (and their as-of
 //! rule), named-speaker lists, the time-window list and the long-turn rule; and the session
-//! list, which the default leaves off.
+//! list and the session spread, which the default leaves off.
 
 use evicortex_compiler::{
     CompileConfig, CompileInputs, CompiledContext, ContextConfig, ContextInputs, ContextVectors,
-    DenseConfig, DenseInput, LongTurns, NamesConfig, Retriever, SessionConfig, TiktokenReader,
-    TimeConfig, WindowIndex, compile,
+    DenseConfig, DenseInput, LongTurns, NamesConfig, Retriever, SessionConfig, SessionSpread,
+    SpreadQuestions, TiktokenReader, TimeConfig, WindowIndex, compile,
 };
 use evicortex_core::{Evidence, Role, TurnId};
 use evicortex_lexical::Bm25Params;
@@ -228,4 +228,55 @@ fn the_long_turn_rule_offers_a_long_turn_after_shorter_ones_it_outscored() {
         scaled.items.iter().filter(|i| i.record.raw() != 6).all(|i| i.length_divisor.is_none())
     );
     assert!(scaled.explain().contains("long turn: score /"), "{}", scaled.explain());
+}
+
+#[test]
+fn the_session_spread_reaches_another_session_before_one_session_fills_the_budget() {
+    let records = vec![
+        evidence(1, "c", "s1", 0, Role::User, "2024-05-01T10:00:00Z", "I baked rye bread today."),
+        evidence(2, "c", "s1", 1, Role::User, "2024-05-01T10:01:00Z", "The rye bread was dense."),
+        evidence(3, "c", "s1", 2, Role::User, "2024-05-01T10:02:00Z", "Rye bread again, baked."),
+        evidence(4, "c", "s2", 0, Role::User, "2024-05-09T10:00:00Z", "We had rye crackers."),
+        evidence(5, "c", "s3", 0, Role::User, "2024-05-10T10:00:00Z", "The weather was nice."),
+    ];
+    let built = build("c", records, Vec::new());
+    let mut config = with_context(ContextConfig::OFF);
+    let question = "How many times did I bake rye bread?";
+    let packed =
+        |c: &CompiledContext| -> Vec<u64> { c.items.iter().map(|i| i.record.raw()).collect() };
+    // The plain order offers every turn of s1 before s2's: s2's turn joins s1's best at a larger
+    // budget.
+    let reaches = |config: &CompileConfig| {
+        (20..400)
+            .find(|&b| {
+                let p = packed(&run_with_context(&built, question, None, b, config));
+                p.contains(&1) && p.contains(&4)
+            })
+            .expect("a large budget packs every turn")
+    };
+    let plain_budget = reaches(&config);
+    config.spread = SessionSpread::PerSession { turns: 1, questions: SpreadQuestions::Aggregating };
+    let budget = reaches(&config);
+    assert!(budget < plain_budget, "spread {budget}, plain {plain_budget}");
+    let plain = run_with_context(&built, question, None, budget, &with_context(ContextConfig::OFF));
+    assert!(!packed(&plain).contains(&4), "{}", plain.explain());
+    let spread = run_with_context(&built, question, None, budget, &config);
+    let explain = spread.explain();
+    assert!(explain.contains("spread: deferred behind other sessions"), "{explain}");
+    let deferred: Vec<u64> = (spread.items.iter().filter(|i| i.spread_deferred).map(|i| i.record))
+        .chain(spread.excluded.iter().filter(|x| x.spread_deferred).map(|x| x.record))
+        .map(|r| r.raw())
+        .collect();
+    assert!(!deferred.is_empty() && deferred.iter().all(|&r| r == 2 || r == 3), "{explain}");
+    // A question that does not aggregate keeps the plain order unless the spread is for all.
+    let single = "What did I bake on the first of May rye bread";
+    let unchanged = run_with_context(&built, single, None, budget, &config);
+    let before = run_with_context(&built, single, None, budget, &with_context(ContextConfig::OFF));
+    assert_eq!(packed(&unchanged), packed(&before));
+    assert!(unchanged.excluded.iter().all(|x| !x.spread_deferred));
+    config.spread = SessionSpread::PerSession { turns: 1, questions: SpreadQuestions::All };
+    let all = run_with_context(&built, single, None, budget, &config);
+    assert!(all.excluded.iter().any(|x| x.spread_deferred), "{}", all.explain());
+    config.spread = SessionSpread::PerSession { turns: 0, questions: SpreadQuestions::All };
+    assert!(config.validate().unwrap_err().to_string().contains("spread.turns"));
 }
