@@ -146,4 +146,20 @@ mod tests {
             assert!(msg.contains(&format!("{name:?}")), "{json}: {msg}");
         }
     }
+
+    /// The frozen default states every top-level compile field: a field added to the compile
+    /// configuration later would otherwise take the code's default and change the frozen run.
+    #[test]
+    fn the_frozen_default_states_every_compile_field() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval/configs/default-frozen.json");
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let set = &file["variants"]["evicortex-frozen"]["set"];
+        let Value::Object(full) = serde_json::to_value(CompileConfig::default_for(true)).unwrap()
+        else {
+            panic!("a compile configuration serialises to an object")
+        };
+        for field in full.keys() {
+            assert!(set.get(field).is_some(), "default-frozen.json does not state `{field}`");
+        }
+    }
 }
