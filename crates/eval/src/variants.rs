@@ -152,7 +152,7 @@ mod tests {
     #[test]
     fn the_frozen_default_states_every_compile_field() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval/configs/default-frozen.json");
-        let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let file: Value = serde_json::from_str(&fs_err::read_to_string(path).unwrap()).unwrap();
         let set = &file["variants"]["evicortex-frozen"]["set"];
         let Value::Object(full) = serde_json::to_value(CompileConfig::default_for(true)).unwrap()
         else {

@@ -111,6 +111,8 @@ pub use evicortex_ledger::{
 /// The HNSW graph's parameters ([`AnnSettings::params`]).
 pub use evicortex_vector::HnswParams;
 
+pub use evicortex_lexical::Analyzer;
+
 /// Store files private to their owner (directories 0700, files 0600), for front ends that keep
 /// files of their own beside a store (the server's key store).
 pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
@@ -119,10 +121,12 @@ pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
 /// rerankers.
 pub use evicortex_compiler::{
     AbstainReason, AbstentionConfig, BudgetParts, COMPILED_CONTEXT_FORMAT, CompileConfig,
-    CompileQuery, CompiledContext, ContextItem, Coverage, DedupPolicy, DenseConfig, DenseIndexRef,
-    EncoderRef, ExcludedCandidate, ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig,
-    MAX_RERANK_DEPTH, RankScore, ReaderTokenizer, ReaderTokenizerError, RerankConfig, Reranker,
-    Selection, StageTimings, SupportSignal, TiktokenReader, reader_tokenizer,
+    CompileQuery, CompiledContext, ContextConfig, ContextItem, Coverage, DEFAULT_TOP_N,
+    DedupPolicy, DenseConfig, DenseIndexRef, EncoderRef, ExcludedCandidate, ExclusionReason,
+    Expansion, FilterReason, Layout, LexicalConfig, ListRank, LongTurns, MAX_RERANK_DEPTH,
+    NamesConfig, RankScore, ReaderTokenizer, ReaderTokenizerError, RerankConfig, Reranker,
+    ResolvedTime, Retriever, Selection, SessionConfig, SessionSpread, SpreadQuestions,
+    StageTimings, SupportSignal, TiktokenReader, TimeConfig, reader_tokenizer,
 };
 
 /// The layout every compiled context is rendered in, and the packer with the compiler's exact
