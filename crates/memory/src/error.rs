@@ -112,6 +112,74 @@ pub enum CatchUpError {
     Cache(#[from] EmbeddingCacheError),
 }
 
+/// A storage failure that front ends report apart from other I/O failures (HTTP: 507 and 503;
+/// the CLI's exit code stays that of [`ErrorClass::Io`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum StorageCondition {
+    /// The disk (or the user's quota) is full: the write was rolled back, nothing of it is
+    /// stored, and the same request succeeds once space is freed.
+    DiskFull,
+    /// The ledger refuses writes after an earlier write failed with an I/O error, until the store
+    /// is opened again (the server restarted); reads still work.
+    WritesRefused,
+}
+
+impl StorageCondition {
+    /// The condition of the first error in `err`'s chain that names one, if any.
+    pub fn of(err: &(dyn Error + 'static)) -> Option<StorageCondition> {
+        let mut cause = Some(err);
+        while let Some(e) = cause {
+            let condition = match ledger_storage_error(e) {
+                Some(StorageError::Poisoned { .. }) => Some(StorageCondition::WritesRefused),
+                Some(StorageError::Sqlite { source, .. }) => sqlite_condition(source),
+                Some(StorageError::Io { source, .. }) => io_condition(source),
+                Some(_) => None,
+                None => e
+                    .downcast_ref::<rusqlite::Error>()
+                    .and_then(sqlite_condition)
+                    .or_else(|| e.downcast_ref::<std::io::Error>().and_then(io_condition)),
+            };
+            if condition.is_some() {
+                return condition;
+            }
+            cause = e.source();
+        }
+        None
+    }
+}
+
+/// The ledger's storage error in `e`, also where a ledger error wraps it transparently (whose
+/// `source()` skips it).
+fn ledger_storage_error<'e>(e: &'e (dyn Error + 'static)) -> Option<&'e StorageError> {
+    use evicortex_ledger as ledger;
+    if let Some(s) = e.downcast_ref::<StorageError>() {
+        Some(s)
+    } else if let Some(ledger::AppendError::Storage(s)) = e.downcast_ref() {
+        Some(s)
+    } else if let Some(ledger::EraseError::Storage(s)) = e.downcast_ref() {
+        Some(s)
+    } else if let Some(ledger::OpenError::Storage(s)) = e.downcast_ref() {
+        Some(s)
+    } else if let Some(ledger::ReadError::Storage(s)) = e.downcast_ref() {
+        Some(s)
+    } else if let Some(ledger::VerifyError::Storage(s)) = e.downcast_ref() {
+        Some(s)
+    } else if let Some(ledger::MigrateError::Storage(s)) = e.downcast_ref() {
+        Some(s)
+    } else {
+        None
+    }
+}
+
+fn sqlite_condition(e: &rusqlite::Error) -> Option<StorageCondition> {
+    (e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull))
+        .then_some(StorageCondition::DiskFull)
+}
+
+fn io_condition(e: &std::io::Error) -> Option<StorageCondition> {
+    (e.kind() == std::io::ErrorKind::StorageFull).then_some(StorageCondition::DiskFull)
+}
+
 impl ErrorClass {
     /// The class of the first error in `err`'s chain (itself, then its sources) that the facade
     /// knows, or `None` when no cause is one of its errors.

@@ -77,7 +77,7 @@ pub use crate::{
     },
     error::{
         AppendError, CatchUpError, EraseError, ErrorClass, ExportError, OpenError, ReadError,
-        VerifyError,
+        StorageCondition, VerifyError,
     },
     export::{ExportSummary, export_line},
     group_commit::GroupCommitStats,
@@ -105,7 +105,8 @@ pub use evicortex_core::{
 pub use evicortex_ledger::{
     AppendOutcome, AppendReceipt, AppendStatus, ChainHash, ConflictingRecord,
     EraseError as LedgerEraseError, EraseReceipt, EraseTarget, ErasedTurn, LedgerStats,
-    MigrateError, MigrationReport, OpenError as LedgerOpenError, OpenMode, VerifyReport,
+    MigrateError, MigrationReport, OpenError as LedgerOpenError, OpenMode, StorageError,
+    VerifyReport,
 };
 
 /// The HNSW graph's parameters ([`AnnSettings::params`]).

@@ -94,6 +94,12 @@ pub enum ApiError {
         /// What is missing and how to install it.
         message: String,
     },
+    /// The disk is full: the write was rolled back and succeeds once space is freed.
+    #[error("insufficient storage: {message}")]
+    InsufficientStorage {
+        /// The store's error.
+        message: String,
+    },
     /// The store failed to read or write.
     #[error("storage failure: {message}")]
     Storage {
@@ -121,6 +127,7 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::InsufficientStorage { .. } => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Storage { .. } | ApiError::Integrity { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

@@ -18,6 +18,8 @@ mod erase;
 mod export;
 /// Fault injection: failing fsync and writes, a full disk, a read-only store.
 mod faults;
+/// A failing disk under `evicortex serve`: 500, then 503 until a restart; nothing acknowledged lost.
+mod faults_http;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;
 /// The web inspector at `/ui` in headless Chromium against a real `evicortex serve`.
