@@ -85,6 +85,9 @@ pub(crate) async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "turn already stored with other content"),
         (status = 413, body = ErrorBody), (status = 422, body = ErrorBody, description = "invalid field"),
+        (status = 500, body = ErrorBody, description = "the disk failed the write (fsync or write error); the batch is not stored"),
+        (status = 503, body = ErrorBody, description = "writes refused since an earlier disk failure, until the server is restarted"),
+        (status = 507, body = ErrorBody, description = "the disk is full; nothing of the batch is stored"),
     )
 )]
 pub(crate) async fn append_turns(
@@ -184,6 +187,9 @@ async fn admin_only(
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "nothing in this namespace matches"),
         (status = 422, body = ErrorBody),
+        (status = 500, body = ErrorBody, description = "the disk failed; the message says whether the erasure committed"),
+        (status = 503, body = ErrorBody, description = "writes refused since an earlier disk failure, until the server is restarted"),
+        (status = 507, body = ErrorBody, description = "the disk is full"),
     )
 )]
 pub(crate) async fn erase(
