@@ -29,7 +29,8 @@ class ConflictError(BadInputError):
 
 
 class StorageError(EvicortexError):
-    """The file system or the storage engine failed (the facade's `Io` class)."""
+    """The file system or the storage engine failed (the facade's `Io` class; over HTTP 500,
+    or 507 when the disk is full)."""
 
 
 class IntegrityError(EvicortexError):
@@ -51,7 +52,7 @@ class AuthError(EvicortexError):
 
 class UnavailableError(EvicortexError):
     """The server cannot do this now (503: a model it needs is missing, the store is
-    read-only)."""
+    read-only, or writes are refused since a disk failure until the server is restarted)."""
 
 
 class TransportError(EvicortexError):
