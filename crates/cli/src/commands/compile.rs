@@ -26,7 +26,10 @@ use crate::exit::UsageError;
     evicortex compile --namespace alice --query \"dog's name\" --budget 200 \\\n      \
     --reader-tokenizer cl100k_base --dense off --explain\n  \
     evicortex compile --namespace alice --query Q --budget 500 \\\n      \
-    --reader-tokenizer ./tokenizer.json --json"
+    --reader-tokenizer ./tokenizer.json --json\n  \
+    evicortex compile --namespace alice --query \"How many trips?\" --budget 500 \\\n      \
+    --reader-tokenizer o200k_base --explain \\\n      \
+    --options '{\"session\": {\"mode\": \"score_list\", \"turns\": 2, \"sessions\": 5}}'"
 )]
 pub struct CompileArgs {
     /// The namespace to compile from.
@@ -80,6 +83,11 @@ pub struct CompileArgs {
     /// Also list the turns the filters removed from the unfiltered top-N.
     #[arg(long)]
     pub report_filtered: bool,
+    /// Compile settings as a JSON object, the HTTP API's `options`: any field of the compiled
+    /// context's `config`, applied over the flags (objects merge field by field), e.g.
+    /// '{"session": {"mode": "score_list", "turns": 2, "sessions": 5}}'.
+    #[arg(long, value_name = "JSON")]
+    pub options: Option<String>,
     /// Print the JSON manifest.
     #[arg(long)]
     pub json: bool,
@@ -132,7 +140,12 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         report_filtered: args.report_filtered,
         ..CompileConfig::default_with(args.top_n, dense)
     };
+    let config = match &args.options {
+        Some(json) => with_options(&config, json)?,
+        None => config,
+    };
     config.validate().map_err(|e| UsageError(e.to_string()))?;
+    let dense = config.dense;
     if !store.join(evicortex::LEDGER_FILE).is_file() {
         return Err(UsageError(format!(
             "no store at {} (run `evicortex ingest` first)",
@@ -141,7 +154,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         .into());
     }
     let mut builder = Memory::builder(store);
-    if args.rerank == Switch::On {
+    if config.rerank != RerankConfig::Off {
         builder.loaded_reranker(load_reranker(&args.reranker)?);
     }
     if dense != DenseConfig::Off {
@@ -182,6 +195,15 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     }
     note_dense_lag(&context);
     Ok(())
+}
+
+/// `config` with the settings of `--options` applied; a bad one is a usage error naming the
+/// field.
+fn with_options(config: &CompileConfig, json: &str) -> anyhow::Result<CompileConfig> {
+    let set: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json)
+        .map_err(|e| UsageError(format!("--options: not a JSON object: {e}")))?;
+    evicortex::apply_compile_options(config, &set)
+        .map_err(|e| UsageError(format!("--options: {e}")).into())
 }
 
 /// Loads the reranker `spec` names, saying which on stderr.

@@ -118,3 +118,37 @@ fn an_empty_question_is_refused_like_over_http() {
         }
     }
 }
+
+/// `--options` sets any compile field as the HTTP API's `options` do, over the flags; a bad one
+/// exits 2 naming the field.
+#[test]
+fn options_set_any_compile_field_and_a_bad_one_names_it() {
+    let dir = store_with_sample();
+    let spread =
+        r#"{"spread": {"mode": "per_session", "turns": 1, "questions": "all"}, "rrf_k": 30}"#;
+    let out = ok(
+        dir.path(),
+        &args(&[
+            "--query",
+            "What is my dog's name?",
+            "--budget",
+            "150",
+            "--json",
+            "--options",
+            spread,
+        ]),
+    );
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["config"]["spread"]["mode"], "per_session", "{}", json["config"]);
+    assert_eq!(json["config"]["rrf_k"], 30.0);
+    assert_eq!(json["config"]["dense"]["mode"], "off", "the flags still apply");
+    for (options, field) in [
+        (r#"{"spread": {"mode": "per_session", "turns": 0, "questions": "all"}}"#, "spread.turns"),
+        (r#"{"rrf_kk": 1}"#, "rrf_kk"),
+        ("[1]", "--options"),
+    ] {
+        let r = run(dir.path(), &args(&["--query", "q", "--budget", "150", "--options", options]));
+        assert_eq!(r.code, 2, "{options}: {}", r.stderr);
+        assert!(r.stderr.contains(field), "{options}: {}", r.stderr);
+    }
+}
