@@ -11,14 +11,19 @@
 //! result, and refused rows are traversed but never returned, so the search widens past them
 //! instead of returning fewer rows. When a filter is so selective that more than a fraction of
 //! the index would be scored before `ef` admitted rows are found, the search finishes as an exact
-//! scan ([`SearchTrace::exact_fallback`]), which is cheaper than the graph at that point and exact.
+//! scan ([`SearchTrace::exact_fallback`]), which is cheaper than the graph at that point and exact;
+//! a filter that admits under that fraction of an evenly spaced sample of 64 rows goes to the
+//! exact scan before any traversal ([`SearchTrace::exact_by_estimate`]).
 
 mod build;
 mod file;
 mod graph;
 mod search;
 
-use std::sync::{Mutex, PoisonError};
+use std::{
+    collections::HashMap,
+    sync::{Mutex, PoisonError},
+};
 
 use evicortex_core::TurnId;
 
@@ -68,7 +73,13 @@ pub struct SearchTrace {
     pub scored: usize,
     /// Whether the search finished as an exact scan (filter too selective for the graph).
     pub exact_fallback: bool,
+    /// Whether the exact scan was chosen before the traversal, because the filter admitted
+    /// under 1 / `FALLBACK_DIVISOR` of a sample of the rows (`scored` is then 0).
+    pub exact_by_estimate: bool,
 }
+
+/// Rows whose admission is asked before the traversal, to estimate how selective a filter is.
+const SELECTIVITY_SAMPLE: usize = 64;
 
 /// A search gives up on the graph once it has scored more than this fraction of the rows
 /// (1 / `FALLBACK_DIVISOR`) without finding `ef` admitted ones.
@@ -169,6 +180,28 @@ impl<K: IndexKey> HnswIndex<K> {
         let ef = self.params.ef_search.max(n);
         let budget = (rows / FALLBACK_DIVISOR).max(4 * ef);
         let keys = self.exact.row_map().keys();
+        // A filter that admits under 1/FALLBACK_DIVISOR of an evenly spaced sample would make the
+        // traversal score its whole budget and then scan anyway: scan at once. The traversal
+        // reuses the sample's answers; the scan asks again (as the fallback after a traversal
+        // does), rather than look every key up in the sample.
+        let mut sampled: HashMap<u32, bool> = HashMap::new();
+        if rows >= SELECTIVITY_SAMPLE * FALLBACK_DIVISOR {
+            let stride = rows / SELECTIVITY_SAMPLE;
+            for i in 0..SELECTIVITY_SAMPLE {
+                let row = (i * stride + stride / 2) as u32;
+                sampled.insert(row, admit(keys[row as usize]));
+            }
+            let admitted = sampled.values().filter(|&&a| a).count();
+            if admitted * FALLBACK_DIVISOR < SELECTIVITY_SAMPLE {
+                trace.exact_fallback = true;
+                trace.exact_by_estimate = true;
+                return Ok((self.exact.search(&query, n, admit)?, trace));
+            }
+        }
+        let mut admit_row = |key: K, row: u32| match sampled.get(&row) {
+            Some(&answer) => answer,
+            None => admit(key),
+        };
         let vectors = self.exact.unit_vectors();
         let dim = self.exact.dim();
         let mut visited = self.take_visited(1).pop().expect("one visited set");
@@ -184,7 +217,7 @@ impl<K: IndexKey> HnswIndex<K> {
             }
             visited.reset(rows);
             filtered_beam(graph, best, ef, budget, &mut visited, &mut score, &mut |row| {
-                admit(keys[row as usize])
+                admit_row(keys[row as usize], row)
             })
         });
         trace.scored = visited.count();

@@ -74,6 +74,7 @@ fn the_filter_is_applied_inside_the_search_and_widens_it() {
             })
             .unwrap();
         assert!(!trace.exact_fallback, "20% of 4000 rows is within the graph's budget");
+        assert!(!trace.exact_by_estimate);
         assert_eq!(found.len(), 10, "a filter never leaves the result short");
         assert!(found.iter().all(|h| h.key % 5 == 0));
         assert!(asked.len() < 4000, "admit was asked only about rows the search reached");
@@ -92,8 +93,24 @@ fn a_very_selective_filter_falls_back_to_the_exact_answer() {
     let admit = |k: u32| k % 500 == 7;
     let (found, trace) = index.search_traced(q, 10, &mut |k| admit(k)).unwrap();
     assert!(trace.exact_fallback);
+    assert!(trace.exact_by_estimate && trace.scored == 0, "{trace:?}");
     assert_eq!(found, index.exact().search(q, 10, &mut |k| admit(k)).unwrap());
     assert_eq!(found.len(), 6);
+}
+
+#[test]
+fn a_filter_admitting_under_an_eighth_of_a_sample_goes_straight_to_the_exact_scan() {
+    let vectors = clustered(4000, 16, 11);
+    let index = HnswIndex::build(exact_of(&vectors), params(), &mut |_, _| {}).unwrap();
+    let q = &clustered(1, 16, 12)[0];
+    // One row in 10 (an as-of time admitting the oldest tenth, as in the bench): scanned at once.
+    let (found, trace) = index.search_traced(q, 10, &mut |k| k < 400).unwrap();
+    assert!(trace.exact_by_estimate && trace.scored == 0, "{trace:?}");
+    assert_eq!(found, index.exact().search(q, 10, &mut |k| k < 400).unwrap());
+    // One in 4: the graph.
+    let (found, trace) = index.search_traced(q, 10, &mut |k| k < 1000).unwrap();
+    assert!(!trace.exact_by_estimate && trace.scored > 0, "{trace:?}");
+    assert!(found.iter().all(|h| h.key < 1000) && found.len() == 10);
 }
 
 #[test]
