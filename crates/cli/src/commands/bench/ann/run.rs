@@ -47,6 +47,9 @@ pub struct RunArgs {
     /// The question split (default: `longmemeval/split.tsv` under the data directory).
     #[arg(long, value_name = "FILE")]
     pub split: Option<PathBuf>,
+    /// The graph's search beam (default: the product's, `HnswParams::default()`).
+    #[arg(long, value_name = "N")]
+    pub ef_search: Option<usize>,
 }
 
 /// The gate on recall@50.
@@ -91,7 +94,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         all_turns.len()
     )?;
 
-    let params = HnswParams::default();
+    let mut params = HnswParams::default();
+    if let Some(ef) = args.ef_search {
+        params.ef_search = ef;
+    }
     outln!(
         "ann audit: {} dev questions, namespace {AUDIT_NAMESPACE:?} of {} turns; graph {params:?}; \
          the product's default threshold is {DEFAULT_ANN_THRESHOLD} vectors",
