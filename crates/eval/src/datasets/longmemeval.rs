@@ -23,7 +23,7 @@
 use std::{collections::HashMap, path::Path};
 
 use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime};
-use evicortex::{Namespace, Role};
+use evicortex::{Namespace, Role, SessionId};
 use serde::{
     Serialize,
     de::{DeserializeSeed, SeqAccess, Visitor},
@@ -560,7 +560,12 @@ fn validate(
                 *count
             }
         };
-        sessions.push(HaystackSession { id: sid.to_owned(), occurrence, date, turns });
+        let session = HaystackSession { id: sid.to_owned(), occurrence, date, turns };
+        // The ledger's session id is the unique id: refuse here, naming the field, what the
+        // store would refuse at ingest.
+        SessionId::new(&session.unique_id())
+            .map_err(|e| f.err(format!("haystack_session_ids[{s}]"), e.to_string()))?;
+        sessions.push(session);
     }
     if repeated > 0 {
         stats.questions_with_repeated_sessions += 1;

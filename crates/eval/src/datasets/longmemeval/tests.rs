@@ -182,3 +182,17 @@ fn malformed_json_is_a_json_error_with_the_path() {
     let err = LongMemEvalDataset::read(&path, &|_| true).unwrap_err();
     assert!(matches!(err, DatasetError::Json { .. }), "{err}");
 }
+
+/// Found by the `longmemeval` fuzz target: a session id the ledger refuses (here over its length
+/// limit) was accepted by the adapter and only failed at ingest.
+#[test]
+fn a_session_id_the_ledger_refuses_is_refused_naming_it() {
+    let long = format!("filler_{}", "v".repeat(300));
+    check_refused(
+        |r| {
+            r["haystack_session_ids"][0] = json!(long);
+        },
+        "haystack_session_ids[0]",
+        "long",
+    );
+}
