@@ -88,6 +88,8 @@ mod render;
 mod rerank;
 mod session_list;
 mod spread;
+#[cfg(test)]
+mod test_corpus;
 mod time_window;
 mod turn_document;
 

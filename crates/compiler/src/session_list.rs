@@ -48,34 +48,8 @@ pub(crate) fn session_list(
 
 #[cfg(test)]
 mod tests {
-    use evicortex_core::{
-        EventTime, Evidence, EvidenceDigest, Namespace, Role, SessionId, Turn, TurnIndex,
-    };
-
     use super::*;
-
-    fn corpus(sessions: &[&str]) -> Corpus {
-        let ns = Namespace::new("n").unwrap();
-        let evidence = sessions
-            .iter()
-            .enumerate()
-            .map(|(i, s)| Evidence {
-                id: TurnId::from_raw(i as u64 + 1),
-                digest: EvidenceDigest::from_bytes([i as u8; 32]),
-                turn: Turn {
-                    namespace: ns.clone(),
-                    session: SessionId::new(s).unwrap(),
-                    turn: TurnIndex::new(i as u32),
-                    role: Role::User,
-                    speaker: None,
-                    text: format!("turn {i}"),
-                    time: EventTime::parse_rfc3339("2024-05-02T10:00:00Z").unwrap(),
-                    meta: Default::default(),
-                },
-            })
-            .collect();
-        Corpus::new(ns, evidence, []).unwrap()
-    }
+    use crate::test_corpus::corpus;
 
     fn hit(id: u64, score: f64) -> FusedHit<TurnId> {
         FusedHit { key: TurnId::from_raw(id), score, ranks: Vec::new() }
