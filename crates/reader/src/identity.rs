@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever this crate's local decoding changes what a given GGUF model answers.
-pub const LOCAL_READER_IMPLEMENTATION: u32 = 1;
+/// 1: candle's quantized kernels; 2: Qwen2 weights dequantized to f32 (activations are no
+/// longer rounded to 8 bits, so logits, and rarely a greedy answer, differ from 1).
+pub const LOCAL_READER_IMPLEMENTATION: u32 = 2;
 
 /// The identity of a reader.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

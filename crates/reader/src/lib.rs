@@ -40,6 +40,7 @@ mod chat;
 mod chat_completions;
 mod chat_template;
 mod decoding;
+mod dense_qwen2;
 mod error;
 mod gguf_fetch;
 mod gguf_manifest;

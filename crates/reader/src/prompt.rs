@@ -54,9 +54,9 @@ pub fn build_answer_prompt(request: &AnswerRequest<'_>) -> AnswerPrompt {
     user.push_str("Question: ");
     user.push_str(request.question);
     user.push_str(
-        "\n\nAnswer in one short sentence using only the evidence above. After the answer, put \
-         the record ids of the turns you used in brackets. If the evidence does not contain the \
-         answer, reply exactly: ",
+        "\n\nAnswer the question in one short sentence based on the evidence above, then give \
+         the record ids of the turns you used in brackets, such as [#12]. Only if nothing above \
+         bears on the question, reply: ",
     );
     user.push_str(ABSTENTION_REPLY);
     let context_records: BTreeSet<TurnId> =
@@ -92,7 +92,7 @@ mod tests {
         let user = &prompt.messages[1].content;
         assert!(user.starts_with(context.trim_end()), "{user}");
         assert!(user.contains("Today is 2024/06/01 (Sat) 10:00.\nQuestion: Where did I move?"));
-        assert!(user.ends_with("reply exactly: No information available."), "{user}");
+        assert!(user.ends_with("reply: No information available."), "{user}");
         let records: Vec<u64> = prompt.context_records.iter().map(|r| r.raw()).collect();
         assert_eq!(records, [12, 13, 57]);
     }

@@ -136,3 +136,40 @@ fn identity_names_the_pinned_file() {
     assert_eq!(reader.identity().digest().len(), 64);
     assert_eq!(ChatMessage::user("x").role, ChatRole::User);
 }
+
+const QWEN_GOLDEN: &str =
+    include_str!("../data/reader_golden_qwen2.5-coder-0.5b-instruct-q4km.json");
+
+/// The Qwen2 path dequantizes the GGUF and runs candle's dense model: a wrong tensor name,
+/// rotary layout or cache step would change the greedy reply.
+#[test]
+fn the_dense_qwen2_replies_like_llama_cpp_whatever_the_prefill_step() {
+    let golden: serde_json::Value = serde_json::from_str(QWEN_GOLDEN).unwrap();
+    let messages = golden_messages(&golden);
+    let golden_text = golden["greedy_text"].as_str().unwrap();
+    let reader = crate::load_or_explain("qwen2.5-coder-0.5b-instruct-q4km");
+    match reader.identity() {
+        ReaderIdentity::LocalGguf { architecture, implementation, .. } => {
+            assert_eq!((architecture.as_str(), *implementation), ("qwen2", 2));
+        }
+        other => panic!("{other:?}"),
+    }
+    let whole = reader.read(&messages, &DecodingSettings::greedy(12)).unwrap();
+    assert_eq!(whole.finish, FinishReason::Stop);
+    assert_eq!(whole.text, "The capital of France is Paris.");
+    assert!(golden_text.starts_with(&whole.text), "{:?} vs llama.cpp {golden_text:?}", whole.text);
+
+    // A prompt read in several steps continues the cache where the last step ended.
+    let facts: String =
+        (1..=40).map(|i| format!("Fact {i}: locker {i} holds item {}.\n", i * 7)).collect();
+    let question = [ChatMessage::user(format!(
+        "{facts}\nWhat does locker 3 hold? Reply with the number only."
+    ))];
+    assert!(reader.count_prompt(&question).unwrap().unwrap() > 3 * 64);
+    let reader = reader.with_prefill_step(64);
+    let stepped = reader.read(&question, &DecodingSettings::greedy(8)).unwrap();
+    let reader = reader.with_prefill_step(4096);
+    let at_once = reader.read(&question, &DecodingSettings::greedy(8)).unwrap();
+    assert_eq!(stepped.text, at_once.text);
+    assert!(at_once.text.contains("21"), "{:?}", at_once.text);
+}
