@@ -7,7 +7,7 @@
  * the shim reads that file, if it exists; its first line arms one fault:
  *
  *   fsync N          the Nth fsync or fdatasync from now fails
- *   write SUFFIX N   the Nth write to a file whose path ends with SUFFIX fails
+ *   write SUFFIX N   the Nth write (write, pwrite) to a file whose path ends with SUFFIX fails
  *
  * When the fault fires, the control file is removed (later calls succeed, as on a disk whose
  * error went away, which is what makes a silent retry dangerous) and a line naming the fault
@@ -92,6 +92,16 @@ int fdatasync(int fd) {
         return -1;
     }
     return real(fd);
+}
+
+ssize_t write(int fd, const void *buf, size_t count) {
+    static ssize_t (*real)(int, const void *, size_t) = NULL;
+    if (real == NULL) real = dlsym(RTLD_NEXT, "write");
+    if (should_fail("write", fd)) {
+        errno = EIO;
+        return -1;
+    }
+    return real(fd, buf, count);
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {

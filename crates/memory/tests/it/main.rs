@@ -1,5 +1,8 @@
 //! Integration tests of the `evicortex` facade, one module per scenario.
 
+/// The graph file under a failing fsync or write (Linux: an LD_PRELOAD shim).
+#[cfg(target_os = "linux")]
+mod ann_faults;
 /// The HNSW candidate layer behind compile and its index files.
 #[cfg(unix)]
 mod ann_index;
