@@ -163,23 +163,8 @@ fn a_failed_fsync_during_erase_is_reported_and_erasing_again_finishes() {
 /// `$MNT` (a directory of `dir`), the binary as `$E`. Each `step NAME COMMAND...` in the script
 /// records the command's exit code, stdout and stderr under `$OUT/NAME.*`.
 fn in_small_tmpfs(dir: &Path, kib: u32, script: &str) -> PathBuf {
-    let out = dir.join("out");
-    let mnt = dir.join("mnt");
-    fs_err::create_dir_all(&out).unwrap();
-    fs_err::create_dir_all(&mnt).unwrap();
-    let prelude = format!(
-        "set -u\nmount -t tmpfs -o size={kib}k tmpfs \"$MNT\" || exit 90\n\
-         step() {{ name=$1; shift; \"$@\" >\"$OUT/$name.out\" 2>\"$OUT/$name.err\"; echo $? >\"$OUT/$name.code\"; }}\n"
-    );
-    let status = Command::new("unshare")
-        .args(["--user", "--map-root-user", "--mount", "sh", "-c"])
-        .arg(format!("{prelude}{script}"))
-        .env("E", BIN)
-        .env("MNT", &mnt)
-        .env("OUT", &out)
-        .env_remove("EVICORTEX_HOME")
-        .status()
-        .expect("the full-disk tests need `unshare` (util-linux)");
+    let (mut child, out) = spawn_in_small_tmpfs(dir, kib, script);
+    let status = child.wait().unwrap();
     assert_eq!(
         status.code(),
         Some(0),
@@ -188,7 +173,33 @@ fn in_small_tmpfs(dir: &Path, kib: u32, script: &str) -> PathBuf {
     out
 }
 
-fn step(out: &Path, name: &str) -> Run {
+/// [`in_small_tmpfs`], returning at once: the running script and its `$OUT`.
+pub(crate) fn spawn_in_small_tmpfs(
+    dir: &Path,
+    kib: u32,
+    script: &str,
+) -> (std::process::Child, PathBuf) {
+    let out = dir.join("out");
+    let mnt = dir.join("mnt");
+    fs_err::create_dir_all(&out).unwrap();
+    fs_err::create_dir_all(&mnt).unwrap();
+    let prelude = format!(
+        "set -u\nmount -t tmpfs -o size={kib}k tmpfs \"$MNT\" || exit 90\n\
+         step() {{ name=$1; shift; \"$@\" >\"$OUT/$name.out\" 2>\"$OUT/$name.err\"; echo $? >\"$OUT/$name.code\"; }}\n"
+    );
+    let child = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c"])
+        .arg(format!("{prelude}{script}"))
+        .env("E", BIN)
+        .env("MNT", &mnt)
+        .env("OUT", &out)
+        .env_remove("EVICORTEX_HOME")
+        .spawn()
+        .expect("the full-disk tests need `unshare` (util-linux)");
+    (child, out)
+}
+
+pub(crate) fn step(out: &Path, name: &str) -> Run {
     let read = |ext: &str| fs_err::read_to_string(out.join(format!("{name}.{ext}"))).unwrap();
     Run { code: read("code").trim().parse().unwrap(), stdout: read("out"), stderr: read("err") }
 }
