@@ -150,10 +150,41 @@ impl ApiError {
         ApiError::InvalidField { field: field.into(), message: message.to_string() }
     }
 
-    /// The JSON body of this error.
+    /// The JSON body of this error. A server error's message keeps the file names it gives but
+    /// not their folders: the server's layout is not the client's business (the server's log
+    /// keeps the whole message).
     pub fn body(&self) -> ErrorBody {
-        ErrorBody { error: self.to_string(), field: self.field().map(str::to_owned) }
+        let error = if self.status().is_server_error() {
+            without_folders(&self.to_string())
+        } else {
+            self.to_string()
+        };
+        ErrorBody { error, field: self.field().map(str::to_owned) }
     }
+}
+
+/// `message` with each absolute path (a word starting with `/`, up to the next `: ` or the end)
+/// shortened to `…/` and its last component.
+fn without_folders(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest.find('/') {
+        let starts_word = start == 0 || rest[..start].ends_with(' ');
+        if !starts_word {
+            out.push_str(&rest[..=start]);
+            rest = &rest[start + 1..];
+            continue;
+        }
+        out.push_str(&rest[..start]);
+        let path_len = rest[start..].find(": ").unwrap_or(rest.len() - start);
+        let path = &rest[start..start + path_len];
+        let last = path.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+        out.push_str("…/");
+        out.push_str(last);
+        rest = &rest[start + path_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 impl IntoResponse for ApiError {
@@ -176,6 +207,28 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_error_names_files_but_not_their_folders() {
+        let err = ApiError::InsufficientStorage {
+            message: "sqlite error on /srv/mem store/ledger.sqlite: database or disk is full"
+                .to_owned(),
+        };
+        assert_eq!(
+            err.body().error,
+            "insufficient storage: sqlite error on …/ledger.sqlite: database or disk is full"
+        );
+        let err = ApiError::Storage {
+            message: "vector index file: /a/b/vector-index/: I/O (os error 5), 3/4 done".to_owned(),
+        };
+        assert_eq!(
+            err.body().error,
+            "storage failure: vector index file: …/vector-index: I/O (os error 5), 3/4 done"
+        );
+        // A client's own words in a 4xx are returned as they were.
+        let err = ApiError::invalid("query", "/etc/passwd: no");
+        assert_eq!(err.body().error, "query: /etc/passwd: no");
+    }
 
     #[test]
     fn client_errors_are_4xx_and_name_their_field() {

@@ -162,6 +162,7 @@ fn a_full_disk_under_serve_is_507_reads_still_answer_and_the_batch_is_taken_once
     assert_eq!(status, 507, "after {acknowledged} acknowledged turns: {body}");
     eprintln!("507 after {acknowledged} acknowledged turns: {body}");
     assert!(body["error"].as_str().unwrap().contains("disk is full"), "{body}");
+    assert!(!body["error"].as_str().unwrap().contains("/mnt/"), "the server's folders: {body}");
     let (status, body) = api.stats(&base);
     assert_eq!((status, body["turns"].as_u64()), (200, Some(u64::from(acknowledged))), "{body}");
     // Still full: still 507, not a poisoned store.
