@@ -43,8 +43,14 @@ pub struct ReaderStageSpec {
     pub judge: JudgeSetting,
     /// Most tokens generated per answer.
     pub max_new_tokens: u32,
-    /// The answer cache (SQLite).
+    /// The answer cache (SQLite). The report records its file name only: a committed report
+    /// names no folder of the machine that ran it.
+    #[serde(serialize_with = "file_name_only")]
     pub cache: PathBuf,
+}
+
+fn file_name_only<S: serde::Serializer>(path: &std::path::Path, out: S) -> Result<S::Ok, S::Error> {
+    out.serialize_str(&path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default())
 }
 
 /// The loaded stage.
@@ -423,5 +429,22 @@ pub fn answers_markdown(report: &crate::report::Report, cutoffs: &[usize], md: &
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_names_the_answer_cache_file_but_not_its_folder() {
+        let spec = ReaderStageSpec {
+            reader: "r".to_owned(),
+            judge: JudgeSetting::None,
+            max_new_tokens: 8,
+            cache: PathBuf::from("/home/someone/stores/lme/answers.sqlite"),
+        };
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["cache"], "answers.sqlite");
     }
 }
