@@ -65,10 +65,10 @@ pub fn load<R: Read + Seek>(
         use_sliding_window: false,
         hidden_act: Activation::Silu,
     };
-    let expected = tensors.len();
+    let tensor_count = tensors.len();
     let builder = VarBuilder::from_tensors(tensors, DType::F32, &device);
     let model = ModelForCausalLM::new(&config, builder)?;
-    tracing::debug!(tensors = expected, ?config, "dense qwen2 loaded");
+    tracing::debug!(tensors = tensor_count, ?config, "dense qwen2 loaded");
     Ok(model)
 }
 

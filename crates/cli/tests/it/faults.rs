@@ -17,17 +17,8 @@ pub(crate) fn faultfs() -> &'static Path {
     &SHIM
         .get_or_init(|| {
             let dir = tempfile::tempdir().unwrap();
-            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ledger/tests/faultfs.c");
-            let out = dir.path().join("libfaultfs.so");
-            let status = Command::new("cc")
-                .args(["-shared", "-fPIC", "-O1", "-o"])
-                .arg(&out)
-                .arg(&source)
-                .arg("-ldl")
-                .status()
-                .expect("the fault injection tests need a C compiler (`cc`) to build faultfs.c");
-            assert!(status.success(), "compiling {}", source.display());
-            (dir, out)
+            let shim = crate::faultfs_shim::build_faultfs(dir.path());
+            (dir, shim)
         })
         .1
 }

@@ -16,9 +16,13 @@ mod crash_points;
 mod erase;
 /// Export: byte-exact round trips through `ingest`.
 mod export;
+/// Builds the fault shim of the ledger's tests.
+#[path = "../../../ledger/tests/support/faultfs.rs"]
+mod faultfs_shim;
 /// Fault injection: failing fsync and writes, a full disk, a read-only store.
 mod faults;
-/// A failing disk under `evicortex serve`: 500, then 503 until a restart; nothing acknowledged lost.
+/// A failing disk under `evicortex serve`: 500, then 503 until a restart; a full one 507;
+/// nothing acknowledged lost.
 mod faults_http;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;

@@ -10,24 +10,9 @@ use std::{
 use evicortex_core::{Namespace, SessionId};
 use evicortex_ledger::{AppendError, EraseError, EraseTarget, Ledger, StorageError};
 
-use crate::fixture::turn;
+use crate::{faultfs_shim::build_faultfs, fixture::turn};
 
 const CHILD: &str = "EVICORTEX_FAULT_CHILD_DIR";
-
-/// Compiles the fault shim into `dir` with the system C compiler.
-pub fn build_faultfs(dir: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/faultfs.c");
-    let out = dir.join("libfaultfs.so");
-    let status = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&out)
-        .arg(&source)
-        .arg("-ldl")
-        .status()
-        .expect("the fault injection tests need a C compiler (`cc`) to build tests/faultfs.c");
-    assert!(status.success(), "compiling {}", source.display());
-    out
-}
 
 #[test]
 fn a_failed_fsync_poisons_the_writer_until_the_ledger_is_reopened() {

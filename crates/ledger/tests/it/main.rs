@@ -11,6 +11,9 @@ mod concurrency;
 mod corruption;
 /// Erasure: redaction records, scrubbed files, receipts, no guessable digest left.
 mod erase;
+/// Builds the fault shim (shared with the facade's and the CLI's tests).
+#[path = "../support/faultfs.rs"]
+mod faultfs_shim;
 /// Fault injection: a failed fsync is reported and poisons the writer until reopened.
 mod faults;
 /// A format-version-1 ledger: refused untouched, migrated on request.

@@ -8,15 +8,14 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    sync::Arc,
 };
 
 use evicortex::{
-    AnnSettings, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, DenseConfig,
-    DenseIndexRef, HnswParams, IngestOptions, Memory, Namespace, TiktokenReader, TokenBudget,
-    VECTOR_INDEX_DIR, parse_jsonl,
+    CatchUpLimits, DenseIndexRef, IngestOptions, Memory, VECTOR_INDEX_DIR, parse_jsonl,
 };
 use evicortex_vector::read_index_header;
+
+use crate::ann_index::{encoder, graph_always, open, try_compile};
 
 const SAMPLE: &str = include_str!("../../../../examples/sample-conversation.jsonl");
 const QUESTION: &str = "What is my dog's name?";
@@ -24,28 +23,11 @@ const QUESTION: &str = "What is my dog's name?";
 const CHILD_STORE: &str = "EVICORTEX_ANN_FAULT_CHILD_STORE";
 
 fn memory(dir: &Path) -> Memory {
-    let encoder =
-        evicortex_embed::load_pinned_minilm(evicortex_embed::EncoderConfig::all_minilm_l6_v2())
-            .unwrap_or_else(|e| panic!("{e}\nthis test needs `evicortex model fetch`"));
-    let ann = AnnSettings { threshold: 1, params: HnswParams::default() };
-    Memory::builder(dir).encoder(Arc::new(encoder)).ann(Some(ann)).open().unwrap()
+    open(dir, &encoder(), graph_always())
 }
 
 fn compile(memory: &Memory) -> Result<evicortex::CompiledContext, evicortex::CompileError> {
-    let reader = TiktokenReader::o200k_base();
-    let query = CompileQuery {
-        namespace: Namespace::new("alice").unwrap(),
-        question: QUESTION.to_owned(),
-        as_of: None,
-        budget: TokenBudget::new(300),
-    };
-    let config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
-    memory.compile(&CompileRequest {
-        query: &query,
-        config: &config,
-        reader: &reader,
-        query_vector: None,
-    })
+    try_compile(memory, QUESTION, None)
 }
 
 /// A store holding the sample, embedded, with no graph file yet.
@@ -54,20 +36,6 @@ fn prepared_store(dir: &Path) {
     let turns = parse_jsonl("sample", SAMPLE.as_bytes(), &IngestOptions::default()).unwrap();
     memory.append(&turns).unwrap();
     memory.catch_up(None, CatchUpLimits::default(), &mut |_| {}).unwrap();
-}
-
-fn faultfs(out_dir: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ledger/tests/faultfs.c");
-    let out = out_dir.join("libfaultfs.so");
-    let status = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&out)
-        .arg(&source)
-        .arg("-ldl")
-        .status()
-        .expect("this test needs a C compiler (`cc`) to build faultfs.c");
-    assert!(status.success(), "compiling {}", source.display());
-    out
 }
 
 /// The child: one compile of the store the parent prepared, under the fault the parent armed.
@@ -91,7 +59,7 @@ fn graph_file_fault_child() {
 #[test]
 fn a_failing_disk_while_the_graph_file_is_written_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let shim = faultfs(dir.path());
+    let shim = crate::faultfs_shim::build_faultfs(dir.path());
     let clean = dir.path().join("clean");
     prepared_store(&clean);
     let expected = compile(&memory(&clean)).unwrap();

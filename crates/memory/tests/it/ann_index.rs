@@ -5,15 +5,15 @@
 use std::{os::unix::fs::MetadataExt, path::Path, sync::Arc};
 
 use evicortex::{
-    AnnSettings, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, CompiledContext,
-    DenseConfig, DenseIndexRef, EraseTarget, EventTime, HnswParams, IngestOptions, Memory,
-    Namespace, TiktokenReader, TokenBudget, TurnId, VECTOR_INDEX_DIR, parse_jsonl,
+    AnnSettings, CatchUpLimits, CompileConfig, CompileError, CompileQuery, CompileRequest,
+    CompiledContext, DenseConfig, DenseIndexRef, EraseTarget, EventTime, HnswParams, IngestOptions,
+    Memory, Namespace, TiktokenReader, TokenBudget, TurnId, VECTOR_INDEX_DIR, parse_jsonl,
 };
 use evicortex_vector::{HnswIndex, IndexFileHeader, VectorIndexRead, read_index_header};
 
 const SAMPLE: &str = include_str!("../../../../examples/sample-conversation.jsonl");
 
-fn encoder() -> Arc<dyn evicortex::Encoder> {
+pub(crate) fn encoder() -> Arc<dyn evicortex::Encoder> {
     match evicortex_embed::load_pinned_minilm(evicortex_embed::EncoderConfig::all_minilm_l6_v2()) {
         Ok(encoder) => Arc::new(encoder),
         Err(err) => {
@@ -23,11 +23,15 @@ fn encoder() -> Arc<dyn evicortex::Encoder> {
 }
 
 /// Every vector through the graph, whatever the size.
-fn graph_always() -> Option<AnnSettings> {
+pub(crate) fn graph_always() -> Option<AnnSettings> {
     Some(AnnSettings { threshold: 1, params: HnswParams::default() })
 }
 
-fn open(dir: &Path, encoder: &Arc<dyn evicortex::Encoder>, ann: Option<AnnSettings>) -> Memory {
+pub(crate) fn open(
+    dir: &Path,
+    encoder: &Arc<dyn evicortex::Encoder>,
+    ann: Option<AnnSettings>,
+) -> Memory {
     Memory::builder(dir).encoder(Arc::clone(encoder)).ann(ann).open().unwrap()
 }
 
@@ -42,6 +46,15 @@ fn ingest(memory: &Memory, jsonl: &str) {
 }
 
 fn compile(memory: &Memory, question: &str, as_of: Option<&str>) -> CompiledContext {
+    try_compile(memory, question, as_of).unwrap()
+}
+
+/// A hybrid compile of `question` over alice's turns at 300 tokens.
+pub(crate) fn try_compile(
+    memory: &Memory,
+    question: &str,
+    as_of: Option<&str>,
+) -> Result<CompiledContext, CompileError> {
     let reader = TiktokenReader::o200k_base();
     let query = CompileQuery {
         namespace: alice(),
@@ -52,7 +65,7 @@ fn compile(memory: &Memory, question: &str, as_of: Option<&str>) -> CompiledCont
     let config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
     let request =
         CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
-    memory.compile(&request).unwrap()
+    memory.compile(&request)
 }
 
 fn index_files(store: &Path) -> Vec<std::path::PathBuf> {

@@ -14,6 +14,10 @@ mod dense_lag;
 mod derived_purge;
 /// Export writes JSONL that the parser takes back, texts byte for byte (property test).
 mod export_round_trip;
+/// Builds the fault shim of the ledger's tests.
+#[cfg(target_os = "linux")]
+#[path = "../../../ledger/tests/support/faultfs.rs"]
+mod faultfs_shim;
 /// The store directory and the embedding cache are private to their owner.
 #[cfg(unix)]
 mod private_files;
