@@ -6,7 +6,12 @@
 //! turn: these indexes only rank.
 //!
 //! Both are built from a [`Corpus`] (its eligible records only: another namespace's or an erased
-//! record is never part of a window) and rebuilt when the corpus or its vectors change.
+//! record is never part of a window). When records are appended or turns get vectors, only the
+//! windows that changed are computed again ([`WindowIndex::extend`], [`ContextVectors::update`]):
+//! rebuilding every window of a namespace after each append made the next compile take seconds
+//! at ten thousand turns.
+
+use std::{borrow::Cow, collections::HashMap};
 
 use evicortex_core::TurnId;
 use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params, LexicalError};
@@ -17,6 +22,17 @@ use crate::{Admission, Corpus, turn_document};
 /// session within `radius` positions of it (in the session's turn order), itself included, in
 /// that order. Empty when the record is not eligible.
 pub(crate) fn window_positions(corpus: &Corpus, pos: usize, radius: u32) -> Vec<usize> {
+    window_positions_among(corpus, pos, radius, |_| true)
+}
+
+/// [`window_positions`] as it was when only the records at positions `present` accepts were
+/// held (the window of `pos` before later records were appended).
+fn window_positions_among(
+    corpus: &Corpus,
+    pos: usize,
+    radius: u32,
+    present: impl Fn(usize) -> bool,
+) -> Vec<usize> {
     if corpus.eligible_time_at(pos).is_none() {
         return Vec::new();
     }
@@ -28,7 +44,8 @@ pub(crate) fn window_positions(corpus: &Corpus, pos: usize, radius: u32) -> Vec<
     let Ok(at) = session.binary_search_by(|&p| key(p).cmp(&key(pos as u32))) else {
         return Vec::new();
     };
-    let eligible = |p: &&u32| corpus.eligible_time_at(**p as usize).is_some();
+    let eligible =
+        |p: &&u32| present(**p as usize) && corpus.eligible_time_at(**p as usize).is_some();
     let radius = radius as usize;
     let mut before: Vec<usize> =
         session[..at].iter().rev().filter(eligible).take(radius).map(|&p| p as usize).collect();
@@ -51,8 +68,23 @@ pub(crate) fn window_admitted(
 
 /// The BM25 document of the window of `pos`: the window's turn documents, one per line.
 pub fn window_document(corpus: &Corpus, pos: usize, radius: u32) -> String {
+    document_of(corpus, window_positions(corpus, pos, radius))
+}
+
+/// The positions of every window that holds one of the records at `positions` (windows are
+/// symmetric: the record at `p` is in the window of `q` exactly when `q` is in that of `p`),
+/// ascending.
+fn windows_holding(
+    corpus: &Corpus,
+    radius: u32,
+    positions: impl IntoIterator<Item = usize>,
+) -> std::collections::BTreeSet<usize> {
+    positions.into_iter().flat_map(|p| window_positions(corpus, p, radius)).collect()
+}
+
+fn document_of(corpus: &Corpus, positions: Vec<usize>) -> String {
     let mut out = String::new();
-    for p in window_positions(corpus, pos, radius) {
+    for p in positions {
         if !out.is_empty() {
             out.push('\n');
         }
@@ -89,6 +121,34 @@ impl WindowIndex {
         Ok(WindowIndex { radius, index, built_for: corpus.len() })
     }
 
+    /// Brings the index up to `corpus` after records were appended to the one it was built for
+    /// (which must be a prefix of `corpus`: an erasure calls for a rebuild): the new records'
+    /// windows are added and every window a new record entered is replaced, so the index
+    /// searches exactly as [`WindowIndex::build`] over `corpus` would, at the cost of the
+    /// windows that changed rather than all of them.
+    pub fn extend(&mut self, corpus: &Corpus) -> Result<(), LexicalError> {
+        let built_for = self.built_for;
+        if corpus.len() <= built_for {
+            return Ok(());
+        }
+        let radius = self.radius;
+        for pos in windows_holding(corpus, radius, built_for..corpus.len()) {
+            let id = corpus.at(pos).id;
+            let document = window_document(corpus, pos, radius);
+            if pos < built_for {
+                let before = window_positions_among(corpus, pos, radius, |p| p < built_for);
+                self.index.replace(id, &document_of(corpus, before), &document)?;
+            } else {
+                self.index.add(id, &document)?;
+            }
+        }
+        if let Some(last) = corpus.last_record() {
+            self.index.mark_covered(last)?;
+        }
+        self.built_for = corpus.len();
+        Ok(())
+    }
+
     /// The window radius.
     pub fn radius(&self) -> u32 {
         self.radius
@@ -117,6 +177,8 @@ pub struct ContextVectors {
     radius: u32,
     dim: usize,
     keys: Vec<TurnId>,
+    /// The row of each key.
+    rows: HashMap<TurnId, usize>,
     /// Row-major, `keys.len() x dim`, unit vectors.
     data: Vec<f32>,
     built_for: usize,
@@ -134,25 +196,99 @@ impl ContextVectors {
         vectors_seen: usize,
         turn_vector: impl Fn(TurnId) -> Option<&'v [f32]>,
     ) -> ContextVectors {
-        let mut keys = Vec::new();
-        let mut data = Vec::new();
+        let mut built = ContextVectors {
+            radius,
+            dim,
+            keys: Vec::new(),
+            rows: HashMap::new(),
+            data: Vec::new(),
+            built_for: corpus.len(),
+            vectors_seen,
+        };
         let mut sum = vec![0.0f32; dim];
         for pos in 0..corpus.len() {
-            sum.iter_mut().for_each(|x| *x = 0.0);
-            let mut any = false;
-            for p in window_positions(corpus, pos, radius) {
-                if let Some(v) = turn_vector(corpus.at(p).id).filter(|v| v.len() == dim) {
-                    sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
-                    any = true;
-                }
-            }
-            let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
-            if any && norm.is_finite() && norm > 0.0 {
-                keys.push(corpus.at(pos).id);
-                data.extend(sum.iter().map(|x| x / norm));
+            if built.window_vector(corpus, pos, &mut sum, |id| turn_vector(id).map(Cow::Borrowed)) {
+                built.set_row(corpus.at(pos).id, &sum);
             }
         }
-        ContextVectors { radius, dim, keys, data, built_for: corpus.len(), vectors_seen }
+        built
+    }
+
+    /// Brings the vectors up to `corpus` after records were appended to the one they were built
+    /// for (a prefix of `corpus`) or turns got vectors (`embedded`, the turns that have a
+    /// vector now and had none at the last build or update): every window holding a new record
+    /// or one of those turns is computed again, so the result searches exactly as
+    /// [`ContextVectors::build`] would.
+    pub fn update<'v>(
+        &mut self,
+        corpus: &Corpus,
+        embedded: impl IntoIterator<Item = TurnId>,
+        vectors_seen: usize,
+        turn_vector: impl Fn(TurnId) -> Option<Cow<'v, [f32]>>,
+    ) {
+        let changed = (self.built_for.min(corpus.len())..corpus.len())
+            .chain(embedded.into_iter().filter_map(|id| corpus.position(id)));
+        let mut sum = vec![0.0f32; self.dim];
+        for pos in windows_holding(corpus, self.radius, changed) {
+            let id = corpus.at(pos).id;
+            if self.window_vector(corpus, pos, &mut sum, &turn_vector) {
+                self.set_row(id, &sum);
+            } else if let Some(row) = self.rows.remove(&id) {
+                self.remove_row(row);
+            }
+        }
+        self.built_for = corpus.len();
+        self.vectors_seen = vectors_seen;
+    }
+
+    /// Writes into `sum` the context vector of the record at `pos`; false when none of its
+    /// window's turns has a vector.
+    fn window_vector<'v>(
+        &self,
+        corpus: &Corpus,
+        pos: usize,
+        sum: &mut [f32],
+        turn_vector: impl Fn(TurnId) -> Option<Cow<'v, [f32]>>,
+    ) -> bool {
+        sum.iter_mut().for_each(|x| *x = 0.0);
+        let mut any = false;
+        for p in window_positions(corpus, pos, self.radius) {
+            if let Some(v) = turn_vector(corpus.at(p).id).filter(|v| v.len() == self.dim) {
+                sum.iter_mut().zip(v.iter()).for_each(|(s, x)| *s += x);
+                any = true;
+            }
+        }
+        let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if any && norm.is_finite() && norm > 0.0 {
+            sum.iter_mut().for_each(|x| *x /= norm);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn set_row(&mut self, id: TurnId, vector: &[f32]) {
+        match self.rows.get(&id) {
+            Some(&row) => self.data[row * self.dim..(row + 1) * self.dim].copy_from_slice(vector),
+            None => {
+                self.rows.insert(id, self.keys.len());
+                self.keys.push(id);
+                self.data.extend_from_slice(vector);
+            }
+        }
+    }
+
+    /// Removes `row`, moving the last row into its place.
+    fn remove_row(&mut self, row: usize) {
+        let last = self.keys.len() - 1;
+        if row != last {
+            let moved = self.keys[last];
+            self.keys[row] = moved;
+            self.rows.insert(moved, row);
+            self.data.copy_within(last * self.dim..(last + 1) * self.dim, row * self.dim);
+        }
+        self.keys.pop();
+        self.data.truncate(last * self.dim);
     }
 
     /// The window radius.
@@ -172,7 +308,7 @@ impl ContextVectors {
 
     /// Estimated heap bytes.
     pub fn heap_bytes(&self) -> usize {
-        self.data.len() * 4 + self.keys.len() * 8
+        self.data.len() * 4 + self.keys.len() * 32
     }
 
     /// The `n` records whose context vectors are most similar to `query` (cosine; `query` need not
@@ -265,6 +401,102 @@ mod tests {
         let mut keys: Vec<u64> = hits.iter().map(|h| h.key.raw()).collect();
         keys.sort_unstable();
         assert_eq!(keys, [1, 2], "the answer turn is found through its question");
+    }
+
+    /// Records pushed in ledger order but not in turn order, across sessions, one erased.
+    fn growing() -> (Corpus, Vec<Evidence>) {
+        let records = [
+            (1, "a", 0, "Which lake did you swim in?"),
+            (2, "a", 2, "It was cold."),
+            (3, "b", 0, "Lake Tahoe is deep."),
+            (4, "a", 1, "Lake Tahoe, in June."),
+            (5, "a", 5, "We swim again next year."),
+            (6, "b", 1, "Deep and cold."),
+            (7, "a", 3, "Erased."),
+            (8, "c", 0, "A new topic: cello."),
+            (9, "a", 4, "The cello can wait."),
+            (10, "a", 6, "Swim, cello, lake."),
+        ];
+        let mut all: Vec<Evidence> = records
+            .iter()
+            .map(|&(id, session, index, text)| turn(id, session, index, "Ann", text))
+            .collect();
+        let rest = all.split_off(3);
+        let ns = Namespace::new("n").unwrap();
+        (Corpus::new(ns, all, [TurnId::from_raw(7)]).unwrap(), rest)
+    }
+
+    fn vector_of(id: TurnId) -> Vec<f32> {
+        let x = id.raw() as f32;
+        vec![x.sin(), x.cos(), (x * 0.5).sin()]
+    }
+
+    #[test]
+    fn extending_a_window_index_searches_like_building_it_again() {
+        let params = Bm25Params { k1: 1.2, b: 0.75 };
+        for radius in [1, 2] {
+            let (mut corpus, rest) = growing();
+            let mut extended =
+                WindowIndex::build(&corpus, radius, params, Analyzer::Plain).unwrap();
+            for e in rest {
+                corpus.push(e).unwrap();
+                extended.extend(&corpus).unwrap();
+                let built = WindowIndex::build(&corpus, radius, params, Analyzer::Plain).unwrap();
+                assert_eq!(extended.built_for(), built.built_for());
+                assert_eq!(extended.index().len(), built.index().len());
+                assert_eq!(extended.index().covers(), built.index().covers());
+                for query in ["swim", "lake tahoe", "cold deep", "cello", "erased", "june wait"] {
+                    let terms = built.index().analyze(query);
+                    assert_eq!(
+                        extended.index().search(&terms, 20, |_| true),
+                        built.index().search(&terms, 20, |_| true),
+                        "radius {radius}, {} records, {query:?}",
+                        corpus.len()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn updating_context_vectors_searches_like_building_them_again() {
+        let (mut corpus, rest) = growing();
+        // Turns get their vectors late: even ids only once the corpus has grown past them.
+        let mut embedded: Vec<TurnId> =
+            corpus.evidence().iter().map(|e| e.id).filter(|id| id.raw() % 2 == 1).collect();
+        let vectors = |embedded: &[TurnId]| -> HashMap<TurnId, Vec<f32>> {
+            embedded.iter().map(|&id| (id, vector_of(id))).collect()
+        };
+        let now = vectors(&embedded);
+        let mut updated =
+            ContextVectors::build(&corpus, 2, 3, now.len(), |id| now.get(&id).map(Vec::as_slice));
+        for e in rest {
+            let new_pos = corpus.len();
+            let late: Vec<TurnId> =
+                embedded.iter().map(|id| TurnId::from_raw(id.raw() + 1)).collect();
+            corpus.push(e).unwrap();
+            let mut changed = Vec::new();
+            for id in late.into_iter().chain([corpus.evidence()[new_pos].id]) {
+                if !embedded.contains(&id) && corpus.position(id).is_some() {
+                    embedded.push(id);
+                    changed.push(id);
+                }
+            }
+            let now = vectors(&embedded);
+            updated.update(&corpus, changed, now.len(), |id| {
+                now.get(&id).map(|v| Cow::Owned(v.clone()))
+            });
+            let built = ContextVectors::build(&corpus, 2, 3, now.len(), |id| {
+                now.get(&id).map(Vec::as_slice)
+            });
+            for query in [[1.0, 0.0, 0.0], [0.2, -0.7, 0.1], [0.0, 0.0, 1.0]] {
+                assert_eq!(
+                    updated.search(&query, 20, |_| true),
+                    built.search(&query, 20, |_| true)
+                );
+            }
+            assert_eq!(updated.heap_bytes(), built.heap_bytes());
+        }
     }
 
     #[test]

@@ -269,6 +269,15 @@ impl Encoder for BertEncoder {
         self.identity.dimension
     }
 
+    fn lower_worker_priority(&self) -> std::io::Result<()> {
+        for pool in &self.workers {
+            pool.broadcast(|_| crate::thread_priority::lower_current_thread_priority())
+                .into_iter()
+                .collect::<std::io::Result<()>>()?;
+        }
+        Ok(())
+    }
+
     fn count_tokens(&self, role: EmbeddingRole, text: &str) -> Result<usize, EmbedError> {
         let ids = self.tokenizer.encode_all(&[self.prefixed(role, text)])?;
         Ok(ids[0].len())

@@ -82,6 +82,14 @@ pub trait Encoder: Send + Sync + std::fmt::Debug {
         let mut out = self.embed(EmbeddingRole::Query, &[text])?;
         Ok(out.remove(0))
     }
+
+    /// Lowers the priority of the threads this encoder runs batches of several texts on (see
+    /// [`crate::thread_priority`]), for an encoder that embeds in the background of a process
+    /// answering requests. Queries (one text) run on the caller's thread and keep its priority.
+    /// Permanent for this encoder. The default has no worker threads and does nothing.
+    fn lower_worker_priority(&self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Limits on one forward pass. They change speed and memory, not results.

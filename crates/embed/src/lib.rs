@@ -37,6 +37,7 @@ mod multiversion;
 mod packed_model;
 mod packed_weights;
 mod pooling;
+pub mod thread_priority;
 mod tokenize;
 
 pub use crate::{

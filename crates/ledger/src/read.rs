@@ -105,6 +105,23 @@ impl Ledger {
         })
     }
 
+    /// Whether any erasure was recorded after ledger position `after` (`None`: ever). Reads only
+    /// the records after it, so derived data can tell "appends only since I was built" from
+    /// "rebuild" at the cost of what is new.
+    pub fn erased_after(&self, after: Option<TurnId>) -> Result<bool, ReadError> {
+        self.with_reader(|conn| {
+            let after = after.map_or(0, |id| id.raw() as i64);
+            conn.query_row(
+                &format!(
+                    "SELECT EXISTS (SELECT 1 FROM records WHERE seq > ?1 AND kind = {KIND_REDACTION})"
+                ),
+                [after],
+                |r| r.get(0),
+            )
+            .map_err(|e| sql_err(self.path())(e).into())
+        })
+    }
+
     /// The redaction record of the latest erasure that erased a turn of `namespace` (`None`:
     /// none ever did). Derived data built when the ledger head was below it may hold erased
     /// turns.

@@ -18,6 +18,18 @@ pub enum LexicalError {
         /// The key, as debug text.
         key: String,
     },
+    /// The key to replace is not in the index.
+    #[error("document {key} is not indexed")]
+    UnknownKey {
+        /// The key, as debug text.
+        key: String,
+    },
+    /// The text given as a document's current one is not what the index holds for it.
+    #[error("document {key}: the text given as its indexed one does not match the index")]
+    StaleDocument {
+        /// The key, as debug text.
+        key: String,
+    },
     /// The covered ledger position would move backwards.
     #[error("index covers the ledger up to {covered}, refusing to move back to {requested}")]
     CoverageBackwards {

@@ -142,34 +142,84 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         }
         let row = u32::try_from(self.keys.len())
             .map_err(|_| LexicalError::Full { rows: self.keys.len() })?;
-        let mut terms = Vec::new();
-        self.analyzer.analyze_into(text, &mut terms);
-        let doc_len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
-        terms.sort_unstable();
-        let mut i = 0;
-        while i < terms.len() {
-            let mut j = i + 1;
-            while j < terms.len() && terms[j] == terms[i] {
-                j += 1;
-            }
-            let tf = (j - i) as u32;
-            let next_id = self.postings.len() as u32;
-            let term_id = *self.term_ids.entry(std::mem::take(&mut terms[i])).or_insert(next_id);
-            if term_id == next_id {
-                self.postings.push(Vec::new());
-                self.term_extremes.push(TermExtremes { max_tf: tf, min_len: doc_len });
-            }
+        let (counts, doc_len) = self.term_counts(text);
+        for (term, tf) in counts {
+            let term_id = self.term_id(term, tf, doc_len);
             self.postings[term_id as usize].push(Posting { row, tf });
-            let extremes = &mut self.term_extremes[term_id as usize];
-            extremes.max_tf = extremes.max_tf.max(tf);
-            extremes.min_len = extremes.min_len.min(doc_len);
-            i = j;
         }
         self.doc_len.push(doc_len);
         self.keys.push(key);
         self.rows.insert(key, DocRow(row));
         self.total_len += u64::from(doc_len);
         Ok(DocRow(row))
+    }
+
+    /// Replaces the document of `key`, indexed from `old_text`, by `new_text`, keeping its row:
+    /// the index then scores exactly as one built with `new_text` in its place. `old_text` must
+    /// be what the row holds (every term and frequency is checked), else nothing changes and
+    /// the call fails.
+    pub fn replace(&mut self, key: K, old_text: &str, new_text: &str) -> Result<(), LexicalError> {
+        let row =
+            self.row(key).ok_or_else(|| LexicalError::UnknownKey { key: format!("{key:?}") })?;
+        let stale = || LexicalError::StaleDocument { key: format!("{key:?}") };
+        let (old, old_len) = self.term_counts(old_text);
+        if old_len != self.doc_len[row.index()] {
+            return Err(stale());
+        }
+        let mut found = Vec::with_capacity(old.len());
+        for (term, tf) in &old {
+            let term_id = *self.term_ids.get(term.as_str()).ok_or_else(stale)? as usize;
+            let postings = &self.postings[term_id];
+            match postings.binary_search_by_key(&row.0, |p| p.row) {
+                Ok(at) if postings[at].tf == *tf => found.push((term_id, at)),
+                _ => return Err(stale()),
+            }
+        }
+        for (term_id, at) in found {
+            self.postings[term_id].remove(at);
+        }
+        let (new, new_len) = self.term_counts(new_text);
+        for (term, tf) in new {
+            let term_id = self.term_id(term, tf, new_len) as usize;
+            let postings = &mut self.postings[term_id];
+            let at = postings.partition_point(|p| p.row < row.0);
+            postings.insert(at, Posting { row: row.0, tf });
+        }
+        self.total_len = self.total_len - u64::from(old_len) + u64::from(new_len);
+        self.doc_len[row.index()] = new_len;
+        Ok(())
+    }
+
+    /// The analyzed terms of `text` with their frequencies, in term order, and its length.
+    fn term_counts(&self, text: &str) -> (Vec<(String, u32)>, u32) {
+        let mut terms = Vec::new();
+        self.analyzer.analyze_into(text, &mut terms);
+        let doc_len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+        terms.sort_unstable();
+        let mut counts: Vec<(String, u32)> = Vec::new();
+        for term in terms {
+            match counts.last_mut() {
+                Some((last, tf)) if *last == term => *tf += 1,
+                _ => counts.push((term, 1)),
+            }
+        }
+        (counts, doc_len)
+    }
+
+    /// The id of `term`, created when new; widens the term's bounds to a posting of `tf` in a
+    /// document of `doc_len` terms. Bounds never narrow (a replaced document leaves them
+    /// loose), which keeps them bounds.
+    fn term_id(&mut self, term: String, tf: u32, doc_len: u32) -> u32 {
+        let next_id = self.postings.len() as u32;
+        let term_id = *self.term_ids.entry(term).or_insert(next_id);
+        if term_id == next_id {
+            self.postings.push(Vec::new());
+            self.term_extremes.push(TermExtremes { max_tf: tf, min_len: doc_len });
+        }
+        let extremes = &mut self.term_extremes[term_id as usize];
+        extremes.max_tf = extremes.max_tf.max(tf);
+        extremes.min_len = extremes.min_len.min(doc_len);
+        term_id
     }
 
     /// The key stored at `row`.
@@ -374,7 +424,46 @@ mod tests {
         assert_eq!(idx.covers(), Some(TurnId::from_raw(5)));
     }
 
+    #[test]
+    fn a_replace_checks_the_text_it_replaces() {
+        let mut idx = index(&["alpha beta", "gamma"]);
+        let stale = idx.replace(0, "alpha gamma", "delta");
+        assert!(matches!(stale, Err(LexicalError::StaleDocument { .. })), "{stale:?}");
+        assert!(matches!(idx.replace(7, "a", "b"), Err(LexicalError::UnknownKey { .. })));
+        assert_eq!(idx.search(&analyze("alpha"), 5, |_| true).len(), 1, "nothing changed");
+        idx.replace(0, "alpha beta", "delta delta").unwrap();
+        assert!(idx.search(&analyze("alpha"), 5, |_| true).is_empty());
+        assert_eq!(idx.search(&analyze("delta"), 5, |_| true)[0].key, 0);
+    }
+
     proptest! {
+        #[test]
+        fn replacing_documents_scores_like_building_with_the_new_texts(
+            texts in prop::collection::vec("(alpha|beta|gamma|delta|x-1|v2.0| ){1,12}", 2..30),
+            replacements in prop::collection::vec(
+                (0usize..30, "(alpha|beta|gamma|zeta|eta| ){0,12}"), 1..20),
+            n in 1usize..12,
+        ) {
+            let mut current: Vec<String> = texts.clone();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let mut replaced = index(&refs);
+            for (at, text) in replacements {
+                let at = at % current.len();
+                replaced.replace(at as u32, &current[at], &text).unwrap();
+                current[at] = text;
+            }
+            let refs: Vec<&str> = current.iter().map(String::as_str).collect();
+            let built = index(&refs);
+            for query in ["alpha", "beta gamma", "zeta x-1", "eta alpha delta", "v2.0 beta"] {
+                let terms = analyze(query);
+                prop_assert_eq!(replaced.search(&terms, n, |_| true), built.search(&terms, n, |_| true));
+                prop_assert_eq!(
+                    replaced.search_max_score(&terms, n, |_| true),
+                    built.search_exhaustive(&terms, n, |_| true)
+                );
+            }
+        }
+
         #[test]
         fn agrees_with_the_formula(
             texts in prop::collection::vec("(alpha|beta|gamma|delta|x-1|v2.0| ){1,12}", 1..30),

@@ -46,7 +46,13 @@ struct State {
 
 impl BackgroundEmbedder {
     /// Starts the thread for `inner`; its first round embeds everything pending in the store.
+    /// The embedder and the encoder's worker threads run at the lowest priority, so that
+    /// embedding a backlog never slows the appends and compiles of the same process: the CPU
+    /// is theirs first (a backlog then drains in the gaps, and at full speed when idle).
     pub(crate) fn start(inner: &Arc<Inner>) -> std::io::Result<BackgroundEmbedder> {
+        if let Some(dense) = &inner.dense {
+            dense.encoder.lower_worker_priority()?;
+        }
         let signal = Arc::new(Signal::default());
         signal.lock().pending = true;
         let weak = Arc::downgrade(inner);
@@ -105,6 +111,9 @@ impl Signal {
 }
 
 fn run(memory: Weak<Inner>, signal: Arc<Signal>) {
+    if let Err(err) = evicortex_embed::thread_priority::lower_current_thread_priority() {
+        tracing::warn!(error = %err, "the background embedder keeps its normal priority");
+    }
     // Every turn up to this record has been offered to the encoder.
     let mut done_up_to: Option<TurnId> = None;
     let mut first_round = true;

@@ -13,6 +13,7 @@
 //! every erasure of the namespace.
 
 use std::{
+    borrow::Cow,
     collections::{HashMap, HashSet},
     path::PathBuf,
     sync::{Arc, Mutex, PoisonError},
@@ -170,13 +171,13 @@ pub(crate) struct NamespaceIndexes {
     pub(crate) lexical: Bm25Index,
     /// The ledger head these cover (`None`: never built).
     head: Option<TurnId>,
-    /// Redaction records seen at the last build; a change means an erasure somewhere.
-    redactions: u64,
     pub(crate) dense: Option<DenseIndex>,
     /// BM25 over window documents, for the radius, parameters and analyzer last asked for.
     pub(crate) window: Option<WindowIndex>,
     /// Context vectors, for the radius last asked for.
     pub(crate) context_vectors: Option<ContextVectors>,
+    /// Turns that got their vectors since the context vectors were last brought up to date.
+    vectors_added: Vec<TurnId>,
     text_bytes: usize,
 }
 
@@ -202,10 +203,10 @@ impl NamespaceIndexes {
                 .expect("an empty corpus is valid"),
             lexical: Bm25Index::with_analyzer(BM25, cached_analyzer()),
             head: None,
-            redactions: 0,
             dense: None,
             window: None,
             context_vectors: None,
+            vectors_added: Vec::new(),
             text_bytes: 0,
         }
     }
@@ -219,29 +220,39 @@ impl NamespaceIndexes {
         self.text_bytes * 4 + self.corpus.len() * 320 + vectors + window + context
     }
 
-    /// Builds (or rebuilds, when the corpus, the vectors or the settings changed) the context
-    /// indexes `config` asks for.
+    /// Brings the context indexes `config` asks for up to the corpus and its vectors: built
+    /// when missing or asked for with other settings, else extended by the windows that new
+    /// records or new vectors changed.
     pub(crate) fn refresh_context(
         &mut self,
         config: &CompileConfig,
         namespace: &Namespace,
     ) -> Result<(), CompileError> {
+        let lexical_err = |source| CompileError::Lexical { namespace: namespace.clone(), source };
         let radius = config.context.lexical_radius;
         if radius > 0 && config.lexical.top_n > 0 {
             let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
             let analyzer = config.lexical.analyzer;
-            let current = self.window.as_ref().is_some_and(|w| {
-                w.radius() == radius
-                    && w.built_for() == self.corpus.len()
-                    && w.index().params() == params
-                    && w.index().analyzer() == analyzer
-            });
-            if !current {
-                let _span = tracing::debug_span!("window_index", %namespace, radius).entered();
-                self.window =
-                    Some(WindowIndex::build(&self.corpus, radius, params, analyzer).map_err(
-                        |source| CompileError::Lexical { namespace: namespace.clone(), source },
-                    )?);
+            match &mut self.window {
+                Some(w)
+                    if w.radius() == radius
+                        && w.built_for() <= self.corpus.len()
+                        && w.index().params() == params
+                        && w.index().analyzer() == analyzer =>
+                {
+                    if w.built_for() < self.corpus.len() {
+                        let _span = tracing::debug_span!("window_index_extend", %namespace, radius)
+                            .entered();
+                        w.extend(&self.corpus).map_err(lexical_err)?;
+                    }
+                }
+                _ => {
+                    let _span = tracing::debug_span!("window_index", %namespace, radius).entered();
+                    self.window = Some(
+                        WindowIndex::build(&self.corpus, radius, params, analyzer)
+                            .map_err(lexical_err)?,
+                    );
+                }
             }
         }
         let radius = config.context.dense_radius;
@@ -249,34 +260,39 @@ impl NamespaceIndexes {
             (radius > 0, config.dense, self.dense.as_ref())
         {
             let with_vectors = self.corpus.len() - dense.missing.len();
-            let current = self.context_vectors.as_ref().is_some_and(|c| {
-                c.radius() == radius
-                    && c.built_for() == self.corpus.len()
-                    && c.vectors_seen() == with_vectors
-            });
-            if !current {
-                let _span = tracing::debug_span!("context_vectors", %namespace, radius).entered();
-                let dim = dense.index.dim();
-                // A turn embedded as several windows counts once: its windows' normalised sum.
-                let mut turn_vectors: HashMap<TurnId, Vec<f32>> = HashMap::new();
-                for e in self.corpus.evidence() {
-                    let mut sum = vec![0.0f32; dim];
-                    let mut any = false;
-                    for window in dense.index.windows_of(e.id) {
-                        sum.iter_mut().zip(window).for_each(|(s, x)| *s += x);
-                        any = true;
-                    }
-                    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
-                    if any && norm > 0.0 {
-                        sum.iter_mut().for_each(|x| *x /= norm);
-                        turn_vectors.insert(e.id, sum);
+            let dim = dense.index.dim();
+            let turn_vector = |id| turn_vector(&dense.index, id, dim);
+            match &mut self.context_vectors {
+                Some(c) if c.radius() == radius && c.built_for() <= self.corpus.len() => {
+                    if c.built_for() < self.corpus.len() || c.vectors_seen() != with_vectors {
+                        let _span =
+                            tracing::debug_span!("context_vectors_update", %namespace, radius)
+                                .entered();
+                        let embedded = self.vectors_added.iter().copied();
+                        c.update(&self.corpus, embedded, with_vectors, |id| {
+                            turn_vector(id).map(Cow::Owned)
+                        });
                     }
                 }
-                self.context_vectors =
-                    Some(ContextVectors::build(&self.corpus, radius, dim, with_vectors, |id| {
-                        turn_vectors.get(&id).map(Vec::as_slice)
-                    }));
+                _ => {
+                    let _span =
+                        tracing::debug_span!("context_vectors", %namespace, radius).entered();
+                    let turn_vectors: HashMap<TurnId, Vec<f32>> = self
+                        .corpus
+                        .evidence()
+                        .iter()
+                        .filter_map(|e| Some((e.id, turn_vector(e.id)?)))
+                        .collect();
+                    self.context_vectors = Some(ContextVectors::build(
+                        &self.corpus,
+                        radius,
+                        dim,
+                        with_vectors,
+                        |id| turn_vectors.get(&id).map(Vec::as_slice),
+                    ));
+                }
             }
+            self.vectors_added.clear();
         }
         Ok(())
     }
@@ -292,13 +308,19 @@ impl NamespaceIndexes {
         let head = memory.head()?;
         if head.is_none() || head != self.head {
             let _span = tracing::debug_span!("refresh_indexes", %namespace).entered();
-            let redactions = memory.stats()?.ledger.redactions;
-            let new_records = match (self.head, self.corpus.last_record()) {
-                (Some(_), Some(last)) if redactions == self.redactions => {
-                    memory.evidence_after(namespace, last)?
+            // Only the records since the last refresh are read: counting redactions over the
+            // whole ledger cost more than the rest of a compile after each append.
+            let built_at = match self.head {
+                Some(at) if !memory.inner.ledger.erased_after(Some(at))? => Some(at),
+                _ => None,
+            };
+            let new_records = match built_at {
+                // Appends that committed after `head` was read may already be in the corpus.
+                Some(built_at) => {
+                    let after = self.corpus.last_record().map_or(built_at, |l| l.max(built_at));
+                    memory.evidence_after(namespace, after)?
                 }
-                (Some(_), None) if redactions == self.redactions => memory.evidence(namespace)?,
-                _ => {
+                None => {
                     *self = NamespaceIndexes::empty(namespace);
                     memory.evidence(namespace)?
                 }
@@ -325,7 +347,6 @@ impl NamespaceIndexes {
                 })?;
             }
             self.head = head;
-            self.redactions = redactions;
         }
         if let Some(dense) = dense {
             self.refresh_dense(memory, dense, namespace)?;
@@ -387,6 +408,10 @@ impl NamespaceIndexes {
                 rows.push(((*turn, window), vectors.row(row)));
             }
             index.index.extend_windows(rows).map_err(vector_err)?;
+            if self.context_vectors.is_some() {
+                self.vectors_added.extend(vectors.turns.iter().copied());
+                self.vectors_added.dedup();
+            }
             let still_missing: HashSet<TurnId> = vectors.missing.iter().copied().collect();
             let mut position = 0;
             index.missing.retain(|e| {
@@ -439,4 +464,20 @@ impl NamespaceIndexes {
         }
         Ok(lexical)
     }
+}
+
+/// A turn's vector for its context windows: a turn embedded as several windows counts once, as
+/// its windows' normalised sum. `None` when it has no vector yet.
+fn turn_vector(index: &WindowedIndex, id: TurnId, dim: usize) -> Option<Vec<f32>> {
+    let mut sum = vec![0.0f32; dim];
+    let mut any = false;
+    for window in index.windows_of(id) {
+        sum.iter_mut().zip(window).for_each(|(s, x)| *s += x);
+        any = true;
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+    (any && norm > 0.0).then(|| {
+        sum.iter_mut().for_each(|x| *x /= norm);
+        sum
+    })
 }

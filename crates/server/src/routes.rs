@@ -127,7 +127,7 @@ pub(crate) async fn compile(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let namespace = path_namespace(&caller, path)?;
     state
-        .blocking(move |memory, readers| operations::compile(memory, readers, &namespace, request))
+        .computing(move |memory, readers| operations::compile(memory, readers, &namespace, request))
         .await
         .map(Json)
 }
@@ -158,7 +158,7 @@ pub(crate) async fn answer(
     let namespace = path_namespace(&caller, path)?;
     let reader = state.reader().cloned();
     state
-        .blocking(move |memory, _| {
+        .computing(move |memory, _| {
             crate::answer_request::answer(memory, reader.as_ref(), &namespace, request)
         })
         .await

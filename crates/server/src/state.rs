@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use evicortex::Memory;
+use tokio::sync::Semaphore;
 
 use crate::{ApiError, KeyStore, answer_request::AnswerReader, compile_request::Readers};
 
@@ -35,14 +36,36 @@ struct Inner {
     keys: KeyStore,
     config: ServerConfig,
     reader: Option<AnswerReader>,
+    /// One permit per core for CPU-bound requests (compile, answer), handed out first come,
+    /// first served.
+    compute_slots: Arc<Semaphore>,
+}
+
+impl Inner {
+    fn new(
+        memory: Arc<Memory>,
+        keys: KeyStore,
+        config: ServerConfig,
+        reader: Option<AnswerReader>,
+    ) -> Inner {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let readers = Arc::new(Readers::default());
+        Inner {
+            memory,
+            readers,
+            keys,
+            config,
+            reader,
+            compute_slots: Arc::new(Semaphore::new(cores)),
+        }
+    }
 }
 
 impl AppState {
     /// State over an opened memory (with its encoder, for hybrid retrieval, or without: BM25
     /// only) and its key store.
     pub fn new(memory: Arc<Memory>, keys: KeyStore, config: ServerConfig) -> AppState {
-        let readers = Arc::new(Readers::default());
-        AppState { inner: Arc::new(Inner { memory, readers, keys, config, reader: None }) }
+        AppState { inner: Arc::new(Inner::new(memory, keys, config, None)) }
     }
 
     /// State that also answers questions with `reader` (`POST .../answer`) and serves it to
@@ -53,9 +76,7 @@ impl AppState {
         config: ServerConfig,
         reader: AnswerReader,
     ) -> AppState {
-        let readers = Arc::new(Readers::default());
-        let reader = Some(reader);
-        AppState { inner: Arc::new(Inner { memory, readers, keys, config, reader }) }
+        AppState { inner: Arc::new(Inner::new(memory, keys, config, Some(reader))) }
     }
 
     /// The reader answers are read by, when the server has one.
@@ -91,5 +112,27 @@ impl AppState {
         tokio::task::spawn_blocking(move || call(&memory, &readers))
             .await
             .map_err(|e| ApiError::Storage { message: format!("store task failed: {e}") })?
+    }
+
+    /// [`AppState::blocking`] for CPU-bound calls (compile, answer): at most one per core runs at
+    /// a time, the others wait their turn in arrival order. Two hundred compiles sharing two
+    /// cores all finished together, seconds late; in turn, they finish at the same rate, the
+    /// first ones at once.
+    pub async fn computing<T, F>(&self, call: F) -> Result<T, ApiError>
+    where
+        F: FnOnce(&Memory, &Readers) -> Result<T, ApiError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let slot = Arc::clone(&self.inner.compute_slots)
+            .acquire_owned()
+            .await
+            .map_err(|e| ApiError::Storage { message: format!("compute slots: {e}") })?;
+        // The slot is held by the call itself, so that a client hanging up mid-compile does
+        // not free it before the work ends.
+        self.blocking(move |memory, readers| {
+            let _slot = slot;
+            call(memory, readers)
+        })
+        .await
     }
 }

@@ -163,3 +163,21 @@ fn an_erased_turns_kept_digest_confirms_no_guessed_text() {
     }
     store.ledger.verify().unwrap();
 }
+
+#[test]
+fn erased_after_sees_only_erasures_past_the_position() {
+    let store = Store::new();
+    assert!(!store.ledger.erased_after(None).unwrap(), "an empty ledger erased nothing");
+    let receipt =
+        store.ledger.append(&[turn("alice", "s", 0, "one"), turn("alice", "s", 1, "two")]).unwrap();
+    let head = store.ledger.head().unwrap();
+    assert!(!store.ledger.erased_after(None).unwrap());
+    let target = EraseTarget::Record(Namespace::new("alice").unwrap(), receipt.outcomes[0].id);
+    let erased = store.ledger.erase(&target).unwrap();
+    let redaction = erased.redaction.unwrap();
+    assert!(store.ledger.erased_after(None).unwrap());
+    assert!(store.ledger.erased_after(head).unwrap(), "the redaction came after the old head");
+    assert!(!store.ledger.erased_after(Some(redaction)).unwrap(), "nothing after the redaction");
+    store.ledger.append(&[turn("alice", "s", 2, "three")]).unwrap();
+    assert!(!store.ledger.erased_after(Some(redaction)).unwrap(), "appends are not erasures");
+}

@@ -1,0 +1,137 @@
+//! A memory that compiles between appends and embedding rounds keeps its namespace's indexes
+//! up to date window by window; what it compiles must be what a memory opened afresh on the same
+//! store compiles, byte for byte, also after an erasure made through another handle.
+
+use evicortex::{
+    CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, CompiledContext, DenseConfig,
+    EraseTarget, IngestOptions, Memory, Namespace, Overlength, TiktokenReader, TokenBudget,
+    parse_jsonl,
+};
+
+const QUESTIONS: [&str; 4] = [
+    "Where did Ann swim last summer?",
+    "What did Bo say about the cello lessons?",
+    "Which lake was cold?",
+    "When is the marathon?",
+];
+
+fn compile(memory: &Memory, question: &str) -> CompiledContext {
+    let reader = TiktokenReader::o200k_base();
+    let query = CompileQuery {
+        namespace: Namespace::new("alice").unwrap(),
+        question: question.to_owned(),
+        as_of: None,
+        budget: TokenBudget::new(200),
+    };
+    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: 10 });
+    let request =
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+    memory.compile(&request).unwrap()
+}
+
+/// Turn `i` of the conversation: four sessions, turns of a session arriving out of order.
+fn turn(i: usize) -> String {
+    let topics = ["swimming in Lake Tahoe", "cello lessons", "the cold lake", "marathon in May"];
+    let session = i % 4;
+    let index = (i * 7) % 23 + 23 * (i / 92);
+    let (role, speaker) = if i.is_multiple_of(2) { ("user", "Ann") } else { ("assistant", "Bo") };
+    format!(
+        r#"{{"namespace":"alice","session":"s{session}","turn":{index},"role":"{role}","speaker":"{speaker}","text":"Turn {i}: {speaker} talks about {}.","time":"2024-05-{:02}T10:{:02}:00Z"}}"#,
+        topics[(i / 3) % 4],
+        1 + session,
+        i % 60
+    )
+}
+
+#[test]
+fn compiles_between_appends_equal_a_fresh_memory_s() {
+    let encoder = evicortex::load_pinned_encoder(Overlength::Refuse).unwrap_or_else(|e| {
+        panic!("the pinned encoder is needed: run `evicortex model fetch` ({e})")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+    let namespace = Namespace::new("alice").unwrap();
+    let mut appended = 0;
+    for step in 0..8 {
+        let lines: Vec<String> = (appended..appended + 7).map(turn).collect();
+        appended += 7;
+        let turns =
+            parse_jsonl("test", lines.join("\n").as_bytes(), &IngestOptions::default()).unwrap();
+        warm.append(&turns).unwrap();
+        // Vectors arrive every other step, for the turns of two appends at once.
+        if step % 2 == 1 {
+            warm.catch_up(Some(&namespace), CatchUpLimits { chunk_texts: 5 }, &mut |_| {}).unwrap();
+        }
+        let fresh = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+        for question in QUESTIONS {
+            let warm_context = compile(&warm, question);
+            let fresh_context = compile(&fresh, question);
+            assert_eq!(
+                serde_json::to_string(&warm_context).unwrap(),
+                serde_json::to_string(&fresh_context).unwrap(),
+                "step {step}, {question:?}"
+            );
+        }
+    }
+
+    // An erasure made through another handle (another process, say) reaches the warm indexes.
+    let other = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+    let before = compile(&warm, QUESTIONS[0]);
+    let cited = before.items.first().expect("the question finds evidence").record;
+    other.erase(&EraseTarget::Record(namespace.clone(), cited)).unwrap();
+    let fresh = Memory::builder(dir.path()).encoder(encoder).open().unwrap();
+    for question in QUESTIONS {
+        let warm_context = compile(&warm, question);
+        assert!(warm_context.items.iter().all(|item| item.record != cited));
+        assert_eq!(
+            serde_json::to_string(&warm_context).unwrap(),
+            serde_json::to_string(&compile(&fresh, question)).unwrap(),
+            "after the erasure, {question:?}"
+        );
+    }
+}
+
+#[test]
+fn compiles_racing_appends_never_fail_and_end_where_a_fresh_memory_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path()).unwrap();
+    let lexical = |memory: &Memory, question: &str| {
+        let reader = TiktokenReader::o200k_base();
+        let query = CompileQuery {
+            namespace: Namespace::new("alice").unwrap(),
+            question: question.to_owned(),
+            as_of: None,
+            budget: TokenBudget::new(200),
+        };
+        let config = CompileConfig::default_with(10, DenseConfig::Off);
+        let request =
+            CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+        memory.compile(&request)
+    };
+    let first = parse_jsonl("test", turn(0).as_bytes(), &IngestOptions::default()).unwrap();
+    memory.append(&first).unwrap();
+    std::thread::scope(|scope| {
+        let appender = scope.spawn(|| {
+            for i in 1..300 {
+                let turns =
+                    parse_jsonl("test", turn(i).as_bytes(), &IngestOptions::default()).unwrap();
+                memory.append(&turns).unwrap();
+            }
+        });
+        let mut compiles = 0;
+        while !appender.is_finished() || compiles == 0 {
+            if let Err(e) = lexical(&memory, QUESTIONS[compiles % 4]) {
+                panic!("compile {compiles} while appending: {e}");
+            }
+            compiles += 1;
+        }
+    });
+    let fresh = Memory::open(dir.path()).unwrap();
+    for question in QUESTIONS {
+        assert_eq!(
+            serde_json::to_string(&lexical(&memory, question).unwrap()).unwrap(),
+            serde_json::to_string(&lexical(&fresh, question).unwrap()).unwrap(),
+            "{question:?}"
+        );
+    }
+}
