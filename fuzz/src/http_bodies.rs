@@ -6,10 +6,10 @@
 
 use std::sync::OnceLock;
 
+use evicortex::front_end::{apply_compile_options, turn_from_json};
 use evicortex::{
     CompileConfig, CompileQuery, CompileRequest as MemoryCompileRequest, DenseConfig,
-    IngestOptions, Memory, Namespace, TokenBudget, apply_compile_options, reader_tokenizer,
-    turn_from_json,
+    IngestOptions, Memory, Namespace, TokenBudget, reader_tokenizer,
 };
 use evicortex_server::{
     ApiError, AppendRequest, CompileRequest, DEFAULT_TOP_N, EraseRequest, parse_json,
@@ -61,7 +61,7 @@ fn append(body: &[u8]) {
         IngestOptions { default_namespace: Some(namespace()), ..IngestOptions::default() };
     for object in &request.turns {
         let Ok(turn) = turn_from_json(object, &options) else { continue };
-        let line = evicortex::export_line(&turn);
+        let line = evicortex::front_end::export_line(&turn);
         let again: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(&line).unwrap();
         let again = turn_from_json(&again, &options)

@@ -2,7 +2,8 @@
 //! export format unchanged; refused input names a line inside the input and, for a field error,
 //! a field the line has (or one it must have).
 
-use evicortex::{IngestError, IngestOptions, Namespace, export_line, parse_jsonl_numbered};
+use evicortex::front_end::{export_line, parse_jsonl_numbered};
+use evicortex::{IngestError, IngestOptions, Namespace};
 
 const FIELDS: &[&str] =
     &["namespace", "session", "turn", "role", "speaker", "text", "time", "meta"];

@@ -4,7 +4,8 @@
 //! byte picks a whole message or the arguments of one tool directly. Properties: no panic; a
 //! refusal after the arguments parsed is a 400 or 422 naming a field.
 
-use evicortex::{IngestOptions, Namespace, turn_from_json};
+use evicortex::front_end::turn_from_json;
+use evicortex::{IngestOptions, Namespace};
 use evicortex_server::{
     ApiError, AppendRequest, CompileRequest, EraseRequest, ForgetArgs, RecallArgs, RememberArgs,
     parse_json,

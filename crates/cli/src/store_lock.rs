@@ -57,7 +57,7 @@ impl StoreLock {
     pub fn acquire(store: &Path) -> Result<StoreLock, StoreLockError> {
         let path = store.join(LOCK_FILE);
         let io = |source| StoreLockError::Io { path: path.clone(), source };
-        evicortex::create_private_dir(store).map_err(io)?;
+        evicortex::front_end::create_private_dir(store).map_err(io)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)

@@ -13,9 +13,8 @@ use std::{
 };
 
 use anyhow::Context;
-use evicortex::{
-    CompiledContext, PackPolicy, ReaderTokenizer, RenderTurn, Role, TokenBudget, pack_ranked,
-};
+use evicortex::front_end::{PackPolicy, RenderTurn, pack_ranked};
+use evicortex::{CompiledContext, ReaderTokenizer, Role, TokenBudget};
 
 use crate::{
     controls::bm25_okapi::{Bm25Okapi, Bm25OkapiParams},

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
-use evicortex::{CompileConfig, apply_compile_options};
+use evicortex::CompileConfig;
+use evicortex::front_end::apply_compile_options;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

@@ -69,9 +69,9 @@ pub use crate::{
     answer::{AnswerError, AnswerReport, AnswerRequest, CompileTimings},
     catch_up::{CatchUpLimits, EmbedProgress, EmbedReport, RefusedTurn},
     compile::{CompileError, CompileReport, CompileRequest},
-    compile_options::{CompileOptionsError, apply_compile_options},
+    compile_options::CompileOptionsError,
     derived::{DerivedStore, DerivedStoreError},
-    embedding_cache::{EMBEDDINGS_FILE, EmbeddingCacheError, last_overlength},
+    embedding_cache::{EMBEDDINGS_FILE, EmbeddingCacheError},
     encoder::{
         check_catalogue_encoder, load_catalogue_encoder, load_pinned_encoder, pinned_encoder_config,
     },
@@ -79,13 +79,10 @@ pub use crate::{
         AppendError, CatchUpError, EraseError, ErrorClass, ExportError, OpenError, ReadError,
         StorageCondition, VerifyError,
     },
-    export::{ExportSummary, export_line},
+    export::ExportSummary,
     group_commit::GroupCommitStats,
     index_cache::DEFAULT_INDEX_CACHE_BYTES,
-    jsonl::{
-        DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, deserialize_turn_objects,
-        parse_jsonl, parse_jsonl_numbered, turn_from_json,
-    },
+    jsonl::{DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, parse_jsonl},
     memory::{LEDGER_FILE, Memory, MemoryBuilder},
     migrate::migrate_store,
     rerankers::{
@@ -114,10 +111,6 @@ pub use evicortex_vector::HnswParams;
 
 pub use evicortex_lexical::Analyzer;
 
-/// Store files private to their owner (directories 0700, files 0600), for front ends that keep
-/// files of their own beside a store (the server's key store).
-pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
-
 /// The compile configuration, the question, the compiled context, reader tokenizers and
 /// rerankers.
 pub use evicortex_compiler::{
@@ -128,13 +121,6 @@ pub use evicortex_compiler::{
     NamesConfig, RankScore, ReaderTokenizer, ReaderTokenizerError, RerankConfig, Reranker,
     ResolvedTime, Retriever, Selection, SessionConfig, SessionSpread, SpreadQuestions,
     StageTimings, SupportSignal, TiktokenReader, TimeConfig, reader_tokenizer,
-};
-
-/// The layout every compiled context is rendered in, and the packer with the compiler's exact
-/// count for evidence ranked elsewhere (the evaluation's controls and comparator pack with it, so
-/// every system pays for the same preamble, headers and citations).
-pub use evicortex_compiler::{
-    PREAMBLE, PackPolicy, RankedPack, RenderTurn, pack_ranked, render_chronological,
 };
 
 /// The encoder a memory embeds with, and its errors.
@@ -148,6 +134,26 @@ pub use evicortex_embed::{
 pub use evicortex_reader::{
     ABSTENTION_REPLY, Answer, AnswerCache, ChatCompletionsClient, ChatCompletionsConfig,
     DecodingSettings, GGUF_FILE, GgufManifest, LocalGgufReader, ReadError as ReaderReadError,
-    Reader, ReaderFetchOutcome, ReaderIdentity, ReaderModelError, chat_completions_router,
-    fetch_reader_model, reader_install_dir,
+    Reader, ReaderFetchOutcome, ReaderIdentity, ReaderModelError, fetch_reader_model,
+    reader_install_dir,
 };
+
+/// What the front ends of this repository (CLI, HTTP, MCP, Python, the evaluation) need beyond
+/// a library user's API: request-option parsing, line parsers and renderers, private store
+/// files, the packer for evidence ranked elsewhere (the evaluation's controls and comparator
+/// pack with it, so every system pays for the same preamble, headers and citations). Public so
+/// that they go through this one crate; hidden from its documentation, and not a stable API.
+#[doc(hidden)]
+pub mod front_end {
+    pub use crate::{
+        compile_options::apply_compile_options,
+        embedding_cache::last_overlength,
+        export::export_line,
+        jsonl::{deserialize_turn_objects, parse_jsonl_numbered, turn_from_json},
+    };
+    pub use evicortex_compiler::{
+        PREAMBLE, PackPolicy, RankedPack, RenderTurn, pack_ranked, render_chronological,
+    };
+    pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
+    pub use evicortex_reader::chat_completions_router;
+}

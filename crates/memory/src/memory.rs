@@ -21,7 +21,7 @@ use crate::{
     embedding_cache::EmbeddingCache,
     erase_documents::{orphaned_documents, target_documents},
     error::read_class,
-    export_line,
+    export::export_line,
     group_commit::{GroupCommit, GroupCommitStats},
     index_cache::{DEFAULT_INDEX_CACHE_BYTES, IndexCache},
 };

@@ -169,7 +169,7 @@ impl NativeMemory {
         let memory = py.detach(|| -> Result<Memory, Failure> {
             let mut builder = Memory::builder(&path);
             if dense {
-                let overlength = evicortex::last_overlength(&path)
+                let overlength = evicortex::front_end::last_overlength(&path)
                     .map_err(|e| Failure::of(&e))?
                     .unwrap_or(Overlength::Refuse);
                 let encoder =
@@ -205,7 +205,7 @@ impl NativeMemory {
             .iter()
             .enumerate()
             .map(|(i, object)| {
-                evicortex::turn_from_json(object, &options)
+                evicortex::front_end::turn_from_json(object, &options)
                     .map_err(|e| Failure::bad_input(format!("turns[{i}].{}", e.field), e.reason))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -366,7 +366,8 @@ impl NativeMemory {
             DenseConfig::Off
         };
         let defaults = CompileConfig::default_with(DEFAULT_TOP_N, dense);
-        evicortex::apply_compile_options(&defaults, settings).map_err(|e| Failure::of(&e))
+        evicortex::front_end::apply_compile_options(&defaults, settings)
+            .map_err(|e| Failure::of(&e))
     }
 
     /// The reader tokenizer `name` (loaded once per memory).

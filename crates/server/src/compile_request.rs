@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use evicortex::front_end::apply_compile_options;
 use evicortex::{
     CompileConfig, CompileQuery, CompileRequest as MemoryCompileRequest, CompiledContext,
-    DenseConfig, Memory, Namespace, ReaderTokenizer, TokenBudget, apply_compile_options,
+    DenseConfig, Memory, Namespace, ReaderTokenizer, TokenBudget,
 };
 
 use crate::dto::CompileRequest;

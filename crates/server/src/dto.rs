@@ -16,7 +16,7 @@ pub struct AppendRequest {
     /// The turns to append, as one atomic batch (at least one). Each is checked field by field by
     /// the same validator as the JSONL ingest format (duplicate keys refused at any depth).
     #[schema(value_type = Vec<TurnInput>)]
-    #[serde(deserialize_with = "evicortex::deserialize_turn_objects")]
+    #[serde(deserialize_with = "evicortex::front_end::deserialize_turn_objects")]
     pub turns: Vec<serde_json::Map<String, serde_json::Value>>,
 }
 

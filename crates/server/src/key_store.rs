@@ -135,13 +135,13 @@ impl KeyStore {
     /// Opens (creating if needed) `dir/keys.sqlite`; the directory and the file are made private to
     /// their owner (0700, 0600).
     pub fn open(dir: &Path) -> Result<KeyStore, KeyStoreError> {
-        evicortex::create_private_dir(dir)
+        evicortex::front_end::create_private_dir(dir)
             .map_err(|source| KeyStoreError::CreateDir { path: dir.to_owned(), source })?;
         let path = dir.join(KEY_STORE_FILE);
         let sql = |source| KeyStoreError::Sqlite { path: path.clone(), source };
         let conn = Connection::open(&path).map_err(sql)?;
         // Still empty when new: private before a key hash is written, and its WAL follows.
-        evicortex::restrict_sqlite_files(&path)
+        evicortex::front_end::restrict_sqlite_files(&path)
             .map_err(|source| KeyStoreError::CreateDir { path: path.clone(), source })?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
         // Every committed key is on disk before `create` returns.

@@ -1,7 +1,8 @@
 //! The operations both front ends (HTTP and MCP) offer, on validated input: append, erase,
 //! namespace statistics, verify. Synchronous: callers run them on a blocking thread.
 
-use evicortex::{EventTime, IngestOptions, Memory, Namespace, Turn, turn_from_json};
+use evicortex::front_end::turn_from_json;
+use evicortex::{EventTime, IngestOptions, Memory, Namespace, Turn};
 use serde_json::{Map, Value};
 
 use crate::dto::{

@@ -202,7 +202,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
 fn with_options(config: &CompileConfig, json: &str) -> anyhow::Result<CompileConfig> {
     let set: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json)
         .map_err(|e| UsageError(format!("--options: not a JSON object: {e}")))?;
-    evicortex::apply_compile_options(config, &set)
+    evicortex::front_end::apply_compile_options(config, &set)
         .map_err(|e| UsageError(format!("--options: {e}")).into())
 }
 

@@ -62,7 +62,7 @@ pub fn load_encoder(overlength: Overlength) -> anyhow::Result<Arc<dyn Encoder>> 
 pub fn store_overlength(store: &Path, given: Option<Overlength>) -> anyhow::Result<Overlength> {
     match given {
         Some(policy) => Ok(policy),
-        None => Ok(evicortex::last_overlength(store)
+        None => Ok(evicortex::front_end::last_overlength(store)
             .context("reading the store's embedding cache")?
             .unwrap_or(Overlength::Refuse)),
     }

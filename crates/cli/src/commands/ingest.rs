@@ -3,9 +3,8 @@
 use std::{io::Read, path::Path};
 
 use anyhow::Context;
-use evicortex::{
-    DEFAULT_MAX_TEXT_BYTES, IngestOptions, Memory, Namespace, Turn, parse_jsonl_numbered,
-};
+use evicortex::front_end::parse_jsonl_numbered;
+use evicortex::{DEFAULT_MAX_TEXT_BYTES, IngestOptions, Memory, Namespace, Turn};
 
 use crate::{exit::UsageError, progress, stdout::outln};
 

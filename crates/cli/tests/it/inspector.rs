@@ -115,8 +115,8 @@ fn recount_budget_parts(context: &Value) {
     let count = |text: &str| reader.count(text).expect("count") as u64;
     let text = context["text"].as_str().expect("text");
     let parts = &context["budget_parts"];
-    assert!(text.starts_with(evicortex::PREAMBLE), "{text}");
-    assert_eq!(parts["preamble"].as_u64(), Some(count(evicortex::PREAMBLE)));
+    assert!(text.starts_with(evicortex::front_end::PREAMBLE), "{text}");
+    assert_eq!(parts["preamble"].as_u64(), Some(count(evicortex::front_end::PREAMBLE)));
     let headers: u64 = text
         .lines()
         .filter(|line| line.starts_with("Session "))

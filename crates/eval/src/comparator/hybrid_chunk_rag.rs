@@ -18,7 +18,8 @@
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use anyhow::{Context, bail};
-use evicortex::{EmbeddingRole, Encoder, PackPolicy, RenderTurn, TokenBudget, pack_ranked};
+use evicortex::front_end::{PackPolicy, RenderTurn, pack_ranked};
+use evicortex::{EmbeddingRole, Encoder, TokenBudget};
 use evicortex_lexical::{Bm25Index, Bm25Params, analyze};
 use evicortex_vector::{ExactIndex, VectorIndex, VectorIndexRead};
 use serde::Serialize;

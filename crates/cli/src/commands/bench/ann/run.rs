@@ -188,7 +188,7 @@ fn audit_size(
 ) -> anyhow::Result<()> {
     let cache = dir.join(evicortex::EMBEDDINGS_FILE);
     if !cache.exists() {
-        evicortex::create_private_dir(dir)
+        evicortex::front_end::create_private_dir(dir)
             .with_context(|| format!("creating {}", dir.display()))?;
         fs_err::copy(audit_store.join(evicortex::EMBEDDINGS_FILE), &cache)?;
     }
