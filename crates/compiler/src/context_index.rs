@@ -345,27 +345,15 @@ impl ContextVectors {
 
 #[cfg(test)]
 mod tests {
-    use evicortex_core::{
-        EventTime, Evidence, EvidenceDigest, Namespace, Role, SessionId, Turn, TurnIndex,
-    };
+    use evicortex_core::{Evidence, Namespace};
 
     use super::*;
+    use crate::test_corpus::record;
 
     fn turn(id: u64, session: &str, index: u32, speaker: &str, text: &str) -> Evidence {
-        Evidence {
-            id: TurnId::from_raw(id),
-            digest: EvidenceDigest::from_bytes([0; 32]),
-            turn: Turn {
-                namespace: Namespace::new("n").unwrap(),
-                session: SessionId::new(session).unwrap(),
-                turn: TurnIndex::new(index),
-                role: Role::User,
-                speaker: Some(speaker.to_owned()),
-                text: text.to_owned(),
-                time: EventTime::parse_rfc3339("2024-05-02T10:00:00Z").unwrap(),
-                meta: Default::default(),
-            },
-        }
+        let mut e = record(id, session, index, text);
+        e.turn.speaker = Some(speaker.to_owned());
+        e
     }
 
     fn corpus() -> Corpus {

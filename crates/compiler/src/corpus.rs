@@ -306,25 +306,14 @@ impl PositionTable {
 
 #[cfg(test)]
 mod tests {
-    use evicortex_core::{EventTime, EvidenceDigest, Role, SessionId, Turn, TurnIndex};
+    use evicortex_core::EventTime;
 
     use super::*;
 
     fn record(id: u64, session: &str, index: u32, minute: u32, text: &str) -> Evidence {
-        Evidence {
-            id: TurnId::from_raw(id),
-            digest: EvidenceDigest::from_bytes([0; 32]),
-            turn: Turn {
-                namespace: Namespace::new("n").unwrap(),
-                session: SessionId::new(session).unwrap(),
-                turn: TurnIndex::new(index),
-                role: Role::User,
-                speaker: None,
-                text: text.to_owned(),
-                time: EventTime::parse_rfc3339(&format!("2024-05-02T10:{minute:02}:00Z")).unwrap(),
-                meta: Default::default(),
-            },
-        }
+        let mut e = crate::test_corpus::record(id, session, index, text);
+        e.turn.time = EventTime::parse_rfc3339(&format!("2024-05-02T10:{minute:02}:00Z")).unwrap();
+        e
     }
 
     #[test]

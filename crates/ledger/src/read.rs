@@ -111,14 +111,16 @@ impl Ledger {
     pub fn erased_after(&self, after: Option<TurnId>) -> Result<bool, ReadError> {
         self.with_reader(|conn| {
             let after = after.map_or(0, |id| id.raw() as i64);
-            conn.query_row(
-                &format!(
-                    "SELECT EXISTS (SELECT 1 FROM records WHERE seq > ?1 AND kind = {KIND_REDACTION})"
-                ),
-                [after],
-                |r| r.get(0),
-            )
-            .map_err(|e| sql_err(self.path())(e).into())
+            let erased = conn
+                .query_row(
+                    &format!(
+                        "SELECT EXISTS (SELECT 1 FROM records WHERE seq > ?1 AND kind = {KIND_REDACTION})"
+                    ),
+                    [after],
+                    |r| r.get(0),
+                )
+                .map_err(sql_err(self.path()))?;
+            Ok(erased)
         })
     }
 

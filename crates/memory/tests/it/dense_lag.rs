@@ -2,22 +2,15 @@
 //! turns still wait for their vectors; after the catch-up nothing waits.
 
 use evicortex::{
-    CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, CompiledContext, DenseConfig,
-    IngestOptions, Memory, Namespace, Overlength, TiktokenReader, TokenBudget, parse_jsonl,
+    CatchUpLimits, CompileConfig, CompiledContext, DenseConfig, IngestOptions, Memory, Namespace,
+    Overlength, parse_jsonl,
 };
 
+use crate::incremental_indexes::compile_alice;
+
 fn compile(memory: &Memory, question: &str) -> CompiledContext {
-    let reader = TiktokenReader::o200k_base();
-    let query = CompileQuery {
-        namespace: Namespace::new("alice").unwrap(),
-        question: question.to_owned(),
-        as_of: None,
-        budget: TokenBudget::new(300),
-    };
     let config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
-    let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
-    memory.compile(&request).unwrap()
+    compile_alice(memory, question, &config, 300).unwrap()
 }
 
 #[test]

@@ -3,9 +3,9 @@
 //! store compiles, byte for byte, also after an erasure made through another handle.
 
 use evicortex::{
-    CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, CompiledContext, DenseConfig,
-    EraseTarget, IngestOptions, Memory, Namespace, Overlength, TiktokenReader, TokenBudget,
-    parse_jsonl,
+    CatchUpLimits, CompileConfig, CompileError, CompileQuery, CompileRequest, CompiledContext,
+    DenseConfig, EraseTarget, IngestOptions, Memory, Namespace, Overlength, TiktokenReader,
+    TokenBudget, parse_jsonl,
 };
 
 const QUESTIONS: [&str; 4] = [
@@ -15,18 +15,35 @@ const QUESTIONS: [&str; 4] = [
     "When is the marathon?",
 ];
 
-fn compile(memory: &Memory, question: &str) -> CompiledContext {
+/// Compiles `question` for namespace `alice` under `config` within `budget` o200k tokens.
+pub(crate) fn compile_alice(
+    memory: &Memory,
+    question: &str,
+    config: &CompileConfig,
+    budget: u32,
+) -> Result<CompiledContext, CompileError> {
     let reader = TiktokenReader::o200k_base();
     let query = CompileQuery {
         namespace: Namespace::new("alice").unwrap(),
         question: question.to_owned(),
         as_of: None,
-        budget: TokenBudget::new(200),
+        budget: TokenBudget::new(budget),
     };
-    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: 10 });
-    let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
-    memory.compile(&request).unwrap()
+    let request = CompileRequest { query: &query, config, reader: &reader, query_vector: None };
+    memory.compile(&request)
+}
+
+/// The committed default's compile, dense retrieval as `dense` says.
+fn compile_default(
+    memory: &Memory,
+    question: &str,
+    dense: DenseConfig,
+) -> Result<CompiledContext, CompileError> {
+    compile_alice(memory, question, &CompileConfig::default_with(10, dense), 200)
+}
+
+fn compile(memory: &Memory, question: &str) -> CompiledContext {
+    compile_default(memory, question, DenseConfig::On { top_n: 10 }).unwrap()
 }
 
 /// Turn `i` of the conversation: four sessions, turns of a session arriving out of order.
@@ -95,19 +112,8 @@ fn compiles_between_appends_equal_a_fresh_memory_s() {
 fn compiles_racing_appends_never_fail_and_end_where_a_fresh_memory_does() {
     let dir = tempfile::tempdir().unwrap();
     let memory = Memory::open(dir.path()).unwrap();
-    let lexical = |memory: &Memory, question: &str| {
-        let reader = TiktokenReader::o200k_base();
-        let query = CompileQuery {
-            namespace: Namespace::new("alice").unwrap(),
-            question: question.to_owned(),
-            as_of: None,
-            budget: TokenBudget::new(200),
-        };
-        let config = CompileConfig::default_with(10, DenseConfig::Off);
-        let request =
-            CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
-        memory.compile(&request)
-    };
+    let lexical =
+        |memory: &Memory, question: &str| compile_default(memory, question, DenseConfig::Off);
     let first = parse_jsonl("test", turn(0).as_bytes(), &IngestOptions::default()).unwrap();
     memory.append(&first).unwrap();
     std::thread::scope(|scope| {
