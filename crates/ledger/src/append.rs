@@ -6,7 +6,7 @@ use evicortex_core::{EvidenceDigest, Turn, TurnId};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::{
-    AppendError, Ledger, StorageError,
+    AppendError, Ledger, LedgerPosition, StorageError,
     canonical_json::canonical_json,
     error::ConflictingRecord,
     record::{ContentSalt, Format, turn_digest},
@@ -18,14 +18,14 @@ use crate::{
 pub struct AppendReceipt {
     /// One outcome per input turn, in input order.
     pub outcomes: Vec<AppendOutcome>,
-    /// The last record of the ledger after the append.
-    pub head: Option<TurnId>,
+    /// The position of the ledger's last record after the append.
+    pub head: Option<LedgerPosition>,
 }
 
 /// The outcome of one turn of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendOutcome {
-    /// The record holding the turn.
+    /// The record holding the turn: its number in the turn's namespace.
     pub id: TurnId,
     /// The record's digest.
     pub digest: EvidenceDigest,
@@ -156,10 +156,12 @@ fn append_batch(
     let mut insert = conn
         .prepare_cached(
             "INSERT INTO records (seq, kind, namespace, session, turn, role, speaker, text, \
-             event_utc_us, event_offset_s, ingest_utc_us, meta, digest, chain, salt) VALUES \
-             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+             event_utc_us, event_offset_s, ingest_utc_us, meta, digest, chain, salt, number) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         )
         .map_err(&sql)?;
+    // Read inside this batch's savepoint, so a rolled-back batch gives its numbers back.
+    let mut next_numbers: HashMap<&str, TurnId> = HashMap::new();
     for ((index, turn), planned) in turns.iter().enumerate().zip(plans) {
         let outcome = match planned {
             Plan::Present(outcome) => outcome,
@@ -167,7 +169,13 @@ fn append_batch(
                 AppendOutcome { status: AppendStatus::AlreadyPresent, ..outcomes[first] }
             }
             Plan::New => {
-                let id = head.last.map_or(TurnId::from_raw(1), TurnId::next);
+                let seq = head.last.map_or(TurnId::from_raw(1), TurnId::next);
+                let namespace = turn.namespace.as_str();
+                let number = match next_numbers.get(namespace) {
+                    Some(&next) => next,
+                    None => store::next_number(conn, namespace).map_err(&sql)?,
+                };
+                next_numbers.insert(namespace, number.next());
                 let salt = ContentSalt::random().map_err(|e| {
                     AppendError::Storage(StorageError::Io {
                         op: "drawing a random content salt for",
@@ -179,7 +187,7 @@ fn append_batch(
                 let chain = head.chain.link(&digest);
                 insert
                     .execute(params![
-                        id.raw() as i64,
+                        seq.raw() as i64,
                         KIND_TURN,
                         turn.namespace.as_str(),
                         turn.session.as_str(),
@@ -194,15 +202,17 @@ fn append_batch(
                         digest.as_bytes().as_slice(),
                         chain.as_bytes().as_slice(),
                         salt.as_bytes().as_slice(),
+                        number.raw() as i64,
                     ])
                     .map_err(&sql)?;
-                head = Head { last: Some(id), chain };
-                AppendOutcome { id, digest, status: AppendStatus::Appended }
+                head = Head { last: Some(seq), chain };
+                AppendOutcome { id: number, digest, status: AppendStatus::Appended }
             }
         };
         outcomes.push(outcome);
     }
-    Ok((AppendReceipt { outcomes, head: head.last }, head))
+    let position = head.last.map(|seq| LedgerPosition::from_raw(seq.raw()));
+    Ok((AppendReceipt { outcomes, head: position }, head))
 }
 
 /// What an append does with one turn of its batch.
@@ -252,7 +262,7 @@ fn plan(
         in_batch.insert(key, index);
         let stored = find
             .query_row(params![key.0, key.1, key.2], |r| {
-                Ok((RawRecord::from_row(r)?, store::prev_chain_at(r, 19)?))
+                Ok((RawRecord::from_row(r)?, store::prev_chain_at(r, store::AFTER_RECORD_COLUMNS)?))
             })
             .optional()
             .map_err(&sql)?;
@@ -260,7 +270,9 @@ fn plan(
             plans.push(Plan::New);
             continue;
         };
-        let id = raw.id();
+        let corrupted =
+            |c: store::Corrupt| AppendError::Corrupted { turn_id: c.turn_id, detail: c.detail };
+        let id = raw.number().map_err(corrupted)?;
         if raw.erased_by.is_some() {
             return Err(AppendError::Erased {
                 index,
@@ -270,8 +282,6 @@ fn plan(
                 existing: id,
             });
         }
-        let corrupted =
-            |c: store::Corrupt| AppendError::Corrupted { turn_id: c.turn_id, detail: c.detail };
         let record = raw.decode(Format::V2).map_err(corrupted)?;
         raw.check_turn(&record, prev_chain.as_deref()).map_err(corrupted)?;
         if let Some(field) = first_difference(turn, &metas[index], &Existing::from_raw(&raw)) {

@@ -20,7 +20,7 @@ pub enum EraseTarget {
     Namespace(Namespace),
     /// Every turn of one session of a namespace.
     Session(Namespace, SessionId),
-    /// One record, which must be a turn of the namespace.
+    /// One record, by its number in the namespace; it must be a turn.
     Record(Namespace, TurnId),
 }
 
@@ -48,7 +48,7 @@ impl std::fmt::Display for EraseTarget {
 /// What an erasure did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EraseReceipt {
-    /// The redaction record appended, or `None` when every matching turn was already erased
+    /// The number (in the target's namespace) of the redaction record appended, or `None` when every matching turn was already erased
     /// (the scrub of the files is still redone).
     pub redaction: Option<TurnId>,
     /// The turns erased by this call.
@@ -63,7 +63,7 @@ pub struct EraseReceipt {
 /// One turn erased by an [`EraseReceipt`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErasedTurn {
-    /// The erased record.
+    /// The erased record's number in its namespace.
     pub id: TurnId,
     /// Its digest, still kept in the chain.
     pub digest: EvidenceDigest,
@@ -132,11 +132,13 @@ impl Ledger {
                         .map_err(&sql)?;
                     stmt.query_map(params![ns, session.as_str()], Match::from_row)
                 }
-                EraseTarget::Record(_, id) => {
+                EraseTarget::Record(_, number) => {
                     stmt = tx
-                        .prepare(&format!("SELECT {columns} FROM records WHERE seq = ?1"))
+                        .prepare(&format!(
+                            "SELECT {columns} FROM records WHERE namespace = ?1 AND number = ?2"
+                        ))
                         .map_err(&sql)?;
-                    stmt.query_map(params![id.raw() as i64], Match::from_row)
+                    stmt.query_map(params![ns, number.raw() as i64], Match::from_row)
                 }
             }
             .map_err(&sql)?;
@@ -152,8 +154,17 @@ impl Ledger {
         {
             return Err(EraseError::WrongNamespace { turn_id: *id, namespace: namespace.clone() });
         }
+        // The chain commits to ledger positions: the redaction names its target record and the
+        // records it erased by sequence number, while the receipt speaks the namespace's numbers.
+        let chained_target = match target {
+            EraseTarget::Record(namespace, _) => {
+                EraseTarget::Record(namespace.clone(), matches[0].raw.id())
+            }
+            other => other.clone(),
+        };
         let already_erased = matches.iter().filter(|m| m.raw.erased_by.is_some()).count();
         let mut live = Vec::new();
+        let mut live_seqs = Vec::new();
         let mut contents = Vec::new();
         for Match { raw, prev_chain } in matches.into_iter().filter(|m| m.raw.erased_by.is_none()) {
             // What the redaction lists must be what the chain committed to.
@@ -178,8 +189,9 @@ impl Ledger {
                 text,
                 meta,
             ));
+            live_seqs.push(raw.id());
             live.push(ErasedTurn {
-                id: raw.id(),
+                id: raw.number().map_err(corrupted)?,
                 digest: record.digest,
                 text_digest: TextDigest::of(text),
                 namespace: target.namespace().clone(),
@@ -195,21 +207,24 @@ impl Ledger {
             });
         }
         let redaction = head.last.map_or(TurnId::from_raw(1), TurnId::next);
+        let redaction_number = store::next_number(&tx, ns).map_err(&sql)?;
         let ingest_utc_micros = chrono::Utc::now().timestamp_micros();
-        let listed: Vec<(TurnId, EvidenceDigest)> = live.iter().map(|e| (e.id, e.digest)).collect();
-        let digest = redaction_digest(target, ingest_utc_micros, &listed);
+        let listed: Vec<(TurnId, EvidenceDigest)> =
+            live_seqs.iter().zip(&live).map(|(&seq, e)| (seq, e.digest)).collect();
+        let digest = redaction_digest(&chained_target, ingest_utc_micros, &listed);
         let chain = head.chain.link(&digest);
         let erased_seqs: Vec<u8> =
             listed.iter().flat_map(|(id, _)| id.raw().to_le_bytes()).collect();
-        let (session, target_record) = match target {
+        let (session, target_record) = match &chained_target {
             EraseTarget::Namespace(_) => (None, None),
             EraseTarget::Session(_, s) => (Some(s.as_str()), None),
-            EraseTarget::Record(_, id) => (None, Some(id.raw() as i64)),
+            EraseTarget::Record(_, seq) => (None, Some(seq.raw() as i64)),
         };
         tx.execute(
             &format!(
                 "INSERT INTO records (seq, kind, namespace, session, ingest_utc_us, target_record, \
-                 erased_seqs, digest, chain) VALUES (?1, {KIND_REDACTION}, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                 erased_seqs, digest, chain, number) \
+                 VALUES (?1, {KIND_REDACTION}, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
             ),
             params![
                 redaction.raw() as i64,
@@ -220,6 +235,7 @@ impl Ledger {
                 erased_seqs,
                 digest.as_bytes().as_slice(),
                 chain.as_bytes().as_slice(),
+                redaction_number.raw() as i64,
             ],
         )
         .map_err(&sql)?;
@@ -230,9 +246,9 @@ impl Ledger {
                      erased_by = ?1, content_digest = ?2 WHERE seq = ?3",
                 )
                 .map_err(&sql)?;
-            for (e, content) in live.iter().zip(&contents) {
+            for (seq, content) in live_seqs.iter().zip(&contents) {
                 clear
-                    .execute(params![redaction.raw() as i64, content.as_slice(), e.id.raw() as i64])
+                    .execute(params![redaction.raw() as i64, content.as_slice(), seq.raw() as i64])
                     .map_err(&sql)?;
             }
         }
@@ -243,7 +259,7 @@ impl Ledger {
         let orphaned_texts = orphaned(&tx, &live).map_err(&sql)?;
         tx.commit().map_err(&sql)?;
         Ok(EraseReceipt {
-            redaction: Some(redaction),
+            redaction: Some(redaction_number),
             erased: live,
             already_erased,
             orphaned_texts,
@@ -315,6 +331,9 @@ struct Match {
 
 impl Match {
     fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Match> {
-        Ok(Match { raw: RawRecord::from_row(r)?, prev_chain: store::prev_chain_at(r, 19)? })
+        Ok(Match {
+            raw: RawRecord::from_row(r)?,
+            prev_chain: store::prev_chain_at(r, store::AFTER_RECORD_COLUMNS)?,
+        })
     }
 }

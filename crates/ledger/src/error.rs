@@ -110,11 +110,19 @@ pub enum OpenError {
 
 impl OpenError {
     pub(crate) fn unsupported_format(path: &std::path::Path, found: String) -> OpenError {
+        let store = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(".".as_ref());
         let remedy = if found == "1" {
-            let store = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(".".as_ref());
             format!(
-                "upgrade it once with `evicortex migrate --store {}`, which verifies it and \
-                 re-digests every record with a fresh salt (see docs/ledger-format.md)",
+                "upgrade it once with `evicortex migrate --store {}`, which verifies it, \
+                 re-digests every record with a fresh salt and numbers each namespace's records \
+                 (see docs/ledger-format.md)",
+                store.display()
+            )
+        } else if found == "2" {
+            format!(
+                "upgrade it once with `evicortex migrate --store {}`, which numbers each \
+                 namespace's records from 1 (ids change for all but the first namespace \
+                 written) and verifies it (see docs/ledger-format.md)",
                 store.display()
             )
         } else {
@@ -276,8 +284,8 @@ pub enum EraseError {
         /// The target, described.
         target: String,
     },
-    /// The record exists but is not a turn of the given namespace.
-    #[error("record {turn_id} is not a turn of namespace {namespace}")]
+    /// The record of the namespace with this number is not a turn (it records an erasure).
+    #[error("record {turn_id} of namespace {namespace} is not a turn")]
     WrongNamespace {
         /// The record.
         turn_id: TurnId,
@@ -339,7 +347,7 @@ pub enum MigrateError {
     Open(OpenError),
     /// The ledger has a format version this build cannot migrate.
     #[error(
-        "{path} has ledger format version {found}; this build migrates version 1 to version {}",
+        "{path} has ledger format version {found}; this build migrates versions 1 and 2 to version {}",
         crate::FORMAT_VERSION
     )]
     UnsupportedFormat {

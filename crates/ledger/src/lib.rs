@@ -41,6 +41,7 @@ mod error;
 mod hash_chain;
 mod ledger;
 mod migrate;
+mod position;
 mod private_files;
 mod read;
 mod record;
@@ -58,6 +59,7 @@ pub use crate::{
     hash_chain::ChainHash,
     ledger::{Ledger, OpenMode},
     migrate::MigrationReport,
+    position::LedgerPosition,
     private_files::{
         PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, create_private_dir, restrict_sqlite_files,
     },

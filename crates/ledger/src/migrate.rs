@@ -1,4 +1,9 @@
-//! Migrating a version-1 ledger to the current format, explicitly and in one transaction.
+//! Migrating a version-1 or version-2 ledger to the current format, explicitly and in one
+//! transaction.
+//!
+//! Version 2 lacked record numbers: ids were ledger positions, which told a tenant how much
+//! every other tenant wrote. Migrating numbers each namespace's records from 1 in ledger order
+//! (a single-namespace ledger keeps its ids).
 //!
 //! Version 1 kept an erased turn's unsalted content digest, which confirms a guessed text. The
 //! migration verifies the version-1 chain in full, then gives every live turn a fresh salt and
@@ -25,7 +30,8 @@ pub struct MigrationReport {
     pub from_version: u32,
     /// The format version it has now.
     pub to_version: u32,
-    /// Records rewritten (0 when there was nothing to do).
+    /// Records rewritten (from version 1) or numbered (from version 2); 0 when there was nothing
+    /// to do.
     pub records: u64,
     /// Erased turns among them (their kept content digest is re-salted and the salt dropped).
     pub erased_turns: u64,
@@ -76,15 +82,20 @@ impl crate::Ledger {
                 chain_head: head.chain,
             });
         }
+        if found == "2" {
+            return number_records(&mut conn, path);
+        }
         if found != "1" {
             return Err(MigrateError::UnsupportedFormat { path: path.to_owned(), found });
         }
 
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&sql)?;
         tx.execute_batch(store::ADD_SALT_COLUMN).map_err(&sql)?;
+        tx.execute_batch(store::ADD_NUMBER_COLUMN).map_err(&sql)?;
         let v1 = verify_on(&tx, path, Format::V1, &mut |_, _| {})
             .map_err(|source| MigrateError::Unverified { path: path.to_owned(), source })?;
         let (records, erased_turns, chain_head) = rewrite(&tx, path)?;
+        tx.execute_batch(store::FILL_NUMBERS).map_err(&sql)?;
         tx.execute(
             "UPDATE ledger_meta SET value = ?1 WHERE key = 'format_version'",
             [FORMAT_VERSION.to_string()],
@@ -143,6 +154,32 @@ impl crate::Ledger {
             chain_head: v2.chain_head,
         })
     }
+}
+
+/// Version 2 to 3: every record gets its number in its namespace, in ledger order, in one
+/// transaction; the result must verify (a version-2 ledger that does not is left unchanged).
+/// Nothing secret changes, so there is nothing to scrub.
+fn number_records(conn: &mut Connection, path: &Path) -> Result<MigrationReport, MigrateError> {
+    let sql = sql_err(path);
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&sql)?;
+    tx.execute_batch(store::ADD_NUMBER_COLUMN).map_err(&sql)?;
+    tx.execute_batch(store::FILL_NUMBERS).map_err(&sql)?;
+    let report = verify_on(&tx, path, Format::V2, &mut |_, _| {})
+        .map_err(|source| MigrateError::Unverified { path: path.to_owned(), source })?;
+    tx.execute(
+        "UPDATE ledger_meta SET value = ?1 WHERE key = 'format_version'",
+        [FORMAT_VERSION.to_string()],
+    )
+    .map_err(&sql)?;
+    tx.commit().map_err(&sql)?;
+    Ok(MigrationReport {
+        from_version: 2,
+        to_version: FORMAT_VERSION,
+        records: report.records,
+        erased_turns: report.erased_turns,
+        previous_chain_head: Some(report.chain_head),
+        chain_head: report.chain_head,
+    })
 }
 
 /// Rewrites every record with its version-2 salt, content digest, digest and chain hash, in

@@ -4,7 +4,7 @@ use evicortex_core::{Evidence, Namespace, TurnId};
 use rusqlite::params;
 
 use crate::{
-    ChainHash, FORMAT_VERSION, Ledger, ReadError, StorageError,
+    ChainHash, FORMAT_VERSION, Ledger, LedgerPosition, ReadError, StorageError,
     record::Format,
     store::{
         self, KIND_REDACTION, KIND_TURN, PREV_CHAIN, RECORD_COLUMNS, RawRecord, StoredBody, sql_err,
@@ -26,8 +26,8 @@ pub struct LedgerStats {
     pub redactions: u64,
     /// All records: turns, erased turns and redactions.
     pub records: u64,
-    /// The last record.
-    pub head: Option<TurnId>,
+    /// The last record's position.
+    pub head: Option<LedgerPosition>,
     /// The chain hash of the last record.
     pub chain_head: ChainHash,
     /// The on-disk format version.
@@ -40,24 +40,48 @@ impl Ledger {
     /// The live turns of `namespace`, in ledger order.
     pub fn evidence(&self, namespace: &Namespace) -> Result<Vec<Evidence>, ReadError> {
         let mut out = Vec::new();
-        self.for_each_evidence(Some(namespace), None, |e| {
+        self.for_each_evidence(namespace, None, |e| {
             out.push(e);
             Ok::<(), ReadError>(())
         })?;
         Ok(out)
     }
 
-    /// Calls `f` with every live turn, in ledger order: of `namespace` if given, and only those
-    /// after record `after` if given. Reads one consistent snapshot. Returns how many were seen.
+    /// Calls `f` with every live turn of `namespace` numbered after `after` (if given), in
+    /// ledger order. Reads one consistent snapshot. Returns how many were seen.
     ///
     /// Every turn is checked against its digest and its chain link to the record before it
     /// before `f` sees it: a record altered behind the ledger's back is a
     /// [`ReadError::Corrupted`] naming it, never served.
     pub fn for_each_evidence<E: From<ReadError>>(
         &self,
-        namespace: Option<&Namespace>,
+        namespace: &Namespace,
         after: Option<TurnId>,
         mut f: impl FnMut(Evidence) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let after = after.map_or(0, |a| a.raw() as i64);
+        self.scan_evidence(Some(namespace), "number > ?2", after, |_, e| f(e))
+    }
+
+    /// Calls `f` with every live turn (of `namespace` if given, else of every namespace)
+    /// recorded after ledger position `after` (if given), with its position, in ledger order;
+    /// checked as [`Ledger::for_each_evidence`] checks. For watermarks across namespaces.
+    pub fn for_each_evidence_since<E: From<ReadError>>(
+        &self,
+        namespace: Option<&Namespace>,
+        after: Option<LedgerPosition>,
+        f: impl FnMut(LedgerPosition, Evidence) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let after = after.map_or(0, |a| a.raw() as i64);
+        self.scan_evidence(namespace, "seq > ?2", after, f)
+    }
+
+    fn scan_evidence<E: From<ReadError>>(
+        &self,
+        namespace: Option<&Namespace>,
+        after_condition: &str,
+        after: i64,
+        mut f: impl FnMut(LedgerPosition, Evidence) -> Result<(), E>,
     ) -> Result<u64, E> {
         let conn = self.reader().map_err(|e| E::from(ReadError::from(e)))?;
         {
@@ -65,50 +89,64 @@ impl Ledger {
             let sql = |e| E::from(ReadError::from(sql_err(path)(e)));
             let query = format!(
                 "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records WHERE kind = {KIND_TURN} \
-                 AND erased_by IS NULL AND (?1 IS NULL OR namespace = ?1) AND seq > ?2 ORDER BY seq"
+                 AND erased_by IS NULL AND (?1 IS NULL OR namespace = ?1) AND {after_condition} \
+                 ORDER BY seq"
             );
             let tx = conn.unchecked_transaction().map_err(sql)?;
             let mut stmt = tx.prepare(&query).map_err(sql)?;
-            let mut rows = stmt
-                .query(params![
-                    namespace.map(Namespace::as_str),
-                    after.map_or(0, |a| a.raw() as i64)
-                ])
-                .map_err(sql)?;
+            let mut rows =
+                stmt.query(params![namespace.map(Namespace::as_str), after]).map_err(sql)?;
             let mut n = 0;
             while let Some(row) = rows.next().map_err(sql)? {
                 let raw = RawRecord::from_row(row).map_err(sql)?;
-                let prev_chain = store::prev_chain_at(row, 19).map_err(sql)?;
+                let prev_chain =
+                    store::prev_chain_at(row, store::AFTER_RECORD_COLUMNS).map_err(sql)?;
                 let corrupted = |c: store::Corrupt| {
                     E::from(ReadError::Corrupted { turn_id: c.turn_id, detail: c.detail })
                 };
                 let record = raw.decode(Format::V2).map_err(corrupted)?;
                 raw.check_turn(&record, prev_chain.as_deref()).map_err(corrupted)?;
+                let number = raw.number().map_err(corrupted)?;
                 let StoredBody::Turn(turn) = record.body else {
                     return Err(E::from(ReadError::Corrupted {
                         turn_id: record.id,
                         detail: "a live turn row did not decode as a turn".to_owned(),
                     }));
                 };
-                f(Evidence { id: record.id, digest: record.digest, turn })?;
+                let position = LedgerPosition::from_raw(record.id.raw());
+                f(position, Evidence { id: number, digest: record.digest, turn })?;
                 n += 1;
             }
             Ok(n)
         }
     }
 
-    /// The last record, if any.
-    pub fn head(&self) -> Result<Option<TurnId>, ReadError> {
+    /// The last record's position, if any.
+    pub fn head(&self) -> Result<Option<LedgerPosition>, ReadError> {
         self.with_reader(|conn| {
             let last = store::last_record(conn).map_err(sql_err(self.path()))?;
-            Ok(last.map(|(seq, _)| TurnId::from_raw(seq as u64)))
+            Ok(last.map(|(seq, _)| LedgerPosition::from_raw(seq as u64)))
+        })
+    }
+
+    /// The number of the last record (turn or redaction) of `namespace`, if any.
+    pub fn namespace_head(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
+        self.with_reader(|conn| {
+            let last: Option<i64> = conn
+                .query_row(
+                    "SELECT max(number) FROM records WHERE namespace = ?1",
+                    [namespace.as_str()],
+                    |r| r.get(0),
+                )
+                .map_err(sql_err(self.path()))?;
+            Ok(last.map(|n| TurnId::from_raw(n as u64)))
         })
     }
 
     /// Whether any erasure was recorded after ledger position `after` (`None`: ever). Reads only
     /// the records after it, so derived data can tell "appends only since I was built" from
     /// "rebuild" at the cost of what is new.
-    pub fn erased_after(&self, after: Option<TurnId>) -> Result<bool, ReadError> {
+    pub fn erased_after(&self, after: Option<LedgerPosition>) -> Result<bool, ReadError> {
         self.with_reader(|conn| {
             let after = after.map_or(0, |id| id.raw() as i64);
             let erased = conn
@@ -124,16 +162,16 @@ impl Ledger {
         })
     }
 
-    /// The redaction record of the latest erasure that erased a turn of `namespace` (`None`:
-    /// none ever did). Derived data built when the ledger head was below it may hold erased
-    /// turns.
+    /// The number of the redaction record of the latest erasure in `namespace` (`None`: none
+    /// ever erased anything there). Derived data covering the namespace only up to a number
+    /// below it may hold erased turns.
     pub fn last_erasure(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
         self.with_reader(|conn| {
             let last: Option<i64> = conn
                 .query_row(
                     &format!(
-                        "SELECT max(erased_by) FROM records WHERE kind = {KIND_TURN} \
-                         AND namespace = ?1 AND erased_by IS NOT NULL"
+                        "SELECT max(number) FROM records WHERE kind = {KIND_REDACTION} \
+                         AND namespace = ?1"
                     ),
                     [namespace.as_str()],
                     |r| r.get(0),
@@ -194,7 +232,7 @@ impl Ledger {
             let last = store::last_record(&tx).map_err(&sql)?;
             let (head, chain_head) = match last {
                 Some((seq, chain)) => (
-                    Some(TurnId::from_raw(seq as u64)),
+                    Some(LedgerPosition::from_raw(seq as u64)),
                     <[u8; 32]>::try_from(chain.as_slice()).map(ChainHash::from_bytes).map_err(
                         |_| ReadError::Corrupted {
                             turn_id: TurnId::from_raw(seq as u64),

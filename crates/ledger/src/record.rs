@@ -10,8 +10,10 @@ use rand::TryRngCore;
 
 use crate::{EraseTarget, canonical_json::canonical_json};
 
-/// The on-disk format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 2;
+/// The on-disk format version this build reads and writes: 3 is version 2's records and
+/// digests with each record's number in its namespace beside them (not digested: `verify`
+/// checks that they count each namespace's records from 1 in ledger order).
+pub const FORMAT_VERSION: u32 = 3;
 
 const MAGIC: &[u8; 4] = b"EVCX";
 const KIND_TURN: u8 = 1;

@@ -45,18 +45,41 @@ CREATE TABLE records (
     digest         BLOB NOT NULL,
     chain          BLOB NOT NULL,
     salt           BLOB,
+    number         INTEGER,
     UNIQUE (namespace, session, turn)
 );
+CREATE UNIQUE INDEX records_number ON records (namespace, number);
 ";
 
 /// What a version-1 ledger gains on migration: the column added last, so that a migrated and a
 /// new ledger have the same columns in the same order.
 pub(crate) const ADD_SALT_COLUMN: &str = "ALTER TABLE records ADD COLUMN salt BLOB";
 
+/// What a version-2 ledger gains on migration: each record's number in its namespace (the id
+/// every tenant-facing answer uses), filled in ledger order, then unique per namespace.
+pub(crate) const ADD_NUMBER_COLUMN: &str = "ALTER TABLE records ADD COLUMN number INTEGER";
+pub(crate) const FILL_NUMBERS: &str = "UPDATE records SET number = (SELECT n FROM \
+     (SELECT seq AS s, row_number() OVER (PARTITION BY namespace ORDER BY seq) AS n FROM records) \
+     WHERE s = records.seq); \
+     CREATE UNIQUE INDEX records_number ON records (namespace, number);";
+
 /// The columns every record query selects, in [`RawRecord::from_row`] order.
 pub(crate) const RECORD_COLUMNS: &str = "seq, kind, namespace, session, turn, role, speaker, \
      text, event_utc_us, event_offset_s, ingest_utc_us, meta, target_record, erased_seqs, \
-     erased_by, content_digest, digest, chain, salt";
+     erased_by, content_digest, digest, chain, salt, number";
+
+/// The index of the first column after [`RECORD_COLUMNS`] (where [`PREV_CHAIN`] goes).
+pub(crate) const AFTER_RECORD_COLUMNS: usize = 20;
+
+/// The next record number of `namespace`: numbers count the namespace's own records only, so
+/// no tenant learns from its ids how much others write.
+pub(crate) fn next_number(conn: &Connection, namespace: &str) -> rusqlite::Result<TurnId> {
+    let last: Option<i64> =
+        conn.query_row("SELECT max(number) FROM records WHERE namespace = ?1", [namespace], |r| {
+            r.get(0)
+        })?;
+    Ok(TurnId::from_raw(last.map_or(1, |n| n as u64 + 1)))
+}
 
 /// Maps a rusqlite error to a [`StorageError`] naming the ledger file.
 pub(crate) fn sql_err(path: &Path) -> impl Fn(rusqlite::Error) -> StorageError + '_ {
@@ -182,6 +205,8 @@ pub(crate) struct RawRecord {
     pub digest: Option<Vec<u8>>,
     pub chain: Option<Vec<u8>>,
     pub salt: Option<Vec<u8>>,
+    /// The record's number in its namespace (NULL only while a version-2 ledger migrates).
+    pub number: Option<i64>,
     /// Columns whose stored type was not the expected one.
     pub type_errors: Vec<&'static str>,
 }
@@ -214,6 +239,7 @@ impl RawRecord {
         let ingest_utc_us = int(10, "ingest_utc_us")?;
         let target_record = int(12, "target_record")?;
         let erased_by = int(14, "erased_by")?;
+        let number = int(19, "number")?;
         let mut text = |idx: usize, name: &'static str| -> rusqlite::Result<Option<String>> {
             Ok(match row.get_ref(idx)? {
                 ValueRef::Null => None,
@@ -271,12 +297,23 @@ impl RawRecord {
             digest,
             chain,
             salt,
+            number,
             type_errors,
         })
     }
 
+    /// The record's ledger sequence number (its position in the chain; internal to the ledger).
     pub(crate) fn id(&self) -> TurnId {
         TurnId::from_raw(u64::try_from(self.seq).unwrap_or(0))
+    }
+
+    /// The record's number in its namespace: the id callers see.
+    pub(crate) fn number(&self) -> Result<TurnId, Corrupt> {
+        match self.number {
+            Some(n) if n > 0 => Ok(TurnId::from_raw(n as u64)),
+            Some(n) => Err(self.corrupt(format!("record number {n} is not positive"))),
+            None => Err(self.corrupt("column number is missing")),
+        }
     }
 
     fn corrupt(&self, detail: impl Into<String>) -> Corrupt {
@@ -508,7 +545,7 @@ impl RawRecord {
     }
 }
 
-/// The chain hash of the record before each selected one (column 19 after
+/// The chain hash of the record before each selected one (column [`AFTER_RECORD_COLUMNS`] after
 /// [`RECORD_COLUMNS`]); NULL for the first record.
 pub(crate) const PREV_CHAIN: &str =
     "(SELECT p.chain FROM records AS p WHERE p.seq = records.seq - 1)";
@@ -539,7 +576,7 @@ pub(crate) fn check_last_record(
                 "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records ORDER BY seq DESC LIMIT 1"
             ),
             [],
-            |r| Ok((RawRecord::from_row(r)?, prev_chain_at(r, 19)?)),
+            |r| Ok((RawRecord::from_row(r)?, prev_chain_at(r, AFTER_RECORD_COLUMNS)?)),
         )
         .optional()?;
     let (raw, prev) = match (head.last, last) {

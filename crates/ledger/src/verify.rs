@@ -25,7 +25,7 @@ pub struct VerifyReport {
     pub erased_turns: u64,
     /// Redaction records.
     pub redactions: u64,
-    /// The last record.
+    /// The last record's ledger sequence number (operators' view; tenants see record numbers).
     pub head: Option<TurnId>,
     /// The chain hash of the last record.
     pub chain_head: ChainHash,
@@ -95,6 +95,9 @@ pub(crate) fn verify_on(
     // Erased records waiting for the redaction that names them: redaction seq -> records.
     let mut pending: HashMap<TurnId, BTreeMap<TurnId, EvidenceDigest>> = HashMap::new();
     let mut expected = TurnId::from_raw(1);
+    // Record numbers count each namespace's records from 1, in ledger order; a version-1
+    // ledger has none yet.
+    let mut last_numbers: HashMap<String, i64> = HashMap::new();
     while let Some(row) = rows.next().map_err(&sql)? {
         let raw = RawRecord::from_row(row).map_err(&sql)?;
         let id = raw.id();
@@ -110,6 +113,20 @@ pub(crate) fn verify_on(
             });
         }
         let record = raw.decode(format).map_err(|c| bad(c.detail))?;
+        if format != Format::V1 {
+            let namespace = raw.namespace.clone().unwrap_or_default();
+            let last = last_numbers.entry(namespace).or_insert(0);
+            match raw.number {
+                Some(n) if n == *last + 1 => *last = n,
+                found => {
+                    return Err(bad(format!(
+                        "record number {} where its namespace's next is {}",
+                        found.map_or("(missing)".to_owned(), |n| n.to_string()),
+                        *last + 1
+                    )));
+                }
+            }
+        }
         let digest = match &record.body {
             StoredBody::Turn(_) => {
                 report.turns += 1;

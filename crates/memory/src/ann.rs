@@ -5,11 +5,11 @@
 //!
 //! An index file (`DIR/vector-index/<namespace hash>-<encoder hash>.hnsw`, layout in
 //! `docs/vector-index.md`) records the namespace, the encoder identity, the graph's parameters
-//! and the ledger position it covers. It is used on open only when all of them match and no turn
-//! of the namespace was erased after that position; otherwise it is removed and the graph rebuilt
-//! from the embedding cache. A current file is extended with the turns after the position it
-//! covers. Only graphs that cover the ledger head are written (so a later erasure always lies
-//! after the position recorded), under the writer lock of derived data and never after an
+//! and the namespace's record it covers. It is used on open only when all of them match and no
+//! turn of the namespace was erased after that record; otherwise it is removed and the graph
+//! rebuilt from the embedding cache. A current file is extended with the turns after the record
+//! it covers. Only graphs that cover the namespace's last record are written (so a later erasure
+//! always lies after the record recorded), under the writer lock of derived data and never after an
 //! erasure of the namespace they missed; every erasure removes the namespace's files.
 
 use std::{path::Path, time::Instant};
@@ -57,7 +57,7 @@ fn meta(dense: &Dense, namespace: &Namespace) -> IndexFileMeta {
     }
 }
 
-/// The namespace's graph from its index file, with the ledger position it covers, when the file
+/// The namespace's graph from its index file, with the namespace record it covers, when the file
 /// is current and large enough to serve; a stale or unreadable file is removed.
 pub(crate) fn load(
     memory: &Memory,
@@ -108,7 +108,7 @@ pub(crate) fn load(
 }
 
 /// Replaces the exact index by a graph once it reaches the threshold, and writes the graph when
-/// it covers the ledger head (`head`) and has grown by more than an eighth since last written.
+/// it covers the namespace's last record (`head`) and has grown by more than an eighth since last written.
 pub(crate) fn grow(
     memory: &Memory,
     dense: &Dense,

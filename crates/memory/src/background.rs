@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use evicortex_core::TurnId;
+use evicortex_ledger::LedgerPosition;
 
 use crate::{CatchUpLimits, Memory, memory::Inner};
 
@@ -115,7 +115,7 @@ fn run(memory: Weak<Inner>, signal: Arc<Signal>) {
         tracing::warn!(error = %err, "the background embedder keeps its normal priority");
     }
     // Every turn up to this record has been offered to the encoder.
-    let mut done_up_to: Option<TurnId> = None;
+    let mut done_up_to: Option<LedgerPosition> = None;
     let mut first_round = true;
     loop {
         {
@@ -161,7 +161,10 @@ fn run(memory: Weak<Inner>, signal: Arc<Signal>) {
 }
 
 /// One catch-up over the turns after `after`; returns the ledger head read before it started.
-fn round(memory: &Memory, after: Option<TurnId>) -> Result<Option<TurnId>, crate::CatchUpError> {
+fn round(
+    memory: &Memory,
+    after: Option<LedgerPosition>,
+) -> Result<Option<LedgerPosition>, crate::CatchUpError> {
     let head = memory.head()?;
     let limits = CatchUpLimits { chunk_texts: BACKGROUND_CHUNK_TEXTS };
     let report = memory.catch_up_after(None, after, limits, &mut |_| {})?;

@@ -15,6 +15,7 @@ use std::{
 
 use evicortex_core::{Namespace, TextDigest, TurnId};
 use evicortex_embed::{EmbeddingRole, EncoderIdentityDigest, Overlength, TextEmbedding};
+use evicortex_ledger::LedgerPosition;
 
 use evicortex_compiler::turn_document;
 
@@ -37,10 +38,20 @@ pub struct EmbedProgress {
 /// overlength policy is `refuse`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefusedTurn {
-    /// The first live turn holding the text.
+    /// The namespace of the first live turn holding the text.
+    pub namespace: Namespace,
+    /// The first live turn holding the text (its number in `namespace`).
     pub turn: TurnId,
     /// The text's length in encoder tokens.
     pub tokens: usize,
+}
+
+/// The first live turn holding a text, for reporting refusals.
+#[derive(Clone, Debug)]
+pub(crate) struct FirstTurn {
+    pub(crate) position: LedgerPosition,
+    pub(crate) namespace: Namespace,
+    pub(crate) id: TurnId,
 }
 
 /// What [`Memory::catch_up`] did.
@@ -98,7 +109,7 @@ impl Memory {
     pub(crate) fn catch_up_after(
         &self,
         namespace: Option<&Namespace>,
-        after: Option<TurnId>,
+        after: Option<LedgerPosition>,
         limits: CatchUpLimits,
         progress: &mut dyn FnMut(&EmbedProgress),
     ) -> Result<EmbedReport, CatchUpError> {
@@ -113,15 +124,15 @@ impl Memory {
         dense.cache.set_last_identity(&digest)?;
 
         let mut live_turns = 0u64;
-        let mut first_turn: HashMap<TextDigest, TurnId> = HashMap::new();
+        let mut first_turn: HashMap<TextDigest, FirstTurn> = HashMap::new();
         let mut pending: Vec<(TextDigest, String)> = Vec::new();
         let mut cache_error = None;
-        self.inner.ledger.for_each_evidence(namespace, after, |e| {
+        self.inner.ledger.for_each_evidence_since(namespace, after, |position, e| {
             live_turns += 1;
             let document = turn_document(&e.turn);
             let text = TextDigest::of(&document);
             if let Entry::Vacant(slot) = first_turn.entry(text) {
-                slot.insert(e.id);
+                slot.insert(FirstTurn { position, namespace: e.turn.namespace.clone(), id: e.id });
                 match dense.cache.is_known(&digest, &text) {
                     Ok(true) => {}
                     Ok(false) => pending.push((text, document.into_owned())),

@@ -21,7 +21,10 @@ use evicortex_embed::{
 use evicortex_ledger::Ledger;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::{DerivedStore, DerivedStoreError, EraseReceipt, ErrorClass, ReadError, RefusedTurn};
+use crate::{
+    DerivedStore, DerivedStoreError, EraseReceipt, ErrorClass, ReadError, RefusedTurn,
+    catch_up::FirstTurn,
+};
 
 /// The embedding cache's file name inside a store directory.
 pub const EMBEDDINGS_FILE: &str = "embeddings.sqlite";
@@ -656,7 +659,7 @@ pub fn last_overlength(dir: &Path) -> Result<Option<Overlength>, EmbeddingCacheE
 /// The digests of every live turn's document ([`turn_document`], what the cache is keyed by).
 pub(crate) fn live_documents(ledger: &Ledger) -> Result<HashSet<TextDigest>, ReadError> {
     let mut live = HashSet::new();
-    ledger.for_each_evidence(None, None, |e| {
+    ledger.for_each_evidence_since(None, None, |_, e| {
         live.insert(TextDigest::of(&turn_document(&e.turn)));
         Ok::<(), ReadError>(())
     })?;
@@ -668,7 +671,7 @@ impl EmbeddingCache {
     pub(crate) fn refused_turns(
         &self,
         identity: &EncoderIdentityDigest,
-        first_turn: &HashMap<TextDigest, TurnId>,
+        first_turn: &HashMap<TextDigest, FirstTurn>,
     ) -> Result<Vec<RefusedTurn>, EmbeddingCacheError> {
         let conn = self.lock();
         let mut stmt = conn
@@ -682,12 +685,17 @@ impl EmbeddingCache {
         let mut out = Vec::new();
         for row in rows {
             let (text, tokens) = row.map_err(sql_err(&self.path))?;
-            if let Some(&turn) = first_turn.get(&self.text_digest(text)?) {
-                out.push(RefusedTurn { turn, tokens: tokens as usize });
+            if let Some(first) = first_turn.get(&self.text_digest(text)?) {
+                let refused = RefusedTurn {
+                    namespace: first.namespace.clone(),
+                    turn: first.id,
+                    tokens: tokens as usize,
+                };
+                out.push((first.position, refused));
             }
         }
-        out.sort_by_key(|r| r.turn);
-        Ok(out)
+        out.sort_by_key(|(position, _)| *position);
+        Ok(out.into_iter().map(|(_, refused)| refused).collect())
     }
 }
 

@@ -24,7 +24,7 @@ pub(crate) fn target_documents(
         EraseTarget::Record(_, id) => id.raw().checked_sub(1).map(TurnId::from_raw),
         _ => None,
     };
-    ledger.for_each_evidence(Some(target.namespace()), after, |e| {
+    ledger.for_each_evidence(target.namespace(), after, |e| {
         let matches = match target {
             EraseTarget::Namespace(_) => true,
             EraseTarget::Session(_, session) => e.turn.session == *session,
@@ -56,7 +56,7 @@ pub(crate) fn orphaned_documents(
         remaining.insert(document);
     }
     if !remaining.is_empty() {
-        ledger.for_each_evidence(None, None, |e| {
+        ledger.for_each_evidence_since(None, None, |_, e| {
             if !remaining.is_empty() {
                 remaining.remove(&TextDigest::of(&turn_document(&e.turn)));
             }

@@ -1,5 +1,5 @@
 //! The in-memory indexes compile reads: per namespace, the corpus, its BM25 index and its vector
-//! index under the memory's encoder, each recording the ledger position it covers.
+//! index under the memory's encoder, each recording the namespace record it covers.
 //!
 //! The cache is keyed by namespace alone and bounded in bytes: when the estimated size of all
 //! namespaces exceeds the budget, the least recently compiled ones are dropped (and rebuilt from
@@ -23,6 +23,7 @@ use evicortex_compiler::{
     CompileConfig, ContextVectors, Corpus, DenseConfig, WindowIndex, turn_document,
 };
 use evicortex_core::{Evidence, Namespace, TurnId};
+use evicortex_ledger::LedgerPosition;
 use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params};
 use evicortex_vector::{ExactIndex, VectorIndexRead, WindowedIndex};
 
@@ -164,13 +165,17 @@ impl DerivedStore for IndexCache {
     }
 }
 
-/// One namespace's corpus and indexes, and the ledger position they cover.
+/// One namespace's corpus and indexes, and the namespace record they cover.
 #[derive(Debug)]
 pub(crate) struct NamespaceIndexes {
     pub(crate) corpus: Corpus,
     pub(crate) lexical: Bm25Index,
-    /// The ledger head these cover (`None`: never built).
-    head: Option<TurnId>,
+    /// The ledger head when these were last refreshed (`None`: never built); any write to the
+    /// store moves it, so an unchanged head means nothing to read.
+    ledger_head: Option<LedgerPosition>,
+    /// The namespace's last record number when these were last refreshed: every record up to it
+    /// is in the corpus (or was erased before the refresh).
+    covers: Option<TurnId>,
     pub(crate) dense: Option<DenseIndex>,
     /// BM25 over window documents, for the radius, parameters and analyzer last asked for.
     pub(crate) window: Option<WindowIndex>,
@@ -202,7 +207,8 @@ impl NamespaceIndexes {
             corpus: Corpus::new(namespace.clone(), Vec::new(), [])
                 .expect("an empty corpus is valid"),
             lexical: Bm25Index::with_analyzer(BM25, cached_analyzer()),
-            head: None,
+            ledger_head: None,
+            covers: None,
             dense: None,
             window: None,
             context_vectors: None,
@@ -306,20 +312,19 @@ impl NamespaceIndexes {
         dense: Option<&Dense>,
     ) -> Result<(), CompileError> {
         let head = memory.head()?;
-        if head.is_none() || head != self.head {
+        if head.is_none() || head != self.ledger_head {
             let _span = tracing::debug_span!("refresh_indexes", %namespace).entered();
             // Only the records since the last refresh are read: counting redactions over the
             // whole ledger cost more than the rest of a compile after each append.
-            let built_at = match self.head {
+            let built_at = match self.ledger_head {
                 Some(at) if !memory.inner.ledger.erased_after(Some(at))? => Some(at),
                 _ => None,
             };
+            // Read before the turns: a lower bound of what they hold.
+            let covers = memory.inner.ledger.namespace_head(namespace)?;
             let new_records = match built_at {
                 // Appends that committed after `head` was read may already be in the corpus.
-                Some(built_at) => {
-                    let after = self.corpus.last_record().map_or(built_at, |l| l.max(built_at));
-                    memory.evidence_after(namespace, after)?
-                }
+                Some(_) => memory.evidence_after(namespace, self.corpus.last_record())?,
                 None => {
                     *self = NamespaceIndexes::empty(namespace);
                     memory.evidence(namespace)?
@@ -340,13 +345,14 @@ impl NamespaceIndexes {
                     source,
                 })?;
             }
-            if let Some(head) = head {
-                self.lexical.mark_covered(head).map_err(|source| CompileError::Lexical {
+            if let Some(covers) = covers {
+                self.lexical.mark_covered(covers).map_err(|source| CompileError::Lexical {
                     namespace: namespace.clone(),
                     source,
                 })?;
             }
-            self.head = head;
+            self.ledger_head = head;
+            self.covers = covers;
         }
         if let Some(dense) = dense {
             self.refresh_dense(memory, dense, namespace)?;
@@ -354,7 +360,7 @@ impl NamespaceIndexes {
         Ok(())
     }
 
-    /// Adds the vectors of turns that have one now; records the ledger position up to which
+    /// Adds the vectors of turns that have one now; records the namespace's record up to which
     /// every turn has been offered to the encoder.
     fn refresh_dense(
         &mut self,
@@ -421,18 +427,18 @@ impl NamespaceIndexes {
         }
         index.looked_up = Some((generation, index.missing.len()));
         self.mark_dense_covered(namespace)?;
-        let head = self.head;
+        let covers = self.covers;
         let index = self.dense.as_mut().expect("set above");
-        ann::grow(memory, dense, namespace, index, head)
+        ann::grow(memory, dense, namespace, index, covers)
     }
 
-    /// Dense coverage: the ledger head when every turn has been offered to the encoder, else
-    /// the position just before the first turn still waiting for its vector.
+    /// Dense coverage: the namespace's last record when every turn has been offered to the
+    /// encoder, else the record just before the first turn still waiting for its vector.
     fn mark_dense_covered(&mut self, namespace: &Namespace) -> Result<(), CompileError> {
         let Some(index) = &mut self.dense else { return Ok(()) };
         let covered = match index.missing.first() {
             Some(first) => first.id.raw().checked_sub(1).map(TurnId::from_raw),
-            None => self.head,
+            None => self.covers,
         };
         if let Some(covered) = covered
             && index.index.covers().is_none_or(|c| c < covered)
@@ -459,8 +465,8 @@ impl NamespaceIndexes {
         for e in self.corpus.evidence() {
             lexical.add(e.id, &turn_document(&e.turn)).map_err(lexical_err)?;
         }
-        if let Some(head) = self.head {
-            lexical.mark_covered(head).map_err(lexical_err)?;
+        if let Some(covers) = self.covers {
+            lexical.mark_covered(covers).map_err(lexical_err)?;
         }
         Ok(lexical)
     }

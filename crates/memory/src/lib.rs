@@ -101,9 +101,9 @@ pub use evicortex_core::{
 /// What the ledger reports: receipts of appends and erasures, statistics, verification.
 pub use evicortex_ledger::{
     AppendOutcome, AppendReceipt, AppendStatus, ChainHash, ConflictingRecord,
-    EraseError as LedgerEraseError, EraseReceipt, EraseTarget, ErasedTurn, LedgerStats,
-    MigrateError, MigrationReport, OpenError as LedgerOpenError, OpenMode, StorageError,
-    VerifyReport,
+    EraseError as LedgerEraseError, EraseReceipt, EraseTarget, ErasedTurn, LedgerPosition,
+    LedgerStats, MigrateError, MigrationReport, OpenError as LedgerOpenError, OpenMode,
+    StorageError, VerifyReport,
 };
 
 /// The HNSW graph's parameters ([`AnnSettings::params`]).

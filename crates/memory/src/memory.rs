@@ -11,7 +11,7 @@ use std::{
 use evicortex_compiler::Reranker;
 use evicortex_core::{Evidence, Namespace, TextDigest, Turn, TurnId};
 use evicortex_embed::Encoder;
-use evicortex_ledger::{Ledger, OpenMode};
+use evicortex_ledger::{Ledger, LedgerPosition, OpenMode};
 
 use crate::{
     AppendError, AppendReceipt, DerivedStore, DerivedStoreError, EMBEDDINGS_FILE, EraseError,
@@ -464,15 +464,16 @@ impl Memory {
         Ok(Stats { ledger: self.inner.ledger.stats()? })
     }
 
-    /// Calls `f` with every live turn (of `namespace`, or of all namespaces) after `after`, in
-    /// ledger order, each checked against its digest and chain link; returns how many it saw.
+    /// Calls `f` with every live turn (of `namespace`, or of all namespaces) recorded after
+    /// ledger position `after`, in ledger order, each checked against its digest and chain link;
+    /// returns how many it saw. Turn ids are numbers within each turn's namespace.
     pub fn for_each_evidence<E: From<ReadError>>(
         &self,
         namespace: Option<&Namespace>,
-        after: Option<TurnId>,
-        f: impl FnMut(Evidence) -> Result<(), E>,
+        after: Option<LedgerPosition>,
+        mut f: impl FnMut(Evidence) -> Result<(), E>,
     ) -> Result<u64, E> {
-        self.inner.ledger.for_each_evidence(namespace, after, f)
+        self.inner.ledger.for_each_evidence_since(namespace, after, |_, e| f(e))
     }
 
     /// The live turns of `namespace`, in ledger order (what indexes and the compiler read).
@@ -485,14 +486,14 @@ impl Memory {
         self.inner.ledger.last_erasure(namespace)
     }
 
-    /// The live turns of `namespace` recorded after `after`, in ledger order.
+    /// The live turns of `namespace` numbered after `after` (all when `None`), in ledger order.
     pub fn evidence_after(
         &self,
         namespace: &Namespace,
-        after: TurnId,
+        after: Option<TurnId>,
     ) -> Result<Vec<Evidence>, ReadError> {
         let mut out = Vec::new();
-        self.inner.ledger.for_each_evidence(Some(namespace), Some(after), |e| {
+        self.inner.ledger.for_each_evidence(namespace, after, |e| {
             out.push(e);
             Ok::<(), ReadError>(())
         })?;
@@ -504,8 +505,13 @@ impl Memory {
         self.inner.ledger.namespaces()
     }
 
-    /// The ledger head: the last record (turn or redaction), if any.
-    pub fn head(&self) -> Result<Option<TurnId>, ReadError> {
+    /// The number of `namespace`'s last record (turn or redaction), if it has any.
+    pub fn namespace_head(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
+        self.inner.ledger.namespace_head(namespace)
+    }
+
+    /// The ledger head: the position of the last record (turn or redaction) of any namespace.
+    pub fn head(&self) -> Result<Option<LedgerPosition>, ReadError> {
         self.inner.ledger.head()
     }
 
@@ -516,7 +522,7 @@ impl Memory {
         namespace: Option<&Namespace>,
         out: &mut dyn Write,
     ) -> Result<ExportSummary, ExportError> {
-        let turns = self.inner.ledger.for_each_evidence(namespace, None, |e| {
+        let turns = self.inner.ledger.for_each_evidence_since(namespace, None, |_, e| {
             out.write_all(export_line(&e.turn).as_bytes()).map_err(ExportError::Write)?;
             out.write_all(b"\n").map_err(ExportError::Write)
         })?;

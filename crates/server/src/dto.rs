@@ -62,7 +62,7 @@ pub struct AppendResponse {
 /// Where one appended turn is stored.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AppendedTurn {
-    /// Ledger record id.
+    /// The record's number in the namespace (its id in citations, erasure and export).
     #[schema(value_type = u64)]
     pub id: TurnId,
     /// BLAKE3 digest of the record (hex).
@@ -79,7 +79,7 @@ pub struct EraseRequest {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub session: Option<SessionId>,
-    /// Erase this one record (a ledger id returned by append).
+    /// Erase this one record (its id in the namespace, as append returned it).
     #[serde(default)]
     #[schema(value_type = Option<u64>)]
     pub record: Option<TurnId>,
@@ -216,7 +216,7 @@ pub struct VerifyResponse {
     pub erased_turns: u64,
     /// Redaction records.
     pub redactions: u64,
-    /// The last record.
+    /// The last record's ledger position (across every namespace: admin keys only).
     #[schema(value_type = Option<u64>)]
     pub head: Option<TurnId>,
     /// Chain hash of the last record (hex).

@@ -112,9 +112,10 @@ pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
             print_report(&report)?;
             if !report.refused.is_empty() {
                 return Err(UsageError(format!(
-                    "{} turns are longer than the encoder's 256 tokens and were not embedded (first: record {}, {} tokens); \
+                    "{} turns are longer than the encoder's 256 tokens and were not embedded (first: namespace {} record {}, {} tokens); \
                      rerun with --overlength window or truncate to embed them",
                     report.refused.len(),
+                    report.refused[0].namespace,
                     report.refused[0].turn.raw(),
                     report.refused[0].tokens
                 ))
@@ -231,9 +232,10 @@ pub fn after_ingest(
     if let Some(first) = report.refused.first() {
         eprintln!(
             "warning: {} turns are longer than the encoder's 256 tokens and were not embedded \
-             (first: record {}, {} tokens); `evicortex embed --overlength window` embeds them as \
+             (first: namespace {} record {}, {} tokens); `evicortex embed --overlength window` embeds them as \
              windows, which compile then uses",
             report.refused.len(),
+            first.namespace,
             first.turn.raw(),
             first.tokens
         );

@@ -24,7 +24,7 @@ pub struct EraseArgs {
     /// Erase only this session of the namespace.
     #[arg(long, value_name = "S", conflicts_with = "record")]
     pub session: Option<String>,
-    /// Erase only this record (its ledger sequence number, as shown by `export` and `stats`).
+    /// Erase only this record: its number in the namespace (the `[#N]` of a compiled context).
     #[arg(long, value_name = "SEQ")]
     pub record: Option<u64>,
 }

@@ -65,7 +65,7 @@ fn last_ack(stdout: &str) -> u64 {
     stdout
         .lines()
         .rev()
-        .find_map(|l| l.strip_prefix("ack batch ")?.rsplit_once("head #")?.1.parse().ok())
+        .find_map(|l| l.strip_prefix("ack batch ")?.rsplit_once("head position ")?.1.parse().ok())
         .unwrap_or(0)
 }
 

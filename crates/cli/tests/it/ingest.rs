@@ -11,12 +11,12 @@ fn ingests_the_sample_and_reingest_is_a_no_op() {
     let out = ok(dir.path(), &["ingest", sample]);
     assert_eq!(
         out.lines().next(),
-        Some("ingested 23 turns from 1 file(s): 23 new, 0 already present; head #23")
+        Some("ingested 23 turns from 1 file(s): 23 new, 0 already present; head position 23")
     );
     let out = ok(dir.path(), &["ingest", sample]);
     assert_eq!(
         out.lines().next(),
-        Some("ingested 23 turns from 1 file(s): 0 new, 23 already present; head #23")
+        Some("ingested 23 turns from 1 file(s): 0 new, 23 already present; head position 23")
     );
     let stats: serde_json::Value =
         serde_json::from_str(&ok(dir.path(), &["stats", "--json"])).unwrap();

@@ -19,7 +19,7 @@ fn a_version_1_store_is_refused_with_what_to_do_then_migrated() {
 
     let out = ok(&store, &["migrate"]);
     assert!(
-        out.starts_with("migrated ledger format version 1 to 2: 8 records (3 erased turns)"),
+        out.starts_with("migrated ledger format version 1 to 3: 8 records (3 erased turns)"),
         "{out}"
     );
     let report: serde_json::Value =
@@ -27,7 +27,7 @@ fn a_version_1_store_is_refused_with_what_to_do_then_migrated() {
     assert_eq!((report["records"].as_u64(), report["turns"].as_u64()), (Some(8), Some(3)));
     let exported = ok(&store, &["export", "--namespace", "alice"]);
     assert!(exported.contains("I adopted a dog called Biscuit."), "{exported}");
-    assert_eq!(ok(&store, &["migrate"]), "already at ledger format version 2; nothing to do\n");
+    assert_eq!(ok(&store, &["migrate"]), "already at ledger format version 3; nothing to do\n");
 }
 
 #[test]

@@ -1,10 +1,11 @@
 use evicortex_core::{EventTime, TurnId};
-use evicortex_ledger::{AppendError, AppendStatus, ConflictingRecord};
+use evicortex_ledger::{AppendError, AppendStatus, ConflictingRecord, LedgerPosition};
 
 use crate::fixture::{Store, turn};
 
+/// S2: a record's id is its number in its namespace, so ids say nothing about other tenants.
 #[test]
-fn assigns_consecutive_ids_and_reads_back_in_order() {
+fn numbers_records_per_namespace_and_reads_back_in_order() {
     let store = Store::new();
     let batch = vec![
         turn("a", "s1", 0, "hello"),
@@ -13,12 +14,19 @@ fn assigns_consecutive_ids_and_reads_back_in_order() {
     ];
     let receipt = store.ledger.append(&batch).unwrap();
     let ids: Vec<u64> = receipt.outcomes.iter().map(|o| o.id.raw()).collect();
-    assert_eq!(ids, [1, 2, 3]);
-    assert_eq!(receipt.head, Some(TurnId::from_raw(3)));
+    assert_eq!(ids, [1, 1, 2]);
+    assert_eq!(receipt.head, Some(LedgerPosition::from_raw(3)));
     let a = store.ledger.evidence(&batch[0].namespace).unwrap();
     assert_eq!(a.iter().map(|e| e.turn.text.as_str()).collect::<Vec<_>>(), ["hello", "world"]);
+    assert_eq!(a.iter().map(|e| e.id.raw()).collect::<Vec<_>>(), [1, 2]);
+    let b = store.ledger.append(&[turn("b", "s1", 1, "again")]).unwrap();
+    assert_eq!(b.outcomes[0].id, TurnId::from_raw(2));
+    assert_eq!(
+        store.ledger.namespace_head(&batch[1].namespace).unwrap(),
+        Some(TurnId::from_raw(2))
+    );
     assert_eq!(a[0].digest, receipt.outcomes[0].digest);
-    assert_eq!(store.ledger.verify().unwrap().turns, 3);
+    assert_eq!(store.ledger.verify().unwrap().turns, 4);
 }
 
 #[test]
@@ -147,7 +155,7 @@ fn data_survives_reopening() {
     let reopened = evicortex_ledger::Ledger::open(&path).unwrap();
     assert_eq!(reopened.verify().unwrap().turns, 1);
     let receipt = reopened.append(&[turn("a", "s", 1, "more")]).unwrap();
-    assert_eq!(receipt.head, Some(TurnId::from_raw(2)));
+    assert_eq!(receipt.head, Some(LedgerPosition::from_raw(2)));
 }
 
 /// Group commit: batches committed in one transaction are each all-or-nothing, a refused batch
@@ -161,7 +169,8 @@ fn a_group_commits_good_batches_and_refuses_a_bad_one_alone() {
     let mut unnamed = turn("a", "s", 3, "x");
     unnamed.speaker = Some(String::new());
     let invalid = vec![unnamed];
-    let last = vec![turn("a", "s", 1, "first"), turn("b", "s", 0, "last")];
+    let last =
+        vec![turn("a", "s", 1, "first"), turn("b", "s", 0, "last"), turn("a", "s", 3, "after")];
     let results =
         store.ledger.append_group(&[&first, &bad, &invalid, &last]).expect("the group commits");
     assert_eq!(results.len(), 4);
@@ -176,9 +185,13 @@ fn a_group_commits_good_batches_and_refuses_a_bad_one_alone() {
     let last = results[3].as_ref().unwrap();
     assert_eq!(last.outcomes[0].status, AppendStatus::AlreadyPresent, "sees the earlier batch");
     assert_eq!(last.outcomes[0].id, TurnId::from_raw(2));
-    assert_eq!(last.outcomes[1].id, TurnId::from_raw(3), "the refused batch took no id");
-    assert_eq!(last.head, Some(TurnId::from_raw(3)));
+    assert_eq!(last.outcomes[1].id, TurnId::from_raw(1), "numbered in its own namespace");
+    assert_eq!(last.outcomes[2].id, TurnId::from_raw(3), "the refused batch took no number");
+    assert_eq!(last.head, Some(LedgerPosition::from_raw(4)), "nor a position");
     let a = store.ledger.evidence(&evicortex_core::Namespace::new("a").unwrap()).unwrap();
-    assert_eq!(a.iter().map(|e| e.turn.text.as_str()).collect::<Vec<_>>(), ["original", "first"]);
-    assert_eq!(store.ledger.verify().unwrap().turns, 3);
+    assert_eq!(
+        a.iter().map(|e| e.turn.text.as_str()).collect::<Vec<_>>(),
+        ["original", "first", "after"]
+    );
+    assert_eq!(store.ledger.verify().unwrap().turns, 4);
 }

@@ -45,7 +45,7 @@ fn a_version_1_ledger_is_refused_with_what_to_do_and_left_untouched() {
     for mode in [OpenMode::ReadWrite, OpenMode::Inspect] {
         let err = Ledger::open_with(&path, mode).unwrap_err();
         assert!(
-            matches!(&err, OpenError::UnsupportedFormat { found, supported: 2, .. } if found == "1"),
+            matches!(&err, OpenError::UnsupportedFormat { found, supported: 3, .. } if found == "1"),
             "{mode:?}: {err:?}"
         );
         let message = err.to_string();
@@ -89,7 +89,7 @@ fn migrating_keeps_every_turn_and_leaves_no_guessable_digest() {
     let report = Ledger::migrate(&path).unwrap();
     assert_eq!(
         (report.from_version, report.to_version, report.records, report.erased_turns),
-        (1, 2, 8, 3)
+        (1, 3, 8, 3)
     );
     assert_eq!(report.previous_chain_head.map(|h| h.to_hex()), Some(v1_head.clone()));
 
@@ -133,8 +133,9 @@ fn migrating_keeps_every_turn_and_leaves_no_guessable_digest() {
                 "2024-05-02T10:00:05.250+01:00".to_owned(),
                 "{}".to_owned()
             ),
+            // Ledger position 8; alice's fifth record once numbered per namespace.
             (
-                8,
+                5,
                 "s2".to_owned(),
                 None,
                 "Session two begins.".to_owned(),
@@ -165,7 +166,7 @@ fn migrating_keeps_every_turn_and_leaves_no_guessable_digest() {
     ledger.verify().unwrap();
     drop(ledger);
     let again = Ledger::migrate(&path).unwrap();
-    assert_eq!((again.from_version, again.records, again.previous_chain_head), (2, 0, None));
+    assert_eq!((again.from_version, again.records, again.previous_chain_head), (3, 0, None));
 }
 
 #[test]

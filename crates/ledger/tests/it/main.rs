@@ -18,6 +18,8 @@ mod faultfs_shim;
 mod faults;
 /// A format-version-1 ledger: refused untouched, migrated on request.
 mod format_v1;
+/// A format-version-2 ledger: refused, then numbered per namespace on request.
+mod format_v2;
 /// Open-time checks: refusing a tampered head, inspection mode, foreign files.
 mod open_check;
 /// Append/verify/read round trips over arbitrary batches (property test).

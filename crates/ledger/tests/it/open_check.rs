@@ -44,11 +44,11 @@ fn refuses_an_unknown_format_version() {
     let path = store.path();
     drop(store.ledger);
     raw(&path)
-        .execute("UPDATE ledger_meta SET value = '3' WHERE key = 'format_version'", [])
+        .execute("UPDATE ledger_meta SET value = '4' WHERE key = 'format_version'", [])
         .unwrap();
     let err = Ledger::open(&path).unwrap_err();
     assert!(
-        matches!(err, OpenError::UnsupportedFormat { ref found, supported: 2, .. } if found == "3"),
+        matches!(err, OpenError::UnsupportedFormat { ref found, supported: 3, .. } if found == "4"),
         "{err:?}"
     );
     assert!(matches!(

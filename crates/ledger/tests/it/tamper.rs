@@ -37,7 +37,7 @@ fn a_record_altered_behind_the_ledgers_back_is_never_served() {
     );
     let err = store
         .ledger
-        .for_each_evidence(None, Some(TurnId::from_raw(0)), |_| Ok::<(), ReadError>(()))
+        .for_each_evidence_since(None, None, |_, _| Ok::<(), ReadError>(()))
         .unwrap_err();
     assert!(matches!(err, ReadError::Corrupted { .. }), "{err:?}");
 }

@@ -132,7 +132,7 @@ fn the_graph_serves_compile_with_the_same_packed_context_as_exact() {
     let (_, header) = only_index_file(graph_dir.path());
     let turns = graph.evidence(&alice()).unwrap();
     assert_eq!(header.rows, turns.len(), "one vector per turn of the sample");
-    assert_eq!(header.covers, graph.head().unwrap());
+    assert_eq!(header.covers, graph.namespace_head(&alice()).unwrap());
     assert!(index_files(exact_dir.path()).is_empty(), "an exact index is never written");
 }
 
@@ -172,7 +172,7 @@ fn a_restart_loads_the_file_and_extends_it_rather_than_rebuilding() {
     ingest(&memory, last[0]);
     let extended = compile(&memory, "How much is the rent including the parking spot?", None);
     assert!(matches!(extended.dense_index, Some(DenseIndexRef::Hnsw { .. })));
-    let new_turn = memory.head().unwrap().unwrap();
+    let new_turn = memory.namespace_head(&alice()).unwrap().unwrap();
     assert!(
         extended.items.iter().any(|i| i.record == new_turn && i.dense.is_some())
             || extended.excluded.iter().any(|e| e.record == new_turn && e.dense.is_some()),

@@ -201,3 +201,74 @@ fn check_isolation(mode: Mode, cases: u32, ops_per_case: usize) {
         total_ops.get()
     );
 }
+
+/// What `beta` sees of its own work, with what differs by store (digests are salted per
+/// record) removed.
+async fn beta_session(alpha_turns: u32) -> Vec<serde_json::Value> {
+    fn strip_digests(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                map.remove("digest");
+                map.values_mut().for_each(strip_digests);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip_digests),
+            _ => {}
+        }
+    }
+    let server = TestServer::start_in_mode(ServerConfig::default(), Mode::LexicalOnly).await;
+    let (alpha, beta) = (server.key_for("alpha"), server.key_for("beta"));
+    let alpha_writes = |first: u32| {
+        let turns: Vec<_> =
+            (first..first + alpha_turns).map(|i| turn("a", i, "alpha's lisbon cello")).collect();
+        json!({ "turns": turns })
+    };
+    let mut seen = Vec::new();
+    let mut keep = |reply: crate::harness::Reply| {
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let mut body = reply.body;
+        strip_digests(&mut body);
+        seen.push(if body.is_null() { json!(reply.text) } else { body });
+    };
+    if alpha_turns > 0 {
+        assert_eq!(
+            server.post("/v1/namespaces/alpha/turns", &alpha, &alpha_writes(0)).await.status,
+            200
+        );
+    }
+    let first = json!({ "turns": [turn("b", 0, "I moved to Lisbon in May."), turn("b", 1, "Lisbon is lovely.")] });
+    keep(server.post("/v1/namespaces/beta/turns", &beta, &first).await);
+    if alpha_turns > 0 {
+        let erase = json!({ "record": 2 });
+        assert_eq!(server.post("/v1/namespaces/alpha/erase", &alpha, &erase).await.status, 200);
+        let more = alpha_writes(alpha_turns);
+        assert_eq!(server.post("/v1/namespaces/alpha/turns", &alpha, &more).await.status, 200);
+    }
+    let second = json!({ "turns": [turn("b", 2, "I took up the cello."), turn("b", 3, "Cello lessons on Monday.")] });
+    keep(server.post("/v1/namespaces/beta/turns", &beta, &second).await);
+    keep(server.post("/v1/namespaces/beta/erase", &beta, &json!({ "record": 2 })).await);
+    let ask = json!({
+        "query": "Where did I move, and what do I play?",
+        "budget": 200,
+        "reader_tokenizer": "o200k_base"
+    });
+    keep(server.post("/v1/namespaces/beta/compile", &beta, &ask).await);
+    keep(server.get("/v1/namespaces/beta/stats", Some(&beta)).await);
+    keep(server.get("/v1/namespaces/beta/export", Some(&beta)).await);
+    server.stop().await;
+    seen
+}
+
+/// S2: every reply beta gets (append receipts, erasure receipts, compiled contexts with their
+/// citations and coverage, stats, export) is the same whether or not another tenant wrote
+/// hundreds of turns and erased one before and between beta's requests: record ids are
+/// numbers within the namespace, not ledger positions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_learns_nothing_of_another_tenants_volume() {
+    let alone = beta_session(0).await;
+    let beside_alpha = beta_session(300).await;
+    assert_eq!(alone.len(), 6);
+    assert_eq!(alone, beside_alpha);
+    let compiled = &alone[3];
+    assert!(compiled["text"].as_str().unwrap().contains("[#1]"), "{compiled}");
+    assert_eq!(compiled["coverage"]["corpus_last_record"], json!(4), "{compiled}");
+}

@@ -18,8 +18,10 @@ use crate::{ExactIndex, IndexKey, VectorIndex, VectorIndexRead};
 /// The first bytes of every index file.
 pub const INDEX_FILE_MAGIC: [u8; 8] = *b"EVXHNSW\0";
 
-/// The layout version this build writes and reads.
-pub const INDEX_FILE_VERSION: u32 = 1;
+/// The layout version this build writes and reads. Version 2: keys and the covered position
+/// are record numbers within the namespace (ledger format 3); a version-1 file keyed by ledger
+/// positions is stale and rebuilt.
+pub const INDEX_FILE_VERSION: u32 = 2;
 
 /// What an index file is derived from: checked before it is used.
 #[derive(Clone, Debug, PartialEq, Eq)]
