@@ -59,8 +59,9 @@ TurnLike = Union[Turn, Mapping[str, Any]]
 
 @dataclass(frozen=True)
 class AppendedTurn:
-    """Where one appended turn is stored: its ledger record, digest, and whether it was new
-    (`appended`) or already stored identically (`already_present`)."""
+    """Where one appended turn is stored: its record's number in the namespace (`id`, what
+    citations and `erase(record=)` use), digest, and whether it was new (`appended`) or already
+    stored identically (`already_present`)."""
 
     id: int
     digest: str
