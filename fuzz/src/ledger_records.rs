@@ -31,6 +31,7 @@ const COLUMNS: &[&str] = &[
     "digest",
     "chain",
     "salt",
+    "number",
 ];
 
 /// The bytes of a closed ledger file, built once.
