@@ -14,7 +14,7 @@ use std::{
 };
 
 use evicortex_compiler::turn_document;
-use evicortex_core::{Evidence, TextDigest, TurnId};
+use evicortex_core::{TextDigest, TurnId};
 use evicortex_embed::{
     EmbeddedWindow, EncoderIdentity, EncoderIdentityDigest, Overlength, TextEmbedding,
 };
@@ -23,7 +23,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
     DerivedStore, DerivedStoreError, EraseReceipt, ErrorClass, ReadError, RefusedTurn,
-    catch_up::FirstTurn,
+    catch_up::FirstTurn, write_log::WriteLog,
 };
 
 /// The embedding cache's file name inside a store directory.
@@ -42,9 +42,9 @@ const LAST_IDENTITY: &str = "last_identity";
 pub struct EmbeddingCache {
     path: PathBuf,
     conn: Mutex<Connection>,
-    /// Counts committed writes of vectors, so that a reader that looked the vectors of some
-    /// turns up can tell whether looking again could find more.
-    writes: std::sync::atomic::AtomicU64,
+    /// The texts of the committed writes (vectors and refusals), so that a reader that looked
+    /// the vectors of some turns up can tell which of them looking again could find.
+    writes: WriteLog,
 }
 
 /// Why an embedding-cache operation failed.
@@ -430,14 +430,22 @@ impl EmbeddingCache {
             }
         }
         tx.commit().map_err(&sql)?;
-        self.writes.fetch_add(1, std::sync::atomic::Ordering::Release);
+        if !texts.is_empty() {
+            self.writes.record(texts.iter().map(|(text, _)| *text).collect());
+        }
         Ok(written)
     }
 
     /// How many writes of vectors have committed through this handle: unchanged since a lookup
     /// means the lookup would find nothing new (vectors only enter through [`Self::put`]).
     pub(crate) fn write_generation(&self) -> u64 {
-        self.writes.load(std::sync::atomic::Ordering::Acquire)
+        self.writes.generation()
+    }
+
+    /// The texts that got vectors or refusals through this handle after generation `since`
+    /// (`None`: the log no longer reaches back that far; look everything up).
+    pub(crate) fn written_since(&self, since: u64) -> Option<HashSet<TextDigest>> {
+        self.writes.written_since(since)
     }
 
     /// Records that the texts `refused` (text digest, encoder tokens) are longer than the
@@ -460,7 +468,11 @@ impl EmbeddingCache {
                     .map_err(&sql)?;
             }
         }
-        tx.commit().map_err(&sql)
+        tx.commit().map_err(&sql)?;
+        if !refused.is_empty() {
+            self.writes.record(refused.iter().map(|(text, _)| *text).collect());
+        }
+        Ok(())
     }
 
     #[cfg(test)]
@@ -511,10 +523,10 @@ impl EmbeddingCache {
     /// listed as missing or refused.
     pub(crate) fn namespace_vectors(
         &self,
-        evidence: &[Evidence],
+        turns: &[(TurnId, TextDigest)],
         identity: &EncoderIdentityDigest,
     ) -> Result<NamespaceVectors, EmbeddingCacheError> {
-        let _span = tracing::debug_span!("namespace_vectors", n_turns = evidence.len()).entered();
+        let _span = tracing::debug_span!("namespace_vectors", n_turns = turns.len()).entered();
         let dimension: Option<i64> = self
             .lock()
             .query_row(
@@ -537,14 +549,13 @@ impl EmbeddingCache {
         let mut refused = conn
             .prepare_cached("SELECT 1 FROM refused WHERE identity = ?1 AND text_digest = ?2")
             .map_err(sql_err(&self.path))?;
-        for e in evidence {
-            let text = TextDigest::of(&turn_document(&e.turn));
+        for &(turn, text) in turns {
             let vectors = self.vectors_of(&conn, identity, &text)?;
             if vectors.is_empty() {
                 let is_refused = refused
                     .exists(params![identity.as_bytes(), text.as_bytes()])
                     .map_err(sql_err(&self.path))?;
-                if is_refused { out.refused.push(e.id) } else { out.missing.push(e.id) }
+                if is_refused { out.refused.push(turn) } else { out.missing.push(turn) }
             }
             for vector in vectors {
                 if vector.len() != dimension {
@@ -552,12 +563,12 @@ impl EmbeddingCache {
                         path: self.path.clone(),
                         detail: format!(
                             "turn {:?}: vector of dimension {} under an identity of {dimension}",
-                            e.id,
+                            turn,
                             vector.len()
                         ),
                     });
                 }
-                out.turns.push(e.id);
+                out.turns.push(turn);
                 out.data.extend_from_slice(&vector);
             }
         }

@@ -22,7 +22,7 @@ use std::{
 use evicortex_compiler::{
     CompileConfig, ContextVectors, Corpus, DenseConfig, WindowIndex, turn_document,
 };
-use evicortex_core::{Evidence, Namespace, TurnId};
+use evicortex_core::{Evidence, Namespace, TextDigest, TurnId};
 use evicortex_ledger::LedgerPosition;
 use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params};
 use evicortex_vector::{ExactIndex, VectorIndexRead, WindowedIndex};
@@ -191,11 +191,12 @@ pub(crate) struct NamespaceIndexes {
 pub(crate) struct DenseIndex {
     pub(crate) index: WindowedIndex,
     /// Turns in the corpus without a vector yet (catch-up has not reached them), in ledger
-    /// order; looked up again at a refresh after the embedding cache was written.
-    pub(crate) missing: Vec<Evidence>,
+    /// order, with their document's digest (what the embedding cache is keyed by).
+    pub(crate) missing: Vec<(TurnId, TextDigest)>,
     /// The embedding cache's write generation at the last lookup, and how many of `missing`
-    /// (a prefix) that lookup covered: with the generation unchanged only the turns after it
-    /// are looked up, so that a long backlog is not looked up again at every compile.
+    /// (a prefix) that lookup covered: of that prefix, only the turns whose documents were
+    /// written since are looked up again, so that a long backlog is not looked up again at
+    /// every compile while the embedder works through it.
     looked_up: Option<(u64, usize)>,
     /// Rows of the graph in its index file (`None`: no file written or loaded by this process).
     pub(crate) saved_rows: Option<usize>,
@@ -337,7 +338,7 @@ impl NamespaceIndexes {
                 })?;
             }
             if let Some(index) = &mut self.dense {
-                index.missing.extend(new_records.iter().cloned());
+                index.missing.extend(new_records.iter().map(pending));
             }
             for e in new_records {
                 self.corpus.push(e).map_err(|source| CompileError::Corpus {
@@ -380,13 +381,13 @@ impl NamespaceIndexes {
                         .evidence()
                         .iter()
                         .filter(|e| e.id > covers)
-                        .cloned()
+                        .map(pending)
                         .collect(),
                     looked_up: None,
                 },
                 None => DenseIndex {
                     index: WindowedIndex::new(ExactIndex::new(dense.encoder.identity().dimension)),
-                    missing: self.corpus.evidence().to_vec(),
+                    missing: self.corpus.evidence().iter().map(pending).collect(),
                     looked_up: None,
                     saved_rows: None,
                 },
@@ -394,19 +395,18 @@ impl NamespaceIndexes {
         }
         let index = self.dense.as_mut().expect("set above");
         let generation = dense.cache.write_generation();
-        let from = match index.looked_up {
-            Some((seen, covered)) if seen == generation => covered.min(index.missing.len()),
-            _ => 0,
+        let (covered, written) = match index.looked_up {
+            Some((seen, covered)) if seen == generation => (covered, Some(HashSet::new())),
+            Some((seen, covered)) => (covered, dense.cache.written_since(seen)),
+            None => (0, None),
         };
-        if from < index.missing.len() {
-            let _span = tracing::debug_span!(
-                "vector_index",
-                %namespace,
-                n_turns = index.missing.len() - from
-            )
-            .entered();
+        let to_look_up = to_look_up(&index.missing, covered, written.as_ref());
+        if !to_look_up.is_empty() {
+            let _span =
+                tracing::debug_span!("vector_index", %namespace, n_turns = to_look_up.len())
+                    .entered();
             let digest = dense.encoder.identity_digest();
-            let vectors = dense.cache.namespace_vectors(&index.missing[from..], &digest)?;
+            let vectors = dense.cache.namespace_vectors(&to_look_up, &digest)?;
             let mut window = 0u32;
             let mut rows = Vec::with_capacity(vectors.turns.len());
             for (row, turn) in vectors.turns.iter().enumerate() {
@@ -419,11 +419,12 @@ impl NamespaceIndexes {
                 self.vectors_added.dedup();
             }
             let still_missing: HashSet<TurnId> = vectors.missing.iter().copied().collect();
-            let mut position = 0;
-            index.missing.retain(|e| {
-                position += 1;
-                position <= from || still_missing.contains(&e.id)
-            });
+            let found: HashSet<TurnId> = to_look_up
+                .iter()
+                .map(|(turn, _)| *turn)
+                .filter(|turn| !still_missing.contains(turn))
+                .collect();
+            index.missing.retain(|(turn, _)| !found.contains(turn));
         }
         index.looked_up = Some((generation, index.missing.len()));
         self.mark_dense_covered(namespace)?;
@@ -437,7 +438,7 @@ impl NamespaceIndexes {
     fn mark_dense_covered(&mut self, namespace: &Namespace) -> Result<(), CompileError> {
         let Some(index) = &mut self.dense else { return Ok(()) };
         let covered = match index.missing.first() {
-            Some(first) => first.id.raw().checked_sub(1).map(TurnId::from_raw),
+            Some((first, _)) => first.raw().checked_sub(1).map(TurnId::from_raw),
             None => self.covers,
         };
         if let Some(covered) = covered
@@ -472,6 +473,30 @@ impl NamespaceIndexes {
     }
 }
 
+/// The turns of `missing` worth looking up: those after the first `covered` (never looked up),
+/// and of those, the ones whose documents were `written` since (`None`: all of them).
+fn to_look_up(
+    missing: &[(TurnId, TextDigest)],
+    covered: usize,
+    written: Option<&HashSet<TextDigest>>,
+) -> Vec<(TurnId, TextDigest)> {
+    let covered = covered.min(missing.len());
+    match written {
+        Some(written) => missing[..covered]
+            .iter()
+            .filter(|(_, text)| written.contains(text))
+            .chain(&missing[covered..])
+            .copied()
+            .collect(),
+        None => missing.to_vec(),
+    }
+}
+
+/// A turn waiting for its vector, with the digest of the document it waits for.
+pub(crate) fn pending(e: &Evidence) -> (TurnId, TextDigest) {
+    (e.id, TextDigest::of(&turn_document(&e.turn)))
+}
+
 /// A turn's vector for its context windows: a turn embedded as several windows counts once, as
 /// its windows' normalised sum. `None` when it has no vector yet.
 fn turn_vector(index: &WindowedIndex, id: TurnId, dim: usize) -> Option<Vec<f32>> {
@@ -486,4 +511,25 @@ fn turn_vector(index: &WindowedIndex, id: TurnId, dim: usize) -> Option<Vec<f32>
         sum.iter_mut().for_each(|x| *x /= norm);
         sum
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(i: u64) -> (TurnId, TextDigest) {
+        (TurnId::from_raw(i), TextDigest::of(&format!("text {i}")))
+    }
+
+    #[test]
+    fn only_turns_never_looked_up_or_written_since_are_looked_up_again() {
+        let missing: Vec<_> = (1..=6).map(turn).collect();
+        let written: HashSet<TextDigest> = [turn(2).1, turn(5).1, turn(9).1].into();
+        // 1-4 were looked up before; 5 and 6 arrived since.
+        let ids = |v: Vec<(TurnId, TextDigest)>| v.iter().map(|(t, _)| t.raw()).collect::<Vec<_>>();
+        assert_eq!(ids(to_look_up(&missing, 4, Some(&written))), [2, 5, 6]);
+        assert_eq!(ids(to_look_up(&missing, 4, Some(&HashSet::new()))), [5, 6]);
+        assert_eq!(ids(to_look_up(&missing, 4, None)), [1, 2, 3, 4, 5, 6], "the log fell short");
+        assert_eq!(ids(to_look_up(&missing, 9, Some(&written))), [2, 5]);
+    }
 }

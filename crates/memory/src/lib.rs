@@ -63,6 +63,7 @@ mod memory;
 mod migrate;
 mod rerankers;
 mod stats;
+mod write_log;
 
 pub use crate::{
     ann::{AnnSettings, DEFAULT_ANN_THRESHOLD, VECTOR_INDEX_DIR},

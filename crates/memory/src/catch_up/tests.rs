@@ -85,7 +85,8 @@ fn identical_text_is_embedded_once_across_namespaces_and_runs_resume() {
     );
 
     let alice = memory.evidence(&Namespace::new("alice").unwrap()).unwrap();
-    let vectors = cache(&memory).namespace_vectors(&alice, &encoder.identity_digest()).unwrap();
+    let vectors =
+        cache(&memory).namespace_vectors(&pending_of(&alice), &encoder.identity_digest()).unwrap();
     assert_eq!((vectors.len(), vectors.dimension, vectors.missing.len()), (2, 384, 0));
     let direct = encoder.embed_documents(&["I moved to Lisbon in May."]).unwrap().remove(0);
     assert_eq!(vectors.row(0), direct.single().unwrap());
@@ -110,7 +111,8 @@ fn vectors_of_another_identity_are_never_mixed() {
     cls_config.pooling = Pooling::Cls;
     let cls = encoder(cls_config);
     let alice = memory.evidence(&Namespace::new("alice").unwrap()).unwrap();
-    let under_cls = cache(&memory).namespace_vectors(&alice, &cls.identity_digest()).unwrap();
+    let under_cls =
+        cache(&memory).namespace_vectors(&pending_of(&alice), &cls.identity_digest()).unwrap();
     assert!(under_cls.is_empty());
     assert_eq!(under_cls.missing, vec![alice[0].id]);
     let stored = cache(&memory).identity(&mean.identity_digest()).unwrap().unwrap();
@@ -170,7 +172,8 @@ fn overlength_turns_are_refused_and_reported_or_windowed_when_asked() {
     assert!(report.refused.is_empty());
     assert!(report.vectors_written >= 3);
     let alice = memory.evidence(&Namespace::new("alice").unwrap()).unwrap();
-    let vectors = cache(&memory).namespace_vectors(&alice, &window.identity_digest()).unwrap();
+    let vectors =
+        cache(&memory).namespace_vectors(&pending_of(&alice), &window.identity_digest()).unwrap();
     let long_id = alice[1].id;
     assert!(
         vectors.turns.iter().filter(|&&t| t == long_id).count() >= 2,
@@ -385,4 +388,11 @@ fn catch_up_racing_erasure_never_leaves_a_vector_of_an_erased_text() {
         "only {erased_mid_catch_up} of {rounds} erasures landed during a catch-up: the test does \
          not exercise the race"
     );
+}
+
+/// The turns of `evidence` as the index cache looks their vectors up.
+fn pending_of(
+    evidence: &[evicortex_core::Evidence],
+) -> Vec<(evicortex_core::TurnId, evicortex_core::TextDigest)> {
+    evidence.iter().map(crate::index_cache::pending).collect()
 }

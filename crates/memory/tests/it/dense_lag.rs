@@ -38,3 +38,47 @@ fn a_compile_after_an_append_finds_the_turn_and_says_dense_lags() {
     assert!(caught_up.text.contains("My dog is called Biscuit."), "{}", caught_up.text);
     assert_eq!(caught_up.coverage.dense_pending, Some(0));
 }
+
+/// While the embedder works through a backlog, a compile looks up only the turns whose texts
+/// were written since its last lookup; what it finds must be what a fresh memory finds.
+#[test]
+fn a_compile_during_a_catch_up_sees_every_vector_written_so_far() {
+    let encoder = evicortex::load_pinned_encoder(Overlength::Refuse).unwrap_or_else(|e| {
+        panic!("the pinned encoder is needed: run `evicortex model fetch` ({e})")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+    let topics = ["my dog Biscuit", "the cello", "a trip to Kyoto", "sourdough", "the marathon"];
+    let texts: Vec<String> =
+        (0..30).map(|i| format!("Note {i}: today I thought about {}.", topics[i % 5])).collect();
+    let jsonl: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            format!(
+                r#"{{"namespace":"alice","session":"s","turn":{i},"role":"user","text":"{text}","time":"2024-01-01T00:{:02}:00Z"}}"#,
+                i % 60
+            )
+        })
+        .collect();
+    let turns =
+        parse_jsonl("test", jsonl.join("\n").as_bytes(), &IngestOptions::default()).unwrap();
+    memory.append(&turns).unwrap();
+    let question = "What did I think about my dog?";
+    assert_eq!(compile(&memory, question).coverage.dense_pending, Some(30));
+
+    // The embedder's writes, a few texts at a time, in no particular order.
+    for (round, chunk) in
+        [&texts[20..25], &texts[3..9], &texts[25..30], &texts[0..3]].iter().enumerate()
+    {
+        let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        memory.embed_documents_cached(&chunk).unwrap();
+        let warm = compile(&memory, question);
+        let fresh_memory = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+        let fresh = compile(&fresh_memory, question);
+        assert_eq!(warm.text, fresh.text, "round {round}");
+        assert_eq!(warm.items, fresh.items, "round {round}");
+        assert_eq!(warm.coverage.dense_pending, fresh.coverage.dense_pending, "round {round}");
+    }
+    assert_eq!(compile(&memory, question).coverage.dense_pending, Some(30 - 19));
+}
