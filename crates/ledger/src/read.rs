@@ -60,7 +60,10 @@ impl Ledger {
         mut f: impl FnMut(Evidence) -> Result<(), E>,
     ) -> Result<u64, E> {
         let after = after.map_or(0, |a| a.raw() as i64);
-        self.scan_evidence(Some(namespace), "number > ?2", after, |_, e| f(e))
+        // Numbers grow with positions within a namespace, so the (namespace, number) index
+        // serves both the filter and the order: a namespace's new turns cost what they are.
+        let selection = "namespace = ?1 AND number > ?2 ORDER BY number";
+        self.scan_evidence(Some(namespace), selection, after, |_, e| f(e))
     }
 
     /// Calls `f` with every live turn (of `namespace` if given, else of every namespace)
@@ -73,13 +76,14 @@ impl Ledger {
         f: impl FnMut(LedgerPosition, Evidence) -> Result<(), E>,
     ) -> Result<u64, E> {
         let after = after.map_or(0, |a| a.raw() as i64);
-        self.scan_evidence(namespace, "seq > ?2", after, f)
+        let selection = "(?1 IS NULL OR namespace = ?1) AND seq > ?2 ORDER BY seq";
+        self.scan_evidence(namespace, selection, after, f)
     }
 
     fn scan_evidence<E: From<ReadError>>(
         &self,
         namespace: Option<&Namespace>,
-        after_condition: &str,
+        selection: &str,
         after: i64,
         mut f: impl FnMut(LedgerPosition, Evidence) -> Result<(), E>,
     ) -> Result<u64, E> {
@@ -89,8 +93,7 @@ impl Ledger {
             let sql = |e| E::from(ReadError::from(sql_err(path)(e)));
             let query = format!(
                 "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records WHERE kind = {KIND_TURN} \
-                 AND erased_by IS NULL AND (?1 IS NULL OR namespace = ?1) AND {after_condition} \
-                 ORDER BY seq"
+                 AND erased_by IS NULL AND {selection}"
             );
             let tx = conn.unchecked_transaction().map_err(sql)?;
             let mut stmt = tx.prepare(&query).map_err(sql)?;
