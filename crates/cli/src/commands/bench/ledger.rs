@@ -94,6 +94,15 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
         unit: "s",
     });
 
+    let (ours, anchor) = time_read_newest(&ledger_dir, &anchor_path, &turns[..args.turns])?;
+    rows.push(Row {
+        operation: "read a namespace's newest".to_owned(),
+        turns: args.turns,
+        ours,
+        anchor,
+        unit: "ms",
+    });
+
     if args.large_turns > 0 {
         let slice = &turns[..args.large_turns];
         let dir = work.path().join("ledger-large");
@@ -338,6 +347,44 @@ fn time_read(
     ensure!(seen as usize == n && bytes > 0, "read {seen} turns, expected {n}");
     let (_, anchor_time) = scan_anchor(anchor, n)?;
     Ok((ours, anchor_time))
+}
+
+/// What a compile's refresh reads after an append: the turns of one namespace after the one it
+/// last saw, here its newest turn, for each namespace of the store in turn; milliseconds per
+/// read. The anchor reads the same row by its namespace and sequence number.
+fn time_read_newest(
+    ledger_dir: &std::path::Path,
+    anchor: &std::path::Path,
+    turns: &[Turn],
+) -> anyhow::Result<(f64, f64)> {
+    let mut newest: std::collections::BTreeMap<&Namespace, (u64, i64)> = Default::default();
+    for (seq, t) in turns.iter().enumerate() {
+        let entry = newest.entry(&t.namespace).or_insert((0, 0));
+        *entry = (entry.0 + 1, seq as i64 + 1);
+    }
+    let memory = Memory::open_read_only(ledger_dir)?;
+    let start = Instant::now();
+    for (namespace, (count, _)) in &newest {
+        let after = evicortex::TurnId::from_raw(count - 1);
+        let read = memory.evidence_after(namespace, Some(after))?;
+        ensure!(
+            read.len() == 1,
+            "read {} turns of {namespace} after its second newest",
+            read.len()
+        );
+    }
+    let ours = start.elapsed().as_secs_f64() * 1000.0 / newest.len() as f64;
+    let conn = anchor_connection(anchor)?;
+    let mut stmt = conn.prepare("SELECT * FROM turns WHERE namespace = ?1 AND seq > ?2")?;
+    let start = Instant::now();
+    for (namespace, (_, last_seq)) in &newest {
+        let rows: Vec<String> = stmt
+            .query_map(rusqlite::params![namespace.as_str(), last_seq - 1], |r| r.get(6))?
+            .collect::<Result<_, _>>()?;
+        ensure!(rows.len() == 1, "the anchor read {} rows of {namespace}", rows.len());
+    }
+    let anchor_ms = start.elapsed().as_secs_f64() * 1000.0 / newest.len() as f64;
+    Ok((ours, anchor_ms))
 }
 
 fn file_bytes(path: &std::path::Path) -> anyhow::Result<u64> {
