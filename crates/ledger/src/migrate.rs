@@ -101,7 +101,8 @@ impl crate::Ledger {
             [FORMAT_VERSION.to_string()],
         )
         .map_err(&sql)?;
-        store::write_head(&tx, store::Head { last: v1.head, chain: chain_head }).map_err(&sql)?;
+        let last = v1.head.map(|position| TurnId::from_raw(position.raw()));
+        store::write_head(&tx, store::Head { last, chain: chain_head }).map_err(&sql)?;
         tx.execute(
             "INSERT INTO ledger_meta (key, value) VALUES ('migrated_from_v1_chain_head', ?1)",
             [v1.chain_head.to_hex()],

@@ -4,7 +4,9 @@
 /// orders records for watermarks (what derived data has seen) and operators' reports; callers
 /// that serve a tenant name records by their [`evicortex_core::TurnId`], the record's number in
 /// its own namespace, which says nothing about other tenants' volume.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct LedgerPosition(u64);
 

@@ -9,7 +9,7 @@ use evicortex_core::{EvidenceDigest, TurnId};
 use rusqlite::Connection;
 
 use crate::{
-    ChainHash, Ledger, VerifyError,
+    ChainHash, Ledger, LedgerPosition, VerifyError,
     record::{Format, redaction_digest_in},
     store::{self, RECORD_COLUMNS, RawRecord, StoredBody, sql_err},
 };
@@ -25,8 +25,8 @@ pub struct VerifyReport {
     pub erased_turns: u64,
     /// Redaction records.
     pub redactions: u64,
-    /// The last record's ledger sequence number (operators' view; tenants see record numbers).
-    pub head: Option<TurnId>,
+    /// The last record's position in the ledger (operators' view; tenants see record numbers).
+    pub head: Option<LedgerPosition>,
     /// The chain hash of the last record.
     pub chain_head: ChainHash,
 }
@@ -95,6 +95,7 @@ pub(crate) fn verify_on(
     // Erased records waiting for the redaction that names them: redaction seq -> records.
     let mut pending: HashMap<TurnId, BTreeMap<TurnId, EvidenceDigest>> = HashMap::new();
     let mut expected = TurnId::from_raw(1);
+    let mut last: Option<TurnId> = None;
     // Record numbers count each namespace's records from 1, in ledger order; a version-1
     // ledger has none yet.
     let mut last_numbers: HashMap<String, i64> = HashMap::new();
@@ -171,7 +172,7 @@ pub(crate) fn verify_on(
             ));
         }
         report.chain_head = chain;
-        report.head = Some(id);
+        last = Some(id);
         report.records += 1;
         expected = id.next();
         if report.records.is_multiple_of(PROGRESS_EVERY) {
@@ -184,11 +185,12 @@ pub(crate) fn verify_on(
             detail: "marked erased by a record that is not a redaction listing it".to_owned(),
         });
     }
-    if recorded.last != report.head || recorded.chain != report.chain_head {
+    report.head = last.map(|seq| LedgerPosition::from_raw(seq.raw()));
+    if recorded.last != last || recorded.chain != report.chain_head {
         return Err(VerifyError::BadHead {
             detail: format!(
                 "metadata records head {} with chain {}, the records end at {} with chain {}",
-                recorded.last.map_or("(empty)".to_owned(), |h| h.to_string()),
+                recorded.last.map_or("(empty)".to_owned(), |h| format!("position {}", h.raw())),
                 recorded.chain,
                 report.head.map_or("(empty)".to_owned(), |h| h.to_string()),
                 report.chain_head,

@@ -317,7 +317,7 @@ impl NativeMemory {
             "turns": report.turns,
             "erased_turns": report.erased_turns,
             "redactions": report.redactions,
-            "head": report.head.map(TurnId::raw),
+            "head": report.head.map(evicortex::LedgerPosition::raw),
             "chain_head": report.chain_head.to_hex(),
         })
         .to_string())

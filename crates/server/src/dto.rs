@@ -4,7 +4,7 @@
 //! ignored. Ids and times reuse the validating `evicortex-core` types, so a bad value is refused
 //! while parsing, with the path of the field.
 
-use evicortex::{EventTime, SessionId, TurnId};
+use evicortex::{EventTime, LedgerPosition, SessionId, TurnId};
 use rmcp::schemars;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -218,7 +218,7 @@ pub struct VerifyResponse {
     pub redactions: u64,
     /// The last record's ledger position (across every namespace: admin keys only).
     #[schema(value_type = Option<u64>)]
-    pub head: Option<TurnId>,
+    pub head: Option<LedgerPosition>,
     /// Chain hash of the last record (hex).
     pub chain_head: String,
 }
