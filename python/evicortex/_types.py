@@ -234,7 +234,8 @@ class EraseReceipt:
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """The whole ledger checked: every record's digest and chain link."""
+    """The whole ledger checked: every record's digest and chain link. `head` is the last
+    record's position in the whole ledger (all namespaces), not a record id."""
 
     records: int
     turns: int
