@@ -474,7 +474,8 @@ impl NamespaceIndexes {
 }
 
 /// The turns of `missing` worth looking up: those after the first `covered` (never looked up),
-/// and of those, the ones whose documents were `written` since (`None`: all of them).
+/// and of the first `covered`, the ones whose documents were `written` since the lookup that
+/// covered them (`None`: the log does not reach back that far, all of them).
 fn to_look_up(
     missing: &[(TurnId, TextDigest)],
     covered: usize,
@@ -482,6 +483,8 @@ fn to_look_up(
 ) -> Vec<(TurnId, TextDigest)> {
     let covered = covered.min(missing.len());
     match written {
+        // Nothing written since: the common case of a compile, without a pass over the backlog.
+        Some(written) if written.is_empty() => missing[covered..].to_vec(),
         Some(written) => missing[..covered]
             .iter()
             .filter(|(_, text)| written.contains(text))

@@ -3,10 +3,10 @@
 
 use evicortex::{
     CatchUpLimits, CompileConfig, CompiledContext, DenseConfig, IngestOptions, Memory, Namespace,
-    Overlength, parse_jsonl,
+    parse_jsonl,
 };
 
-use crate::incremental_indexes::compile_alice;
+use crate::incremental_indexes::{compile_alice, pinned_encoder};
 
 fn compile(memory: &Memory, question: &str) -> CompiledContext {
     let config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
@@ -15,9 +15,7 @@ fn compile(memory: &Memory, question: &str) -> CompiledContext {
 
 #[test]
 fn a_compile_after_an_append_finds_the_turn_and_says_dense_lags() {
-    let encoder = evicortex::load_pinned_encoder(Overlength::Refuse).unwrap_or_else(|e| {
-        panic!("the pinned encoder is needed: run `evicortex model fetch` ({e})")
-    });
+    let encoder = pinned_encoder();
     let dir = tempfile::tempdir().unwrap();
     let memory = Memory::builder(dir.path()).encoder(encoder).open().unwrap();
     let jsonl = concat!(
@@ -43,9 +41,7 @@ fn a_compile_after_an_append_finds_the_turn_and_says_dense_lags() {
 /// were written since its last lookup; what it finds must be what a fresh memory finds.
 #[test]
 fn a_compile_during_a_catch_up_sees_every_vector_written_so_far() {
-    let encoder = evicortex::load_pinned_encoder(Overlength::Refuse).unwrap_or_else(|e| {
-        panic!("the pinned encoder is needed: run `evicortex model fetch` ({e})")
-    });
+    let encoder = pinned_encoder();
     let dir = tempfile::tempdir().unwrap();
     let memory = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
     let topics = ["my dog Biscuit", "the cello", "a trip to Kyoto", "sourdough", "the marathon"];

@@ -15,6 +15,13 @@ const QUESTIONS: [&str; 4] = [
     "When is the marathon?",
 ];
 
+/// The pinned encoder (refusing over-long texts); fails, never skips, when it is not installed.
+pub(crate) fn pinned_encoder() -> std::sync::Arc<dyn evicortex::Encoder> {
+    evicortex::load_pinned_encoder(Overlength::Refuse).unwrap_or_else(|e| {
+        panic!("the pinned encoder is needed: run `evicortex model fetch` ({e})")
+    })
+}
+
 /// Compiles `question` for namespace `alice` under `config` within `budget` o200k tokens.
 pub(crate) fn compile_alice(
     memory: &Memory,
@@ -62,9 +69,7 @@ fn turn(i: usize) -> String {
 
 #[test]
 fn compiles_between_appends_equal_a_fresh_memory_s() {
-    let encoder = evicortex::load_pinned_encoder(Overlength::Refuse).unwrap_or_else(|e| {
-        panic!("the pinned encoder is needed: run `evicortex model fetch` ({e})")
-    });
+    let encoder = pinned_encoder();
     let dir = tempfile::tempdir().unwrap();
     let warm = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
     let namespace = Namespace::new("alice").unwrap();
