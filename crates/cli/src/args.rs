@@ -57,6 +57,8 @@ pub enum Command {
     Model(commands::model::ModelArgs),
     /// Embed a text with the pinned encoder, or embed the store's pending turns.
     Embed(commands::embed::EmbedArgs),
+    /// Name the encoders that embed the store's turns and whose dense lists compile fuses.
+    Encoders(commands::encoders::EncodersArgs),
     /// Compile a cited context for a question within a reader-token budget, or abstain.
     Compile(commands::compile::CompileArgs),
     /// Answer a question from memory: compile a context in the reader's tokens, read it, cite.

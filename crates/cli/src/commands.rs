@@ -4,6 +4,7 @@ pub mod answer;
 pub mod bench;
 pub mod compile;
 pub mod embed;
+pub mod encoders;
 pub mod erase;
 pub mod eval;
 pub mod export;

@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         Command::Export(args) => commands::export::run(store, args),
         Command::Model(args) => commands::model::run(args),
         Command::Embed(args) => commands::embed::run(store, args),
+        Command::Encoders(args) => commands::encoders::run(store, args),
         Command::Compile(args) => commands::compile::run(store, args),
         Command::Answer(args) => commands::answer::run(store, args),
         Command::Bench(args) => commands::bench::run(store, args),

@@ -90,6 +90,7 @@ fn main() {
                         encoder: &encoder_ref,
                         pending: 0,
                     }),
+                    also_dense: &[],
                     context: evicortex_compiler::ContextInputs::default(),
                     reader: &reader,
                     reranker: None,

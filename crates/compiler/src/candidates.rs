@@ -7,9 +7,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Admission, CompileError, ContextVectors};
 
-/// A source of ranks that enters fusion: a candidate list.
+/// How many encoders a compile fuses besides the first ([`CompileInputs::also_dense`]).
+///
+/// [`CompileInputs::also_dense`]: crate::CompileInputs::also_dense
+pub const MAX_ALSO_ENCODERS: usize = 3;
+
+const ALSO_NAMES: [&str; MAX_ALSO_ENCODERS] = ["dense_2", "dense_3", "dense_4"];
+const ALSO_NAMED_NAMES: [&str; MAX_ALSO_ENCODERS] =
+    ["dense_2_named", "dense_3_named", "dense_4_named"];
+
+/// A source of ranks that enters fusion: a candidate list. Serialised as its name
+/// ([`Retriever::as_str`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum Retriever {
     /// BM25 over the turns' documents.
     Lexical,
@@ -33,6 +43,52 @@ pub enum Retriever {
     Session,
     /// The reranker over the best fused candidates.
     Rerank,
+    /// Cosine similarity under a further encoder the compile fuses: `DenseAlso(0)` is the
+    /// second encoder (`dense_2`), up to [`MAX_ALSO_ENCODERS`].
+    DenseAlso(u8),
+    /// A further encoder's list filtered to the named speakers' turns (names).
+    DenseAlsoNamed(u8),
+}
+
+impl From<Retriever> for &'static str {
+    fn from(retriever: Retriever) -> &'static str {
+        retriever.as_str()
+    }
+}
+
+impl TryFrom<String> for Retriever {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Retriever, String> {
+        name.parse()
+    }
+}
+
+impl std::str::FromStr for Retriever {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Retriever, String> {
+        let fixed = [
+            Retriever::Lexical,
+            Retriever::Dense,
+            Retriever::LexicalContext,
+            Retriever::DenseContext,
+            Retriever::LexicalNamed,
+            Retriever::DenseNamed,
+            Retriever::LexicalContextNamed,
+            Retriever::DenseContextNamed,
+            Retriever::TimeWindow,
+            Retriever::Session,
+            Retriever::Rerank,
+        ];
+        let also = (0..MAX_ALSO_ENCODERS as u8)
+            .flat_map(|i| [Retriever::DenseAlso(i), Retriever::DenseAlsoNamed(i)]);
+        fixed
+            .into_iter()
+            .chain(also)
+            .find(|r| r.as_str() == name)
+            .ok_or_else(|| format!("unknown candidate list {name:?}"))
+    }
 }
 
 impl Retriever {
@@ -43,6 +99,7 @@ impl Retriever {
             Retriever::Dense => Retriever::DenseNamed,
             Retriever::LexicalContext => Retriever::LexicalContextNamed,
             Retriever::DenseContext => Retriever::DenseContextNamed,
+            Retriever::DenseAlso(i) => Retriever::DenseAlsoNamed(i),
             _ => return None,
         })
     }
@@ -50,12 +107,13 @@ impl Retriever {
     /// Which mechanism the list belongs to, as the explanation names it.
     pub fn mechanism(self) -> &'static str {
         match self {
-            Retriever::Lexical | Retriever::Dense => "retrieval",
+            Retriever::Lexical | Retriever::Dense | Retriever::DenseAlso(_) => "retrieval",
             Retriever::LexicalContext | Retriever::DenseContext => "context",
             Retriever::LexicalNamed
             | Retriever::DenseNamed
             | Retriever::LexicalContextNamed
-            | Retriever::DenseContextNamed => "names",
+            | Retriever::DenseContextNamed
+            | Retriever::DenseAlsoNamed(_) => "names",
             Retriever::TimeWindow => "time window",
             Retriever::Session => "session",
             Retriever::Rerank => "reranker",
@@ -76,6 +134,11 @@ impl Retriever {
             Retriever::TimeWindow => "time_window",
             Retriever::Session => "session",
             Retriever::Rerank => "rerank",
+            // A compile refuses more than MAX_ALSO_ENCODERS further encoders.
+            Retriever::DenseAlso(i) => ALSO_NAMES.get(usize::from(i)).unwrap_or(&"dense_other"),
+            Retriever::DenseAlsoNamed(i) => {
+                ALSO_NAMED_NAMES.get(usize::from(i)).unwrap_or(&"dense_other_named")
+            }
         }
     }
 }
@@ -131,12 +194,13 @@ pub fn dense_context_candidates(
     RankedList { retriever: Retriever::DenseContext, hits }
 }
 
-/// The vector index's top `top_n` admitted turns for the query vector.
+/// The vector index's top `top_n` admitted turns for the query vector, as `retriever`'s list.
 pub fn dense_candidates(
     index: &dyn VectorIndexRead,
     query_vector: &[f32],
     top_n: usize,
     admission: &Admission<'_>,
+    retriever: Retriever,
 ) -> Result<RankedList, CompileError> {
     let _span = tracing::debug_span!("dense_candidates", top_n).entered();
     let hits = index
@@ -144,5 +208,5 @@ pub fn dense_candidates(
         .into_iter()
         .map(|h| ScoredKey { key: h.key, score: h.score })
         .collect();
-    Ok(RankedList { retriever: Retriever::Dense, hits })
+    Ok(RankedList { retriever, hits })
 }

@@ -19,7 +19,7 @@ use crate::{
     SupportSignal, TimeConfig, WindowIndex,
     abstain::lexical_coverage,
     candidates::{dense_candidates, dense_context_candidates, lexical_candidates},
-    compiled_context::COMPILED_CONTEXT_FORMAT,
+    compiled_context::{AlsoDenseRef, COMPILED_CONTEXT_FORMAT},
     context_index::window_admitted,
     dedup::dedup_ranked_lists,
     fusion::{rrf_fuse, rrf_term, sort_fused},
@@ -41,6 +41,11 @@ pub struct CompileInputs<'a> {
     pub lexical: &'a Bm25Index,
     /// The dense side; required exactly when `config.dense` is on.
     pub dense: Option<DenseInput<'a>>,
+    /// Further encoders whose dense lists fusion adds beside `dense`'s (at most
+    /// [`MAX_ALSO_ENCODERS`](crate::MAX_ALSO_ENCODERS), each with its own index and query
+    /// vector); empty when `config.dense` is off. Context vectors and the dense abstention
+    /// signal stay `dense`'s.
+    pub also_dense: &'a [DenseInput<'a>],
     /// The context lists' indexes; each required when `config.context` turns its list on.
     pub context: ContextInputs<'a>,
     /// The reader's tokenizer.
@@ -151,7 +156,22 @@ pub fn compile_timed(
     timings.lexical = started.elapsed();
     let started = Instant::now();
     if let (DenseConfig::On { top_n }, Some(dense)) = (config.dense, inputs.dense) {
-        lists.push(dense_candidates(dense.index, dense.query_vector, top_n, &admission)?);
+        lists.push(dense_candidates(
+            dense.index,
+            dense.query_vector,
+            top_n,
+            &admission,
+            Retriever::Dense,
+        )?);
+        for (i, also) in inputs.also_dense.iter().enumerate() {
+            lists.push(dense_candidates(
+                also.index,
+                also.query_vector,
+                top_n,
+                &admission,
+                Retriever::DenseAlso(i as u8),
+            )?);
+        }
         let radius = config.context.dense_radius;
         if let (true, Some(vectors)) = (radius > 0, inputs.context.dense) {
             lists.push(dense_context_candidates(vectors, dense.query_vector, top_n, |id| {
@@ -403,6 +423,16 @@ pub fn compile_timed(
         excluded,
         encoder: inputs.dense.map(|d| d.encoder.clone()),
         dense_index: inputs.dense.map(|d| d.index.kind().into()),
+        also_dense: inputs
+            .also_dense
+            .iter()
+            .map(|d| AlsoDenseRef {
+                encoder: d.encoder.clone(),
+                index: d.index.kind().into(),
+                covers: d.index.covers(),
+                pending: d.pending,
+            })
+            .collect(),
         reranker: inputs.reranker.map(|r| r.name().to_owned()),
         coverage: Coverage {
             corpus_last_record: corpus.last_record(),
@@ -436,8 +466,18 @@ fn check_inputs(
     match (config.dense, inputs.dense) {
         (DenseConfig::On { .. }, None) => return Err(CompileError::MissingDenseInput),
         (DenseConfig::Off, Some(_)) => return Err(CompileError::UnexpectedDenseInput),
+        (DenseConfig::Off, None) if !inputs.also_dense.is_empty() => {
+            return Err(CompileError::UnexpectedDenseInput);
+        }
         _ => {}
     }
+    if inputs.also_dense.len() > crate::MAX_ALSO_ENCODERS {
+        return Err(CompileError::TooManyEncoders {
+            given: inputs.also_dense.len() + 1,
+            max: crate::MAX_ALSO_ENCODERS + 1,
+        });
+    }
+
     match (config.rerank, inputs.reranker) {
         (RerankConfig::On { .. }, None) => {
             Err(CompileError::RerankerMismatch { config: "on", given: "no" })

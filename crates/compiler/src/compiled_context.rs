@@ -48,6 +48,10 @@ pub struct CompiledContext {
     /// The vector index that served the dense candidates; `None` when dense retrieval is off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dense_index: Option<DenseIndexRef>,
+    /// The further encoders whose dense lists were fused beside `encoder`'s, in list order
+    /// (`dense_2`, `dense_3`, ...); empty with one encoder.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_dense: Vec<AlsoDenseRef>,
     /// The reranker's name when reranking is on.
     pub reranker: Option<String>,
     /// The ledger positions the inputs cover.
@@ -131,6 +135,20 @@ pub struct EncoderRef {
     pub model: String,
     /// Digest of the full encoder identity.
     pub identity_digest: String,
+}
+
+/// A further encoder fused into a compile: who it is, which index served its list, and how far
+/// its vectors cover the namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlsoDenseRef {
+    /// The encoder.
+    pub encoder: EncoderRef,
+    /// The index that served its candidates.
+    pub index: DenseIndexRef,
+    /// The namespace record up to which every turn was offered to this encoder.
+    pub covers: Option<TurnId>,
+    /// Turns of the namespace without a vector under this encoder yet.
+    pub pending: u64,
 }
 
 /// Which vector index served the dense candidates: every admitted vector scored (`exact`), or
@@ -355,6 +373,15 @@ impl CompiledContext {
         if let Some(index) = &self.dense_index {
             line(format!("dense index: {index}"));
         }
+        for (i, also) in self.also_dense.iter().enumerate() {
+            line(format!(
+                "{}: {} ({} index, {} turns pending)",
+                Retriever::DenseAlso(i as u8).as_str(),
+                also.encoder.model,
+                also.index,
+                also.pending
+            ));
+        }
         if !self.named_speakers.is_empty() {
             line(format!("names: the question names {}", self.named_speakers.join(", ")));
         }
@@ -421,7 +448,8 @@ fn contributions(
     spread_deferred: bool,
 ) -> Vec<String> {
     let mut parts = Vec::new();
-    for mechanism in ["context", "names", "time window", "session"] {
+    // Retrieval lists here are the further encoders' (the first two have their columns).
+    for mechanism in ["retrieval", "context", "names", "time window", "session"] {
         let ranks: Vec<String> = lists
             .iter()
             .filter(|l| l.list.mechanism() == mechanism)

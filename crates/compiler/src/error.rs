@@ -31,6 +31,14 @@ pub enum CompileError {
     /// A query vector and index were given although dense retrieval is off.
     #[error("a dense input was given but config dense is off")]
     UnexpectedDenseInput,
+    /// More encoders were given than a compile fuses.
+    #[error("{given} encoders given; a compile fuses at most {max}")]
+    TooManyEncoders {
+        /// Encoders given (the first and the further ones).
+        given: usize,
+        /// The most a compile fuses.
+        max: usize,
+    },
     /// The lexical index was built with other BM25 parameters than the configuration states.
     #[error(
         "lexical index uses k1 = {index_k1}, b = {index_b}; config says k1 = {config_k1}, b = {config_b}"

@@ -51,6 +51,7 @@
 //!     corpus: &corpus,
 //!     lexical: &lexical,
 //!     dense: None,
+//!     also_dense: &[],
 //!     context: Default::default(),
 //!     reader: &reader,
 //!     reranker: None,
@@ -95,12 +96,12 @@ mod turn_document;
 
 pub use crate::{
     abstain::lexical_coverage,
-    candidates::Retriever,
+    candidates::{MAX_ALSO_ENCODERS, Retriever},
     compile::{CompileInputs, ContextInputs, DenseInput, StageTimings, compile, compile_timed},
     compiled_context::{
-        AbstainReason, BudgetParts, COMPILED_CONTEXT_FORMAT, CompiledContext, ContextItem,
-        Coverage, DenseIndexRef, EncoderRef, ExcludedCandidate, ExclusionReason, ListRank,
-        RankScore, Selection,
+        AbstainReason, AlsoDenseRef, BudgetParts, COMPILED_CONTEXT_FORMAT, CompiledContext,
+        ContextItem, Coverage, DenseIndexRef, EncoderRef, ExcludedCandidate, ExclusionReason,
+        ListRank, RankScore, Selection,
     },
     config::{
         AbstentionConfig, CompileConfig, ContextConfig, DEFAULT_TOP_N, DedupPolicy, DenseConfig,

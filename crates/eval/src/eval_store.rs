@@ -41,20 +41,18 @@ pub fn event_time(t: chrono::NaiveDateTime) -> EventTime {
 }
 
 impl EvalStore {
-    /// Opens (creating) the store in `dir`, with `encoder` when dense retrieval is evaluated
-    /// and `reranker` when a system reranks.
+    /// Opens (creating) the store in `dir`, with `encoders` (the leading one first) when dense
+    /// retrieval is evaluated and `reranker` when a system reranks.
     pub fn open(
         dir: &Path,
-        encoder: Option<Arc<dyn Encoder>>,
+        encoders: Vec<Arc<dyn Encoder>>,
         reranker: Option<LoadedReranker>,
     ) -> anyhow::Result<EvalStore> {
         let mut builder = Memory::builder(dir);
         if let Some(reranker) = reranker {
             builder.loaded_reranker(reranker);
         }
-        if let Some(encoder) = encoder {
-            builder.encoder(encoder);
-        }
+        builder.encoders(encoders);
         let memory =
             builder.open().with_context(|| format!("opening the store {}", dir.display()))?;
         Ok(EvalStore { memory })

@@ -56,6 +56,10 @@ pub struct RunConfigFile {
     /// default all-minilm-l6-v2.
     #[serde(default)]
     pub encoder: Option<String>,
+    /// Further catalogue encoders whose dense lists compiled systems fuse beside `encoder`'s
+    /// (as a store whose `evicortex encoders` names them all); the comparator keeps `encoder`.
+    #[serde(default)]
+    pub also_encoders: Vec<String>,
     /// The reranker of systems that rerank (`mpnet-cosine`, `cosine:MODEL`,
     /// `cross-encoder:DIR@SHA256`); a run with such a system and no reranker is refused.
     #[serde(default)]
@@ -153,6 +157,11 @@ impl RunConfigFile {
                 Some(name) => check_encoder(name)?,
                 None => evicortex::DEFAULT_MODEL.to_owned(),
             },
+            also_encoders: self
+                .also_encoders
+                .iter()
+                .map(|name| check_encoder(name))
+                .collect::<anyhow::Result<_>>()?,
             reranker: self.reranker.as_deref().map(check_reranker).transpose()?,
             config_file: Some((
                 PathBuf::from(config_path),

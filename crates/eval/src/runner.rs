@@ -75,6 +75,8 @@ pub struct RunSpec {
     pub variants: BTreeMap<String, SystemVariant>,
     /// The catalogue encoder of dense retrieval and the comparator.
     pub encoder: String,
+    /// Further catalogue encoders fused by the compiled systems beside `encoder`.
+    pub also_encoders: Vec<String>,
     /// The reranker of the systems that rerank ([`evicortex::RerankerSpec`]), if any.
     pub reranker: Option<String>,
     /// The committed configuration file this run came from, and its SHA-256 (preregistration).
@@ -367,10 +369,16 @@ pub fn eval_encoder() -> anyhow::Result<Arc<dyn Encoder>> {
     evicortex::load_pinned_encoder(eval_overlength()).context("loading the pinned encoder")
 }
 
-/// Loads the run's encoder (`spec.encoder`, windowed as [`eval_encoder_config`] says).
-pub fn run_encoder(spec: &RunSpec) -> anyhow::Result<Arc<dyn Encoder>> {
-    evicortex::load_catalogue_encoder(&spec.encoder, eval_overlength())
-        .with_context(|| format!("loading the encoder {}", spec.encoder))
+/// Loads the run's encoders (`spec.encoder`, then `spec.also_encoders`, windowed as
+/// [`eval_encoder_config`] says).
+pub fn run_encoders(spec: &RunSpec) -> anyhow::Result<Vec<Arc<dyn Encoder>>> {
+    std::iter::once(&spec.encoder)
+        .chain(&spec.also_encoders)
+        .map(|name| {
+            evicortex::load_catalogue_encoder(name, eval_overlength())
+                .with_context(|| format!("loading the encoder {name}"))
+        })
+        .collect()
 }
 
 /// Loads the run's reranker when a system reranks; refuses such a run without one.
@@ -398,17 +406,17 @@ pub fn eval_reranker(spec: &RunSpec) -> anyhow::Result<Option<evicortex::LoadedR
     ))
 }
 
-/// Opens the store in `dir` (with `encoder` when given), ingests the selected questions and, with
-/// an encoder, embeds every pending text (resumably).
+/// Opens the store in `dir` (with `encoders` when given, the leading one first), ingests the
+/// selected questions and, with encoders, embeds every pending text (resumably).
 pub fn prepare_store(
     spec: &RunSpec,
     dir: &Path,
-    encoder: Option<Arc<dyn Encoder>>,
+    encoders: Vec<Arc<dyn Encoder>>,
     reranker: Option<evicortex::LoadedReranker>,
 ) -> anyhow::Result<(EvalStore, IngestSummary, Option<EmbedReport>)> {
     let (_, _, mut questions, _, _) = load_questions(spec)?;
     subset(&mut questions, spec);
-    let store = EvalStore::open(dir, encoder, reranker)?;
+    let store = EvalStore::open(dir, encoders, reranker)?;
     let ingest = store.ingest(&questions)?;
     eprintln!(
         "ingest: {} namespaces appended ({} turns), {} already present, {:.1} s",
@@ -480,13 +488,13 @@ fn any_system(
 /// Runs `spec` with every system: controls in memory, compiled systems and the comparator on the
 /// store in `store_dir` (ingested and embedded first, resumably).
 pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
-    let encoder = if any_system(spec, needs_encoder)? { Some(run_encoder(spec)?) } else { None };
+    let encoders = if any_system(spec, needs_encoder)? { run_encoders(spec)? } else { Vec::new() };
     let reranker = eval_reranker(spec)?;
     let reranker_name = reranker.as_ref().map(|r| r.reranker.name().to_owned());
     let mut prepare_s = None;
     let store = if any_system(spec, needs_store)? {
         let start = Instant::now();
-        let (store, _, _) = prepare_store(spec, store_dir, encoder.clone(), reranker)?;
+        let (store, _, _) = prepare_store(spec, store_dir, encoders.clone(), reranker)?;
         prepare_s = Some(start.elapsed().as_secs_f64());
         Some(Arc::new(store))
     } else {
@@ -522,10 +530,15 @@ pub fn run_all(spec: &RunSpec, store_dir: &Path) -> anyhow::Result<Report> {
     if let Some(s) = prepare_s {
         report.wall_time_s.insert("ingest and embed".to_owned(), s);
     }
-    if let Some(e) = &encoder {
+    if let Some((e, also)) = encoders.split_first() {
+        let also: Vec<serde_json::Value> = also
+            .iter()
+            .map(|a| serde_json::json!({"model": a.identity().model, "identity_digest": a.identity_digest().to_hex()}))
+            .collect();
         report.encoder = Some(serde_json::json!({
             "identity": serde_json::from_str::<serde_json::Value>(&e.identity().canonical_json())?,
             "identity_digest": e.identity_digest().to_hex(),
+            "also_encoders": also,
             "reranker": reranker_name,
         }));
     }

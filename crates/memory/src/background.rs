@@ -50,7 +50,7 @@ impl BackgroundEmbedder {
     /// embedding a backlog never slows the appends and compiles of the same process: the CPU
     /// is theirs first (a backlog then drains in the gaps, and at full speed when idle).
     pub(crate) fn start(inner: &Arc<Inner>) -> std::io::Result<BackgroundEmbedder> {
-        if let Some(dense) = &inner.dense {
+        for dense in inner.dense.iter().chain(&inner.also_dense) {
             dense.encoder.lower_worker_priority()?;
         }
         let signal = Arc::new(Signal::default());

@@ -59,6 +59,8 @@ pub(crate) struct FirstTurn {
 pub struct EmbedReport {
     /// The identity the vectors were stored under.
     pub identity: EncoderIdentityDigest,
+    /// The encoder's model name.
+    pub model: String,
     /// Live turns in the ledger.
     pub live_turns: u64,
     /// Distinct live texts.
@@ -75,6 +77,10 @@ pub struct EmbedReport {
     pub refused: Vec<RefusedTurn>,
     /// Seconds spent.
     pub seconds: f64,
+    /// The same for each further encoder of the memory
+    /// ([`MemoryBuilder::also_encoder`](crate::MemoryBuilder::also_encoder)), in order; their
+    /// own `also` is empty.
+    pub also: Vec<EmbedReport>,
 }
 
 /// How [`Memory::catch_up`] groups work. Changes speed and resumability granularity, not results.
@@ -114,14 +120,32 @@ impl Memory {
         progress: &mut dyn FnMut(&EmbedProgress),
     ) -> Result<EmbedReport, CatchUpError> {
         let dense = self.inner.dense.as_ref().ok_or(CatchUpError::NoEncoder)?;
-        let _span = tracing::info_span!("catch_up").entered();
+        dense.cache.set_last_identity(&dense.encoder.identity_digest())?;
+        // The leading encoder first: compile's abstention and context vectors rest on it.
+        let mut report = self.catch_up_with(dense, namespace, after, limits, progress)?;
+        for also in &self.inner.also_dense {
+            report.also.push(self.catch_up_with(also, namespace, after, limits, progress)?);
+        }
+        Ok(report)
+    }
+
+    /// [`Memory::catch_up_after`] with one of the memory's encoders.
+    fn catch_up_with(
+        &self,
+        dense: &Dense,
+        namespace: Option<&Namespace>,
+        after: Option<LedgerPosition>,
+        limits: CatchUpLimits,
+        progress: &mut dyn FnMut(&EmbedProgress),
+    ) -> Result<EmbedReport, CatchUpError> {
+        let _span =
+            tracing::info_span!("catch_up", model = %dense.encoder.identity().model).entered();
         let started = Instant::now();
         let encoder = dense.encoder.as_ref();
         let identity = encoder.identity();
         let digest = identity.digest();
         // Erasures made before this point are already reflected in what the ledger returns.
         let epoch = self.lock_writes().erasures;
-        dense.cache.set_last_identity(&digest)?;
 
         let mut live_turns = 0u64;
         let mut first_turn: HashMap<TextDigest, FirstTurn> = HashMap::new();
@@ -185,6 +209,7 @@ impl Memory {
         let refused = dense.cache.refused_turns(&digest, &first_turn)?;
         Ok(EmbedReport {
             identity: digest,
+            model: identity.model.clone(),
             live_turns,
             distinct_texts,
             already_cached,
@@ -193,6 +218,7 @@ impl Memory {
             vectors_written,
             refused,
             seconds: started.elapsed().as_secs_f64(),
+            also: Vec::new(),
         })
     }
 

@@ -16,7 +16,7 @@ use evicortex_embed::{EmbedError, IdentifiedVector};
 use evicortex_lexical::{Bm25Params, LexicalError};
 use evicortex_vector::VectorError;
 
-use crate::{EmbeddingCacheError, ErrorClass, Memory, ReadError};
+use crate::{EmbeddingCacheError, ErrorClass, Memory, ReadError, memory::Dense};
 
 /// What to compile and how.
 #[derive(Debug, Clone, Copy)]
@@ -170,17 +170,7 @@ impl Memory {
     /// question several times ([`CompileRequest::query_vector`]).
     pub fn embed_query(&self, question: &str) -> Result<IdentifiedVector, CompileError> {
         let dense = self.inner.dense.as_ref().ok_or(CompileError::DenseUnavailable)?;
-        let embedding = dense.encoder.embed_query(question)?;
-        match embedding.single() {
-            Some(vector) => Ok(IdentifiedVector {
-                identity: dense.encoder.identity_digest(),
-                vector: vector.to_vec(),
-            }),
-            None => Err(CompileError::QueryTooLong {
-                tokens: embedding.token_count,
-                max_tokens: dense.encoder.identity().max_tokens,
-            }),
-        }
+        embed_query_with(dense, question)
     }
 
     /// [`Memory::compile`] with timings.
@@ -210,7 +200,9 @@ impl Memory {
         let namespace = &query.namespace;
         let slot = self.inner.indexes.slot(namespace);
         let mut indexes = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        indexes.refresh(self, namespace, dense)?;
+        let also: &[crate::memory::Dense] =
+            if dense.is_some() { &self.inner.also_dense } else { &[] };
+        indexes.refresh(self, namespace, dense, also)?;
         indexes.refresh_context(config, namespace)?;
         self.inner.indexes.resized(namespace, &slot, indexes.heap_bytes());
         let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
@@ -234,19 +226,16 @@ impl Memory {
             }
             (Some(_), None) => Some(self.embed_query(&query.question)?.vector),
         };
+        let also_vectors = also
+            .iter()
+            .map(|d| embed_query_with(d, &query.question))
+            .collect::<Result<Vec<_>, _>>()?;
         let query_embedding = started.elapsed();
 
         let encoder_ref;
         let dense_input = match (dense, &query_vector, &indexes.dense) {
             (Some(dense), Some(vector), Some(index)) => {
-                let identity = dense.encoder.identity();
-                encoder_ref = EncoderRef {
-                    model: match &identity.revision {
-                        Some(revision) => format!("{}@{revision}", identity.model),
-                        None => identity.model.clone(),
-                    },
-                    identity_digest: identity.digest().to_hex(),
-                };
+                encoder_ref = encoder_ref_of(dense);
                 Some(DenseInput {
                     index: &index.index,
                     query_vector: vector,
@@ -260,16 +249,59 @@ impl Memory {
             lexical: indexes.window.as_ref().filter(|_| config.context.lexical_radius > 0),
             dense: indexes.context_vectors.as_ref().filter(|_| config.context.dense_radius > 0),
         };
+        let also_refs: Vec<EncoderRef> = also.iter().map(encoder_ref_of).collect();
+        let also_inputs: Vec<DenseInput<'_>> = also_refs
+            .iter()
+            .zip(&also_vectors)
+            .zip(&indexes.also_dense)
+            .filter_map(|((encoder, vector), index)| {
+                let index = index.as_ref()?;
+                Some(DenseInput {
+                    index: &index.index,
+                    query_vector: &vector.vector,
+                    encoder,
+                    pending: index.missing.len() as u64,
+                })
+            })
+            .collect();
         let inputs = CompileInputs {
             corpus: &indexes.corpus,
             lexical: adhoc.as_ref().unwrap_or(&indexes.lexical),
             dense: dense_input,
+            also_dense: &also_inputs,
             context,
             reader,
             reranker,
         };
         let (context, stages) = compile_timed(&inputs, query, config)?;
         Ok(CompileReport { context, stages, index_refresh, query_embedding })
+    }
+}
+
+/// `question` embedded as a query by `dense`'s encoder, refused when over its maximum.
+fn embed_query_with(dense: &Dense, question: &str) -> Result<IdentifiedVector, CompileError> {
+    let embedding = dense.encoder.embed_query(question)?;
+    match embedding.single() {
+        Some(vector) => Ok(IdentifiedVector {
+            identity: dense.encoder.identity_digest(),
+            vector: vector.to_vec(),
+        }),
+        None => Err(CompileError::QueryTooLong {
+            tokens: embedding.token_count,
+            max_tokens: dense.encoder.identity().max_tokens,
+        }),
+    }
+}
+
+/// How a compiled context names `dense`'s encoder: model, revision and identity digest.
+fn encoder_ref_of(dense: &Dense) -> EncoderRef {
+    let identity = dense.encoder.identity();
+    EncoderRef {
+        model: match &identity.revision {
+            Some(revision) => format!("{}@{revision}", identity.model),
+            None => identity.model.clone(),
+        },
+        identity_digest: identity.digest().to_hex(),
     }
 }
 

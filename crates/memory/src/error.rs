@@ -63,6 +63,9 @@ pub enum OpenError {
     /// Reading the ledger while reconciling derived data failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// The encoders given cannot be fused (duplicates, too many, further ones without a first).
+    #[error("encoders: {0}")]
+    Encoders(String),
 }
 
 /// Why [`crate::Memory::erase`] failed.
@@ -209,6 +212,7 @@ fn direct_class(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
         ExportError => ExportError::class,
         IngestError => IngestError::class,
         crate::CompileError => crate::CompileError::class,
+        crate::StoreEncodersError => crate::StoreEncodersError::class,
         crate::AnswerError => crate::AnswerError::class,
         evicortex_reader::ReadError => crate::answer::read_error_class,
         evicortex_reader::ReaderModelError => reader_model_class,
@@ -242,6 +246,7 @@ impl OpenError {
             OpenError::BackgroundEmbedder(_) => ErrorClass::Internal,
             OpenError::IndexFile { .. } => ErrorClass::Io,
             OpenError::Read(e) => read_class(e),
+            OpenError::Encoders(_) => ErrorClass::BadInput,
         }
     }
 }

@@ -177,6 +177,9 @@ pub(crate) struct NamespaceIndexes {
     /// is in the corpus (or was erased before the refresh).
     covers: Option<TurnId>,
     pub(crate) dense: Option<DenseIndex>,
+    /// The vector indexes under the memory's further encoders, in their order (filled by the
+    /// first refresh that asks for them).
+    pub(crate) also_dense: Vec<Option<DenseIndex>>,
     /// BM25 over window documents, for the radius, parameters and analyzer last asked for.
     pub(crate) window: Option<WindowIndex>,
     /// Context vectors, for the radius last asked for.
@@ -211,6 +214,7 @@ impl NamespaceIndexes {
             ledger_head: None,
             covers: None,
             dense: None,
+            also_dense: Vec::new(),
             window: None,
             context_vectors: None,
             vectors_added: Vec::new(),
@@ -221,7 +225,11 @@ impl NamespaceIndexes {
     /// Estimated heap bytes: texts held by the corpus (and their tokens, counts and postings),
     /// plus the vectors (`f32` and `i8` copies).
     pub(crate) fn heap_bytes(&self) -> usize {
-        let vectors = self.dense.as_ref().map_or(0, |d| d.index.heap_bytes());
+        let vectors: usize = std::iter::once(&self.dense)
+            .chain(&self.also_dense)
+            .flatten()
+            .map(|d| d.index.heap_bytes())
+            .sum();
         let window = self.window.as_ref().map_or(0, |w| self.text_bytes * 8 + w.heap_bytes());
         let context = self.context_vectors.as_ref().map_or(0, ContextVectors::heap_bytes);
         self.text_bytes * 4 + self.corpus.len() * 320 + vectors + window + context
@@ -304,13 +312,15 @@ impl NamespaceIndexes {
         Ok(())
     }
 
-    /// Brings the corpus, the lexical index and (when `dense` is given) the vector index to the
-    /// ledger head: new turns incrementally, a full rebuild after an erasure.
+    /// Brings the corpus, the lexical index and (when `dense` is given) the vector indexes of
+    /// `dense` and `also` to the ledger head: new turns incrementally, a full rebuild after an
+    /// erasure.
     pub(crate) fn refresh(
         &mut self,
         memory: &Memory,
         namespace: &Namespace,
         dense: Option<&Dense>,
+        also: &[Dense],
     ) -> Result<(), CompileError> {
         let head = memory.head()?;
         if head.is_none() || head != self.ledger_head {
@@ -337,7 +347,7 @@ impl NamespaceIndexes {
                     CompileError::Lexical { namespace: namespace.clone(), source }
                 })?;
             }
-            if let Some(index) = &mut self.dense {
+            for index in std::iter::once(&mut self.dense).chain(&mut self.also_dense).flatten() {
                 index.missing.extend(new_records.iter().map(pending));
             }
             for e in new_records {
@@ -356,98 +366,22 @@ impl NamespaceIndexes {
             self.covers = covers;
         }
         if let Some(dense) = dense {
-            self.refresh_dense(memory, dense, namespace)?;
-        }
-        Ok(())
-    }
-
-    /// Adds the vectors of turns that have one now; records the namespace's record up to which
-    /// every turn has been offered to the encoder.
-    fn refresh_dense(
-        &mut self,
-        memory: &Memory,
-        dense: &Dense,
-        namespace: &Namespace,
-    ) -> Result<(), CompileError> {
-        let vector_err = |source| CompileError::Vector { namespace: namespace.clone(), source };
-        if self.dense.is_none() {
-            let loaded = ann::load(memory, dense, namespace)?;
-            self.dense = Some(match loaded {
-                Some((index, covers)) => DenseIndex {
-                    saved_rows: Some(index.len()),
-                    index,
-                    missing: self
-                        .corpus
-                        .evidence()
-                        .iter()
-                        .filter(|e| e.id > covers)
-                        .map(pending)
-                        .collect(),
-                    looked_up: None,
-                },
-                None => DenseIndex {
-                    index: WindowedIndex::new(ExactIndex::new(dense.encoder.identity().dimension)),
-                    missing: self.corpus.evidence().iter().map(pending).collect(),
-                    looked_up: None,
-                    saved_rows: None,
-                },
-            });
-        }
-        let index = self.dense.as_mut().expect("set above");
-        let generation = dense.cache.write_generation();
-        let (covered, written) = match index.looked_up {
-            Some((seen, covered)) if seen == generation => (covered, Some(HashSet::new())),
-            Some((seen, covered)) => (covered, dense.cache.written_since(seen)),
-            None => (0, None),
-        };
-        let to_look_up = to_look_up(&index.missing, covered, written.as_ref());
-        if !to_look_up.is_empty() {
-            let _span =
-                tracing::debug_span!("vector_index", %namespace, n_turns = to_look_up.len())
-                    .entered();
-            let digest = dense.encoder.identity_digest();
-            let vectors = dense.cache.namespace_vectors(&to_look_up, &digest)?;
-            let mut window = 0u32;
-            let mut rows = Vec::with_capacity(vectors.turns.len());
-            for (row, turn) in vectors.turns.iter().enumerate() {
-                window = if row > 0 && vectors.turns[row - 1] == *turn { window + 1 } else { 0 };
-                rows.push(((*turn, window), vectors.row(row)));
-            }
-            index.index.extend_windows(rows).map_err(vector_err)?;
+            let added = refresh_dense(
+                &mut self.dense,
+                &self.corpus,
+                self.covers,
+                memory,
+                dense,
+                namespace,
+            )?;
             if self.context_vectors.is_some() {
-                self.vectors_added.extend(vectors.turns.iter().copied());
+                self.vectors_added.extend(added);
                 self.vectors_added.dedup();
             }
-            let still_missing: HashSet<TurnId> = vectors.missing.iter().copied().collect();
-            let found: HashSet<TurnId> = to_look_up
-                .iter()
-                .map(|(turn, _)| *turn)
-                .filter(|turn| !still_missing.contains(turn))
-                .collect();
-            index.missing.retain(|(turn, _)| !found.contains(turn));
-        }
-        index.looked_up = Some((generation, index.missing.len()));
-        self.mark_dense_covered(namespace)?;
-        let covers = self.covers;
-        let index = self.dense.as_mut().expect("set above");
-        ann::grow(memory, dense, namespace, index, covers)
-    }
-
-    /// Dense coverage: the namespace's last record when every turn has been offered to the
-    /// encoder, else the record just before the first turn still waiting for its vector.
-    fn mark_dense_covered(&mut self, namespace: &Namespace) -> Result<(), CompileError> {
-        let Some(index) = &mut self.dense else { return Ok(()) };
-        let covered = match index.missing.first() {
-            Some((first, _)) => first.raw().checked_sub(1).map(TurnId::from_raw),
-            None => self.covers,
-        };
-        if let Some(covered) = covered
-            && index.index.covers().is_none_or(|c| c < covered)
-        {
-            index
-                .index
-                .mark_covered(covered)
-                .map_err(|source| CompileError::Vector { namespace: namespace.clone(), source })?;
+            self.also_dense.resize_with(also.len(), || None);
+            for (slot, dense) in self.also_dense.iter_mut().zip(also) {
+                refresh_dense(slot, &self.corpus, self.covers, memory, dense, namespace)?;
+            }
         }
         Ok(())
     }
@@ -470,6 +404,95 @@ impl NamespaceIndexes {
             lexical.mark_covered(covers).map_err(lexical_err)?;
         }
         Ok(lexical)
+    }
+}
+
+/// Adds to the index in `slot` (built, or loaded from its file, when empty) the vectors of
+/// turns that have one now under `dense`'s encoder; records the namespace's record up to which
+/// every turn has been offered to the encoder. Returns the turns that got vectors.
+fn refresh_dense(
+    slot: &mut Option<DenseIndex>,
+    corpus: &Corpus,
+    covers: Option<TurnId>,
+    memory: &Memory,
+    dense: &Dense,
+    namespace: &Namespace,
+) -> Result<Vec<TurnId>, CompileError> {
+    let vector_err = |source| CompileError::Vector { namespace: namespace.clone(), source };
+    if slot.is_none() {
+        let loaded = ann::load(memory, dense, namespace)?;
+        *slot = Some(match loaded {
+            Some((index, covers)) => DenseIndex {
+                saved_rows: Some(index.len()),
+                index,
+                missing: corpus.evidence().iter().filter(|e| e.id > covers).map(pending).collect(),
+                looked_up: None,
+            },
+            None => DenseIndex {
+                index: WindowedIndex::new(ExactIndex::new(dense.encoder.identity().dimension)),
+                missing: corpus.evidence().iter().map(pending).collect(),
+                looked_up: None,
+                saved_rows: None,
+            },
+        });
+    }
+    let index = slot.as_mut().expect("set above");
+    let generation = dense.cache.write_generation();
+    let (covered, written) = match index.looked_up {
+        Some((seen, covered)) if seen == generation => (covered, Some(HashSet::new())),
+        Some((seen, covered)) => (covered, dense.cache.written_since(seen)),
+        None => (0, None),
+    };
+    let to_look_up = to_look_up(&index.missing, covered, written.as_ref());
+    let mut added = Vec::new();
+    if !to_look_up.is_empty() {
+        let _span =
+            tracing::debug_span!("vector_index", %namespace, n_turns = to_look_up.len()).entered();
+        let digest = dense.encoder.identity_digest();
+        let vectors = dense.cache.namespace_vectors(&to_look_up, &digest)?;
+        let mut window = 0u32;
+        let mut rows = Vec::with_capacity(vectors.turns.len());
+        for (row, turn) in vectors.turns.iter().enumerate() {
+            window = if row > 0 && vectors.turns[row - 1] == *turn { window + 1 } else { 0 };
+            rows.push(((*turn, window), vectors.row(row)));
+        }
+        index.index.extend_windows(rows).map_err(vector_err)?;
+        added.extend(vectors.turns.iter().copied());
+        added.dedup();
+        let still_missing: HashSet<TurnId> = vectors.missing.iter().copied().collect();
+        let found: HashSet<TurnId> = to_look_up
+            .iter()
+            .map(|(turn, _)| *turn)
+            .filter(|turn| !still_missing.contains(turn))
+            .collect();
+        index.missing.retain(|(turn, _)| !found.contains(turn));
+    }
+    index.looked_up = Some((generation, index.missing.len()));
+    index.mark_covered(covers, namespace)?;
+    ann::grow(memory, dense, namespace, index, covers)?;
+    Ok(added)
+}
+
+impl DenseIndex {
+    /// Dense coverage: the namespace's last record (`covers`) when every turn has been offered
+    /// to the encoder, else the record just before the first turn still waiting for its vector.
+    fn mark_covered(
+        &mut self,
+        covers: Option<TurnId>,
+        namespace: &Namespace,
+    ) -> Result<(), CompileError> {
+        let covered = match self.missing.first() {
+            Some((first, _)) => first.raw().checked_sub(1).map(TurnId::from_raw),
+            None => covers,
+        };
+        if let Some(covered) = covered
+            && self.index.covers().is_none_or(|c| c < covered)
+        {
+            self.index
+                .mark_covered(covered)
+                .map_err(|source| CompileError::Vector { namespace: namespace.clone(), source })?;
+        }
+        Ok(())
     }
 }
 

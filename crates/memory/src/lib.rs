@@ -63,6 +63,7 @@ mod memory;
 mod migrate;
 mod rerankers;
 mod stats;
+mod store_encoders;
 mod write_log;
 
 pub use crate::{
@@ -91,6 +92,10 @@ pub use crate::{
         load_reranker,
     },
     stats::Stats,
+    store_encoders::{
+        STORE_ENCODERS_FILE, StoreEncodersError, check_store_encoders, load_store_encoders,
+        set_store_encoders, store_encoder_names,
+    },
 };
 
 /// Domain types: turns, ids, times, namespaces, budgets.
@@ -115,13 +120,14 @@ pub use evicortex_lexical::Analyzer;
 /// The compile configuration, the question, the compiled context, reader tokenizers and
 /// rerankers.
 pub use evicortex_compiler::{
-    AbstainReason, AbstentionConfig, BudgetParts, COMPILED_CONTEXT_FORMAT, CompileConfig,
-    CompileQuery, CompiledContext, ContextConfig, ContextItem, Coverage, DEFAULT_TOP_N,
-    DedupPolicy, DenseConfig, DenseIndexRef, EncoderRef, ExcludedCandidate, ExclusionReason,
-    Expansion, FilterReason, Layout, LexicalConfig, ListRank, LongTurns, MAX_RERANK_DEPTH,
-    NamesConfig, RankScore, ReaderTokenizer, ReaderTokenizerError, RerankConfig, Reranker,
-    ResolvedTime, Retriever, Selection, SessionConfig, SessionSpread, SpreadQuestions,
-    StageTimings, SupportSignal, TiktokenReader, TimeConfig, reader_tokenizer,
+    AbstainReason, AbstentionConfig, AlsoDenseRef, BudgetParts, COMPILED_CONTEXT_FORMAT,
+    CompileConfig, CompileQuery, CompiledContext, ContextConfig, ContextItem, Coverage,
+    DEFAULT_TOP_N, DedupPolicy, DenseConfig, DenseIndexRef, EncoderRef, ExcludedCandidate,
+    ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig, ListRank, LongTurns,
+    MAX_ALSO_ENCODERS, MAX_RERANK_DEPTH, NamesConfig, RankScore, ReaderTokenizer,
+    ReaderTokenizerError, RerankConfig, Reranker, ResolvedTime, Retriever, Selection,
+    SessionConfig, SessionSpread, SpreadQuestions, StageTimings, SupportSignal, TiktokenReader,
+    TimeConfig, reader_tokenizer,
 };
 
 /// The encoder a memory embeds with, and its errors.

@@ -47,6 +47,8 @@ pub(crate) struct Inner {
     pub(crate) ledger: Ledger,
     /// The encoder and the cache its vectors live in; `None` for lexical-only use.
     pub(crate) dense: Option<Dense>,
+    /// Further encoders whose dense lists compile fuses beside `dense`'s, in the same cache.
+    pub(crate) also_dense: Vec<Dense>,
     /// The embedding cache, when the store has one (also in `dense` with an encoder).
     cache: Option<Arc<EmbeddingCache>>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
@@ -164,6 +166,7 @@ impl WriteState {
 pub struct MemoryBuilder {
     dir: PathBuf,
     encoder: Option<Arc<dyn Encoder>>,
+    also_encoders: Vec<Arc<dyn Encoder>>,
     reranker: Option<Arc<dyn Reranker>>,
     reranker_store: Option<Arc<dyn DerivedStore>>,
     index_cache_bytes: usize,
@@ -176,6 +179,25 @@ impl MemoryBuilder {
     /// needs one. Its vectors live in the store's embedding cache, keyed by its identity.
     pub fn encoder(&mut self, encoder: Arc<dyn Encoder>) -> &mut MemoryBuilder {
         self.encoder = Some(encoder);
+        self
+    }
+
+    /// The encoders of [`crate::load_store_encoders`]: the first as [`MemoryBuilder::encoder`],
+    /// the others fused beside it ([`MemoryBuilder::also_encoder`]). Replaces any set before.
+    pub fn encoders(&mut self, encoders: Vec<Arc<dyn Encoder>>) -> &mut MemoryBuilder {
+        let mut encoders = encoders.into_iter();
+        self.encoder = encoders.next();
+        self.also_encoders = encoders.collect();
+        self
+    }
+
+    /// A further encoder whose dense list compile fuses beside the first encoder's (for example
+    /// all-mpnet-base-v2 beside all-MiniLM-L6-v2), at most
+    /// [`MAX_ALSO_ENCODERS`](crate::MAX_ALSO_ENCODERS). Its vectors live in the same embedding
+    /// cache under its own identity; [`Memory::catch_up`] and the background embedder embed
+    /// with every encoder. Needs [`MemoryBuilder::encoder`].
+    pub fn also_encoder(&mut self, encoder: Arc<dyn Encoder>) -> &mut MemoryBuilder {
+        self.also_encoders.push(encoder);
         self
     }
 
@@ -228,6 +250,7 @@ impl MemoryBuilder {
     /// encoder, or when the store already has one) is opened and reconciled with the ledger:
     /// vectors of texts that an interrupted erasure left behind are dropped.
     pub fn open(&self) -> Result<Memory, OpenError> {
+        self.check_encoders()?;
         evicortex_ledger::create_private_dir(&self.dir)
             .map_err(|source| OpenError::CreateDir { path: self.dir.clone(), source })?;
         let ledger = Ledger::open_with(&self.dir.join(LEDGER_FILE), OpenMode::ReadWrite)?;
@@ -245,6 +268,13 @@ impl MemoryBuilder {
             }
             _ => None,
         };
+        let mut also_dense = Vec::with_capacity(self.also_encoders.len());
+        if let Some(cache) = &cache {
+            for encoder in &self.also_encoders {
+                cache.register_identity(encoder.identity())?;
+                also_dense.push(Dense { encoder: Arc::clone(encoder), cache: Arc::clone(cache) });
+            }
+        }
         let ann_dir = self.dir.join(crate::VECTOR_INDEX_DIR);
         crate::ann::reconcile(&ann_dir, &ledger)?;
         let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, Some(ann_dir)));
@@ -258,6 +288,7 @@ impl MemoryBuilder {
             dir: self.dir.clone(),
             ledger,
             dense,
+            also_dense,
             cache,
             reranker: self.reranker.clone(),
             derived: RwLock::new(derived),
@@ -276,6 +307,35 @@ impl MemoryBuilder {
         Ok(memory)
     }
 
+    /// Further encoders need a first one, are few, and are each another identity.
+    fn check_encoders(&self) -> Result<(), OpenError> {
+        if self.also_encoders.is_empty() {
+            return Ok(());
+        }
+        let Some(first) = &self.encoder else {
+            return Err(OpenError::Encoders(
+                "further encoders were given without a first one".into(),
+            ));
+        };
+        if self.also_encoders.len() > crate::MAX_ALSO_ENCODERS {
+            return Err(OpenError::Encoders(format!(
+                "{} encoders given; a compile fuses at most {}",
+                self.also_encoders.len() + 1,
+                crate::MAX_ALSO_ENCODERS + 1
+            )));
+        }
+        let mut seen = HashSet::new();
+        for encoder in std::iter::once(first).chain(&self.also_encoders) {
+            if !seen.insert(encoder.identity_digest()) {
+                return Err(OpenError::Encoders(format!(
+                    "the encoder {} is given twice",
+                    encoder.identity().model
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Opens an existing store for inspection: nothing can be written, and a failed open-time
     /// check is reported by [`Memory::open_problem`] instead of refusing, so that
     /// [`Memory::verify`] can name the first bad record. No derived store is opened.
@@ -286,6 +346,7 @@ impl MemoryBuilder {
             dir: self.dir.clone(),
             ledger,
             dense: None,
+            also_dense: Vec::new(),
             cache: None,
             reranker: self.reranker.clone(),
             derived: RwLock::new(vec![indexes.clone()]),
@@ -305,6 +366,7 @@ impl Memory {
         MemoryBuilder {
             dir: dir.as_ref().to_owned(),
             encoder: None,
+            also_encoders: Vec::new(),
             reranker: None,
             reranker_store: None,
             index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
@@ -351,6 +413,11 @@ impl Memory {
     /// The encoder, when the memory has one.
     pub fn encoder(&self) -> Option<&Arc<dyn Encoder>> {
         self.inner.dense.as_ref().map(|d| &d.encoder)
+    }
+
+    /// Every encoder of this memory, the leading one first, then those fused beside it.
+    pub fn encoders(&self) -> Vec<&Arc<dyn Encoder>> {
+        self.inner.dense.iter().chain(&self.inner.also_dense).map(|d| &d.encoder).collect()
     }
 
     /// What the open-time integrity check found wrong (only for [`Memory::open_read_only`]).

@@ -162,8 +162,8 @@ fn parse_json<T: serde::de::DeserializeOwned>(text: &str, field: &str) -> Result
 
 #[pymethods]
 impl NativeMemory {
-    /// Opens (or creates) the store in `path`; with `dense`, loads the pinned encoder from the
-    /// model cache (a missing model is a `model_missing` error naming `evicortex model fetch`).
+    /// Opens (or creates) the store in `path`; with `dense`, loads the store's encoders (the
+    /// pinned encoder unless `evicortex encoders` named others) from the model cache (a missing model is a `model_missing` error naming `evicortex model fetch`).
     #[new]
     fn new(py: Python<'_>, path: PathBuf, dense: bool) -> PyResult<NativeMemory> {
         let memory = py.detach(|| -> Result<Memory, Failure> {
@@ -172,9 +172,9 @@ impl NativeMemory {
                 let overlength = evicortex::front_end::last_overlength(&path)
                     .map_err(|e| Failure::of(&e))?
                     .unwrap_or(Overlength::Refuse);
-                let encoder =
-                    evicortex::load_pinned_encoder(overlength).map_err(|e| Failure::of(&e))?;
-                builder.encoder(encoder);
+                let encoders = evicortex::load_store_encoders(&path, overlength)
+                    .map_err(|e| Failure::of(&e))?;
+                builder.encoders(encoders);
             }
             builder.open().map_err(|e| Failure::of(&e))
         })?;

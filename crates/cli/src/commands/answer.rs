@@ -136,7 +136,7 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
     }
     if dense != DenseConfig::Off {
         let overlength = crate::commands::embed::store_overlength(store, None)?;
-        builder.encoder(crate::commands::embed::load_encoder(overlength)?);
+        builder.encoders(crate::commands::embed::load_store_encoders(store, overlength)?);
     }
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;

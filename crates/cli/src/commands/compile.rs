@@ -159,7 +159,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     }
     if dense != DenseConfig::Off {
         let overlength = crate::commands::embed::store_overlength(store, args.overlength)?;
-        builder.encoder(crate::commands::embed::load_encoder(overlength)?);
+        builder.encoders(crate::commands::embed::load_store_encoders(store, overlength)?);
     }
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;

@@ -68,11 +68,20 @@ pub fn store_overlength(store: &Path, given: Option<Overlength>) -> anyhow::Resu
     }
 }
 
-/// Opens the store in `store` with the pinned encoder.
+/// Loads the encoders the store names (`evicortex encoders`; the pinned encoder when it names
+/// none) with the given overlength policy.
+pub fn load_store_encoders(
+    store: &Path,
+    overlength: Overlength,
+) -> anyhow::Result<Vec<Arc<dyn Encoder>>> {
+    evicortex::load_store_encoders(store, overlength).context("loading the store's encoders")
+}
+
+/// Opens the store in `store` with its encoders.
 pub fn open_with_encoder(store: &Path, overlength: Overlength) -> anyhow::Result<Memory> {
-    let encoder = load_encoder(overlength)?;
+    let encoders = load_store_encoders(store, overlength)?;
     Memory::builder(store)
-        .encoder(encoder)
+        .encoders(encoders)
         .open()
         .with_context(|| format!("opening the store {}", store.display()))
 }
@@ -167,6 +176,10 @@ pub fn catch_up(memory: &Memory, limits: CatchUpLimits) -> anyhow::Result<EmbedR
     let bar = crate::progress::tokens_bar("embedding");
     let started = Instant::now();
     let report = memory.catch_up(None, limits, &mut |p| {
+        // Each encoder of the store starts a pass of its own.
+        if p.done_texts == 0 {
+            bar.reset();
+        }
         bar.set_length(p.total_tokens);
         bar.set_position(p.done_tokens);
         let secs = started.elapsed().as_secs_f64().max(1e-9);
@@ -182,10 +195,15 @@ pub fn catch_up(memory: &Memory, limits: CatchUpLimits) -> anyhow::Result<EmbedR
     Ok(report?)
 }
 
-/// Prints what a catch-up did.
+/// Prints what a catch-up did, a line per encoder.
 pub fn print_report(report: &EmbedReport) -> std::io::Result<()> {
+    print_one(report)?;
+    report.also.iter().try_for_each(print_one)
+}
+
+fn print_one(report: &EmbedReport) -> std::io::Result<()> {
     outln!(
-        "embedded {} texts ({} tokens, {} vectors) in {:.1}s ({:.0} tokens/s); {} live turns, {} distinct texts, {} already cached, {} refused as overlength; identity {}",
+        "embedded {} texts ({} tokens, {} vectors) in {:.1}s ({:.0} tokens/s); {} live turns, {} distinct texts, {} already cached, {} refused as overlength; identity {} ({})",
         report.embedded_texts,
         report.embedded_tokens,
         report.vectors_written,
@@ -195,7 +213,8 @@ pub fn print_report(report: &EmbedReport) -> std::io::Result<()> {
         report.distinct_texts,
         report.already_cached,
         report.refused.len(),
-        report.identity
+        report.identity,
+        report.model
     )
 }
 
@@ -210,8 +229,8 @@ pub fn after_ingest(
         return Ok(());
     }
     let overlength = store_overlength(store, overlength)?;
-    let encoder = match evicortex::load_pinned_encoder(overlength) {
-        Ok(encoder) => encoder,
+    let encoders = match evicortex::load_store_encoders(store, overlength) {
+        Ok(encoders) => encoders,
         Err(err)
             if evicortex::ErrorClass::of(&err) == Some(evicortex::ErrorClass::ModelMissing) =>
         {
@@ -221,10 +240,10 @@ pub fn after_ingest(
             );
             return Ok(());
         }
-        Err(err) => return Err(err).context("loading the pinned encoder"),
+        Err(err) => return Err(err).context("loading the store's encoders"),
     };
     let memory = Memory::builder(store)
-        .encoder(encoder)
+        .encoders(encoders)
         .open()
         .with_context(|| format!("opening the store {}", store.display()))?;
     let report = catch_up(&memory, CatchUpLimits::default())?;

@@ -116,6 +116,10 @@ pub struct EvalRunArgs {
     /// The catalogue encoder of dense retrieval and the comparator (`evicortex model list`).
     #[arg(long, value_name = "NAME")]
     pub encoder: Option<String>,
+    /// A further catalogue encoder whose dense list the compiled systems fuse beside
+    /// `--encoder`'s (repeatable; the comparator keeps `--encoder`).
+    #[arg(long, value_name = "NAME")]
+    pub also_encoder: Vec<String>,
     /// The reranker of the systems that rerank: mpnet-cosine, cosine:MODEL or
     /// cross-encoder:DIR@SHA256.
     #[arg(long, value_name = "SPEC")]
@@ -179,8 +183,8 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
         });
     }
     if run_args.embed_only {
-        let encoder = evicortex_eval::runner::run_encoder(&spec)?;
-        evicortex_eval::runner::prepare_store(&spec, store, Some(encoder), None)?;
+        let encoders = evicortex_eval::runner::run_encoders(&spec)?;
+        evicortex_eval::runner::prepare_store(&spec, store, encoders, None)?;
         return Ok(());
     }
     let report = evicortex_eval::runner::run_all(&spec, store)?;
@@ -279,6 +283,7 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
                 abstention_thresholds: Default::default(),
                 variants: Default::default(),
                 encoder: evicortex::DEFAULT_MODEL.to_owned(),
+                also_encoders: Vec::new(),
                 reranker: None,
                 config_file: None,
                 stratified: None,
@@ -328,6 +333,14 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
     if let Some(name) = &a.encoder {
         spec.encoder = evicortex_eval::run_config::check_encoder(name)
             .map_err(|e| usage(format!("--encoder: {e:#}")))?;
+    }
+    if !a.also_encoder.is_empty() {
+        spec.also_encoders = a
+            .also_encoder
+            .iter()
+            .map(|name| evicortex_eval::run_config::check_encoder(name))
+            .collect::<anyhow::Result<_>>()
+            .map_err(|e| usage(format!("--also-encoder: {e:#}")))?;
     }
     if let Some(raw) = &a.reranker {
         spec.reranker = Some(

@@ -109,13 +109,14 @@ impl RetrievalArgs {
             eprintln!("retrieval: lexical only (--lexical-only); dense retrieval is off");
         } else {
             let overlength = crate::commands::embed::store_overlength(store, self.overlength)?;
-            let encoder = crate::commands::embed::load_encoder(overlength)?;
+            let encoders = crate::commands::embed::load_store_encoders(store, overlength)?;
+            let models: Vec<&str> = encoders.iter().map(|e| e.identity().model.as_str()).collect();
             eprintln!(
                 "retrieval: hybrid ({}, overlength {overlength}); appended turns are embedded in \
                  the background",
-                encoder.identity().model
+                models.join(" + ")
             );
-            builder.encoder(encoder).background_embedding();
+            builder.encoders(encoders).background_embedding();
         }
         if let Some(spec) = &self.reranker {
             builder.loaded_reranker(crate::commands::compile::load_reranker(spec)?);

@@ -45,6 +45,8 @@ mod permissions;
 mod product_path;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
 mod serve_sigterm;
+/// `evicortex encoders`: the store's encoder list, used by ingest and compile.
+mod store_encoders;
 /// Two processes on one store: a second writer refused, naming the holder; no stale lock.
 mod two_processes;
 /// Verify and the open-time check on tampered stores.

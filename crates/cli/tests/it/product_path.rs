@@ -52,6 +52,7 @@ fn spec(benchmark: Benchmark, dataset: &str, split: SplitName) -> RunSpec {
         abstention_thresholds: Default::default(),
         variants: Default::default(),
         encoder: evicortex::DEFAULT_MODEL.to_owned(),
+        also_encoders: Vec::new(),
         reranker: None,
         config_file: None,
         stratified: None,
@@ -67,7 +68,7 @@ fn check(spec: &RunSpec, ids: &[&str]) {
         questions.into_iter().filter(|q| ids.contains(&q.id.as_str())).collect();
     assert_eq!(chosen.len(), ids.len(), "every chosen question is in the dev data");
     let dir = tempfile::tempdir().unwrap();
-    let store = EvalStore::open(dir.path(), Some(eval_encoder().unwrap()), None).unwrap();
+    let store = EvalStore::open(dir.path(), vec![eval_encoder().unwrap()], None).unwrap();
     store.ingest(&chosen).unwrap();
     store.embed(&mut |_| {}).unwrap();
     let store = Arc::new(store);

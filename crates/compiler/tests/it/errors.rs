@@ -17,6 +17,7 @@ fn refuses_missing_dense_input_wrong_namespace_and_bm25_mismatch() {
         corpus: &built.corpus,
         lexical: &built.lexical,
         dense: None,
+        also_dense: &[],
         context: ContextInputs::default(),
         reader: &reader,
         reranker: None,

@@ -207,6 +207,7 @@ pub fn run(
         corpus: &built.corpus,
         lexical: &built.lexical,
         dense,
+        also_dense: &[],
         context: evicortex_compiler::ContextInputs::default(),
         reader,
         reranker,

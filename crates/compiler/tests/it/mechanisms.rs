@@ -77,6 +77,7 @@ fn run_with_context(
         corpus: &built.corpus,
         lexical: &built.lexical,
         dense,
+        also_dense: &[],
         context: ContextInputs {
             lexical: (config.context.lexical_radius > 0).then_some(&window),
             dense: (config.context.dense_radius > 0).then_some(&context_vectors),

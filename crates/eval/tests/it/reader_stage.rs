@@ -29,6 +29,7 @@ fn spec(benchmark: Benchmark, dataset: &str, split: SplitName, cache: &std::path
         max_questions: None,
         max_per_type: None,
         encoder: evicortex::DEFAULT_MODEL.to_owned(),
+        also_encoders: Vec::new(),
         reranker: None,
         abstention_thresholds: Default::default(),
         variants: Default::default(),
@@ -53,7 +54,7 @@ fn locomo_answers_are_scored_per_category_and_resume_from_the_cache() {
         &dir.path().join("answers.sqlite"),
     );
     s.stratified = Some(5);
-    let (store, _, _) = prepare_store(&s, &dir.path().join("store"), None, None).unwrap();
+    let (store, _, _) = prepare_store(&s, &dir.path().join("store"), Vec::new(), None).unwrap();
     let store = Arc::new(store);
     let first = run(&s, Some(store.clone()), &mut |_, _| Ok(None)).unwrap();
     for system in ["no-memory", "oracle"] {
@@ -101,7 +102,7 @@ fn longmemeval_answers_are_judged_with_the_released_prompts() {
         &dir.path().join("answers.sqlite"),
     );
     s.stratified = Some(2);
-    let (store, _, _) = prepare_store(&s, &dir.path().join("store"), None, None).unwrap();
+    let (store, _, _) = prepare_store(&s, &dir.path().join("store"), Vec::new(), None).unwrap();
     let report = run(&s, Some(Arc::new(store)), &mut |_, _| Ok(None)).unwrap();
     for outcome in &report.outcomes {
         let answer = outcome.answer.as_ref().expect("every question read");

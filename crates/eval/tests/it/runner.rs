@@ -11,7 +11,7 @@ use crate::data_file;
 /// A fresh store holding the haystacks of `spec`'s questions (no encoder: controls only).
 fn store_for(spec: &RunSpec) -> (tempfile::TempDir, Arc<EvalStore>) {
     let dir = tempfile::tempdir().unwrap();
-    let (store, _, _) = prepare_store(spec, dir.path(), None, None).unwrap();
+    let (store, _, _) = prepare_store(spec, dir.path(), Vec::new(), None).unwrap();
     (dir, Arc::new(store))
 }
 
@@ -39,6 +39,7 @@ fn spec(
         abstention_thresholds: Default::default(),
         variants: Default::default(),
         encoder: evicortex::DEFAULT_MODEL.to_owned(),
+        also_encoders: Vec::new(),
         reranker: None,
         config_file: None,
         stratified: None,

@@ -18,6 +18,8 @@ mod export_round_trip;
 #[cfg(target_os = "linux")]
 #[path = "../../../ledger/tests/support/faultfs.rs"]
 mod faultfs_shim;
+/// Two encoders embedded, fused, named and purged together.
+mod fused_encoders;
 /// Indexes kept up to date between appends compile what a fresh memory compiles.
 mod incremental_indexes;
 /// The store directory and the embedding cache are private to their owner.

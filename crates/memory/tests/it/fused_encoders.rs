@@ -1,0 +1,109 @@
+//! A store with two encoders: catch-up embeds every turn with each, compile fuses a dense list
+//! per encoder and names both, a fresh memory opened on the store's encoder list compiles the
+//! same bytes, and an erasure leaves no vector of the erased text under either identity.
+
+use evicortex::{
+    AlsoDenseRef, CatchUpLimits, CompileConfig, DenseConfig, EraseTarget, ErrorClass,
+    IngestOptions, Memory, Namespace, Overlength, Retriever, parse_jsonl,
+};
+
+use crate::incremental_indexes::compile_alice;
+
+const TURNS: &str = r#"{"namespace":"alice","session":"s1","turn":0,"role":"user","speaker":"Ann","text":"I swam across Lake Tahoe last August.","time":"2024-05-01T10:00:00Z"}
+{"namespace":"alice","session":"s1","turn":1,"role":"assistant","speaker":"Bo","text":"That is a long swim; the water must have been cold.","time":"2024-05-01T10:01:00Z"}
+{"namespace":"alice","session":"s2","turn":0,"role":"user","speaker":"Ann","text":"My cello teacher moved the lessons to Thursday evenings.","time":"2024-05-02T10:00:00Z"}
+{"namespace":"alice","session":"s2","turn":1,"role":"assistant","speaker":"Bo","text":"Thursday evenings it is; shall I add them to your calendar?","time":"2024-05-02T10:01:00Z"}
+{"namespace":"alice","session":"s3","turn":0,"role":"user","speaker":"Ann","text":"The marathon is on the twelfth of May, I am nervous.","time":"2024-05-03T10:00:00Z"}"#;
+
+const NAMES: [&str; 2] = ["all-minilm-l6-v2", "all-mpnet-base-v2"];
+
+fn store_encoders(dir: &std::path::Path) -> Vec<std::sync::Arc<dyn evicortex::Encoder>> {
+    evicortex::load_store_encoders(dir, Overlength::Refuse).unwrap_or_else(|e| {
+        panic!(
+            "{e}\nthis test needs both encoders: run `evicortex model fetch` and \
+             `evicortex model fetch all-mpnet-base-v2`"
+        )
+    })
+}
+
+fn open(dir: &std::path::Path) -> Memory {
+    Memory::builder(dir).encoders(store_encoders(dir)).open().unwrap()
+}
+
+#[test]
+fn two_encoders_are_embedded_fused_named_and_purged_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = NAMES.iter().map(|s| (*s).to_owned()).collect();
+    evicortex::set_store_encoders(dir.path(), &names).unwrap();
+    let memory = open(dir.path());
+    assert_eq!(memory.encoders().len(), 2);
+    let turns = parse_jsonl("test", TURNS.as_bytes(), &IngestOptions::default()).unwrap();
+    memory.append(&turns).unwrap();
+
+    let report = memory.catch_up(None, CatchUpLimits::default(), &mut |_| {}).unwrap();
+    assert_eq!(report.embedded_texts, 5);
+    assert_eq!(report.also.len(), 1, "the second encoder reports on its own");
+    assert_eq!(report.also[0].embedded_texts, 5);
+    assert!(report.also[0].model.contains("all-mpnet-base-v2"), "{}", report.also[0].model);
+    assert_ne!(report.identity, report.also[0].identity);
+
+    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: 10 });
+    let question = "Which day are the cello lessons now?";
+    let context = compile_alice(&memory, question, &config, 400).unwrap();
+    let [AlsoDenseRef { encoder, pending, covers, .. }] = context.also_dense.as_slice() else {
+        panic!("one further encoder expected: {:?}", context.also_dense)
+    };
+    assert!(encoder.model.contains("all-mpnet-base-v2"), "{}", encoder.model);
+    assert_eq!(encoder.identity_digest, report.also[0].identity.to_hex());
+    assert_eq!((*pending, covers.map(|c| c.raw())), (0, Some(5)));
+    let cello = context.items.iter().find(|i| i.text.contains("cello")).expect("cited");
+    assert!(
+        cello.lists.iter().any(|l| l.list == Retriever::DenseAlso(0) && l.rank == 1),
+        "{}",
+        context.explain()
+    );
+    let json = serde_json::to_value(&context).unwrap();
+    assert!(json.to_string().contains("\"dense_2\""), "the list is named in the JSON");
+    let back: evicortex::CompiledContext = serde_json::from_value(json).unwrap();
+    assert_eq!(back, context);
+
+    // A memory opened afresh from the store's list compiles the same bytes; one opened with the
+    // first encoder alone names none further and differs.
+    let fresh = open(dir.path());
+    let again = compile_alice(&fresh, question, &config, 400).unwrap();
+    assert_eq!(serde_json::to_string(&again).unwrap(), serde_json::to_string(&context).unwrap());
+    let single =
+        Memory::builder(dir.path()).encoder(store_encoders(dir.path()).remove(0)).open().unwrap();
+    let alone = compile_alice(&single, question, &config, 400).unwrap();
+    assert!(alone.also_dense.is_empty());
+    assert!(alone.items.iter().all(|i| i.lists.iter().all(|l| l.list != Retriever::DenseAlso(0))));
+    drop((fresh, single));
+
+    // Erasing the cello turn leaves no vector of its text under either encoder.
+    let cello_record = cello.record;
+    memory.erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), cello_record)).unwrap();
+    drop(memory);
+    let db = rusqlite::Connection::open(dir.path().join(evicortex::EMBEDDINGS_FILE)).unwrap();
+    let identities: i64 =
+        db.query_row("SELECT COUNT(DISTINCT identity) FROM vectors", [], |r| r.get(0)).unwrap();
+    let rows: i64 = db.query_row("SELECT COUNT(*) FROM vectors", [], |r| r.get(0)).unwrap();
+    assert_eq!((identities, rows), (2, 8), "4 live texts under each of the 2 encoders");
+    let reopened = open(dir.path());
+    let after = compile_alice(&reopened, question, &config, 400).unwrap();
+    assert!(after.items.iter().all(|i| i.record != cello_record));
+    assert!(after.also_dense[0].pending == 0);
+}
+
+#[test]
+fn encoders_that_cannot_be_fused_are_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let minilm = store_encoders(dir.path()).remove(0);
+    let twice = Memory::builder(dir.path()).encoders(vec![minilm.clone(), minilm.clone()]).open();
+    let err = twice.expect_err("the same encoder twice is refused");
+    assert_eq!(ErrorClass::of(&err), Some(ErrorClass::BadInput), "{err}");
+    assert!(err.to_string().contains("twice"), "{err}");
+    let mut builder = Memory::builder(dir.path());
+    builder.also_encoder(minilm);
+    let err = builder.open().expect_err("a further encoder needs a first one");
+    assert!(err.to_string().contains("without a first"), "{err}");
+}
