@@ -33,8 +33,8 @@ struct EncodersFile {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreEncodersError {
-    /// Reading or writing the file failed.
-    #[error("{path}: {source}")]
+    /// Reading or writing the file failed (the OS error is the source).
+    #[error("{path}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -53,8 +53,8 @@ pub enum StoreEncodersError {
     /// The list names no encoder, one twice, too many, or one the catalogue lacks.
     #[error("encoders: {0}")]
     Invalid(String),
-    /// Loading a listed encoder failed.
-    #[error("encoder {name}: {source}")]
+    /// Loading a listed encoder failed (why is the source).
+    #[error("encoder {name}")]
     Load {
         /// The encoder's catalogue name.
         name: String,

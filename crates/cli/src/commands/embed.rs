@@ -234,9 +234,13 @@ pub fn after_ingest(
         Err(err)
             if evicortex::ErrorClass::of(&err) == Some(evicortex::ErrorClass::ModelMissing) =>
         {
+            let name = match &err {
+                evicortex::StoreEncodersError::Load { name, .. } => name.as_str(),
+                _ => evicortex::DEFAULT_MODEL,
+            };
             eprintln!(
-                "note: the encoder is not installed, so the turns were stored without vectors; \
-                 run `evicortex model fetch`, then `evicortex embed`"
+                "note: the encoder {name} is not installed, so the turns were stored without \
+                 vectors; run `evicortex model fetch {name}`, then `evicortex embed`"
             );
             return Ok(());
         }
