@@ -98,7 +98,7 @@ fn compile(body: &[u8]) {
         query: &query,
         config: &config,
         reader: reader.as_ref(),
-        query_vector: None,
+        query_vectors: &[],
     };
     if let Ok(context) = store().memory.compile(&compile) {
         serde_json::to_value(&context).expect("a compiled context renders as JSON");

@@ -106,13 +106,11 @@ impl EvalSystem for CompiledSystem {
         let memory = &self.store.memory;
         // The question is embedded once for all budgets, by the same function compile uses.
         let embed_start = std::time::Instant::now();
-        let query_vector = match self.config.dense {
-            DenseConfig::On { .. } => Some(
-                memory
-                    .embed_query(&q.query)
-                    .with_context(|| format!("embedding the query of {}", q.id))?,
-            ),
-            DenseConfig::Off => None,
+        let query_vectors = match self.config.dense {
+            DenseConfig::On { .. } => memory
+                .embed_query_all(&q.query)
+                .with_context(|| format!("embedding the query of {}", q.id))?,
+            DenseConfig::Off => Vec::new(),
         };
         let embed = embed_start.elapsed();
         let mut outputs = Vec::with_capacity(budgets.len());
@@ -129,7 +127,7 @@ impl EvalSystem for CompiledSystem {
                 query: &query,
                 config: &self.config,
                 reader: self.reader.as_ref(),
-                query_vector: query_vector.as_ref(),
+                query_vectors: &query_vectors,
             };
             let report =
                 memory.compile_report(&request).with_context(|| format!("compiling {}", q.id))?;

@@ -25,8 +25,8 @@ pub struct AnswerRequest<'a> {
     pub query: &'a CompileQuery,
     /// Every result-changing compile setting.
     pub config: &'a CompileConfig,
-    /// The question's embedding when the caller already has it.
-    pub query_vector: Option<&'a IdentifiedVector>,
+    /// The question's embeddings the caller already has ([`CompileRequest::query_vectors`](crate::CompileRequest::query_vectors)).
+    pub query_vectors: &'a [IdentifiedVector],
     /// The tokenizer budgets are counted in, for a reader that has none of its own (a remote
     /// endpoint). Must be `None` for a local reader: its own tokenizer is the exact one.
     pub tokenizer: Option<&'a dyn ReaderTokenizer>,
@@ -214,7 +214,7 @@ impl Memory {
             query: request.query,
             config: request.config,
             reader: counting,
-            query_vector: request.query_vector,
+            query_vectors: request.query_vectors,
         })?;
         let compile = CompileTimings { seconds: started.elapsed().as_secs_f64() };
         if context.abstain {

@@ -27,9 +27,10 @@ pub struct CompileRequest<'a> {
     pub config: &'a CompileConfig,
     /// The reader's tokenizer (see [`crate::reader_tokenizer`]).
     pub reader: &'a dyn ReaderTokenizer,
-    /// The question's embedding when the caller already has it ([`Memory::embed_query`]);
-    /// `None` embeds it here when dense retrieval is on.
-    pub query_vector: Option<&'a IdentifiedVector>,
+    /// The question's embeddings the caller already has ([`Memory::embed_query_all`]), matched
+    /// to the memory's encoders by identity; an encoder without one embeds the question here
+    /// when dense retrieval is on, and a vector of no encoder of the memory is refused.
+    pub query_vectors: &'a [IdentifiedVector],
 }
 
 /// A compiled context with the time each part took.
@@ -166,11 +167,20 @@ impl Memory {
         self.compile_report(request).map(|r| r.context)
     }
 
-    /// The question's embedding under the memory's encoder, for callers that compile one
-    /// question several times ([`CompileRequest::query_vector`]).
+    /// The question's embedding under the memory's (leading) encoder.
     pub fn embed_query(&self, question: &str) -> Result<IdentifiedVector, CompileError> {
         let dense = self.inner.dense.as_ref().ok_or(CompileError::DenseUnavailable)?;
         embed_query_with(dense, question)
+    }
+
+    /// The question's embedding under each of the memory's encoders, the leading one first, for
+    /// callers that compile one question several times ([`CompileRequest::query_vectors`]).
+    pub fn embed_query_all(&self, question: &str) -> Result<Vec<IdentifiedVector>, CompileError> {
+        let dense = self.inner.dense.as_ref().ok_or(CompileError::DenseUnavailable)?;
+        std::iter::once(dense)
+            .chain(&self.inner.also_dense)
+            .map(|d| embed_query_with(d, question))
+            .collect()
     }
 
     /// [`Memory::compile`] with timings.
@@ -178,7 +188,7 @@ impl Memory {
         &self,
         request: &CompileRequest<'_>,
     ) -> Result<CompileReport, CompileError> {
-        let CompileRequest { query, config, reader, query_vector } = *request;
+        let CompileRequest { query, config, reader, query_vectors } = *request;
         if query.question.trim().is_empty() {
             return Err(CompileError::EmptyQuestion);
         }
@@ -218,18 +228,22 @@ impl Memory {
         let index_refresh = started.elapsed();
 
         let started = Instant::now();
-        let query_vector = match (dense, query_vector) {
-            (None, _) => None,
-            (Some(dense), Some(given)) => {
-                dense.encoder.identity_digest().ensure_matches(&given.identity)?;
-                Some(given.vector.clone())
+        if let Some(dense) = dense {
+            let known: Vec<_> =
+                std::iter::once(dense).chain(also).map(|d| d.encoder.identity_digest()).collect();
+            if let Some(stray) = query_vectors.iter().find(|v| !known.contains(&v.identity)) {
+                dense.encoder.identity_digest().ensure_matches(&stray.identity)?;
             }
-            (Some(_), None) => Some(self.embed_query(&query.question)?.vector),
+        }
+        let vector_for = |d: &Dense| -> Result<Vec<f32>, CompileError> {
+            let digest = d.encoder.identity_digest();
+            match query_vectors.iter().find(|v| v.identity == digest) {
+                Some(given) => Ok(given.vector.clone()),
+                None => Ok(embed_query_with(d, &query.question)?.vector),
+            }
         };
-        let also_vectors = also
-            .iter()
-            .map(|d| embed_query_with(d, &query.question))
-            .collect::<Result<Vec<_>, _>>()?;
+        let query_vector = dense.map(vector_for).transpose()?;
+        let also_vectors = also.iter().map(vector_for).collect::<Result<Vec<_>, _>>()?;
         let query_embedding = started.elapsed();
 
         let encoder_ref;
@@ -258,7 +272,7 @@ impl Memory {
                 let index = index.as_ref()?;
                 Some(DenseInput {
                     index: &index.index,
-                    query_vector: &vector.vector,
+                    query_vector: vector,
                     encoder,
                     pending: index.missing.len() as u64,
                 })

@@ -37,7 +37,7 @@
 //! };
 //! let config = CompileConfig::hybrid(10, DenseConfig::Off);
 //! let reader = TiktokenReader::o200k_base();
-//! let request = CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+//! let request = CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
 //! let context = memory.compile(&request).unwrap();
 //! assert!(context.text.contains("I moved to Lisbon in May."));
 //! memory.verify().unwrap();

@@ -268,7 +268,7 @@ impl NativeMemory {
                 query: &query,
                 config: &config,
                 reader: reader.as_ref(),
-                query_vector: None,
+                query_vectors: &[],
             };
             self.memory.compile(&request).map_err(|e| Failure::of(&e))
         })?;

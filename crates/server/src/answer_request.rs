@@ -79,7 +79,7 @@ pub fn answer(
     let answer_request = MemoryAnswerRequest {
         query: &query,
         config: &config,
-        query_vector: None,
+        query_vectors: &[],
         tokenizer: reader.tokenizer.as_deref(),
         question_date: None,
         decoding: DecodingSettings::greedy(max_new_tokens),

@@ -95,7 +95,7 @@ pub fn compile(
         query: &query,
         config: &config,
         reader: reader.as_ref(),
-        query_vector: None,
+        query_vectors: &[],
     };
     memory.compile(&compile_request).map_err(|e| facade_error(&e))
 }

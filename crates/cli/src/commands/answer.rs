@@ -152,7 +152,7 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
     let request = AnswerRequest {
         query: &query,
         config: &config,
-        query_vector: None,
+        query_vectors: &[],
         tokenizer: tokenizer.as_deref(),
         question_date: None,
         decoding: DecodingSettings::greedy(args.max_new_tokens),

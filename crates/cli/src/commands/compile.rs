@@ -176,7 +176,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         query: &query,
         config: &config,
         reader: reader.as_ref(),
-        query_vector: None,
+        query_vectors: &[],
     };
     let context = memory.compile(&request)?;
 

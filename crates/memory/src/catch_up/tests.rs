@@ -135,12 +135,12 @@ fn vectors_of_another_identity_are_never_mixed() {
         query: &query,
         config: &config,
         reader: &reader,
-        query_vector: Some(&cls_query),
+        query_vectors: std::slice::from_ref(&cls_query),
     };
     let err = memory.compile(&request).unwrap_err();
     assert_eq!(err.class(), crate::ErrorClass::Integrity, "{err}");
     let own = memory.embed_query("where do I live?").unwrap();
-    let request = crate::CompileRequest { query_vector: Some(&own), ..request };
+    let request = crate::CompileRequest { query_vectors: std::slice::from_ref(&own), ..request };
     assert_eq!(memory.compile(&request).unwrap().items.len(), 1);
 }
 

@@ -31,7 +31,7 @@ fn compile(memory: &Memory, question: &str, as_of: Option<&str>) -> CompiledCont
     };
     let config = CompileConfig::hybrid(10, DenseConfig::Off);
     let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
     memory.compile(&request).unwrap()
 }
 
@@ -64,7 +64,7 @@ fn a_question_naming_a_speaker_finds_that_speakers_turn() {
     };
     let config = CompileConfig::hybrid(1, DenseConfig::Off);
     let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
     let context = memory.compile(&request).unwrap();
     assert_eq!(context.items.len(), 1, "{}", context.explain());
     assert_eq!(context.items[0].text, "The race was great.", "{}", context.explain());
@@ -124,7 +124,7 @@ fn an_empty_question_is_refused_and_dense_needs_an_encoder() {
     };
     let config = CompileConfig::hybrid(10, DenseConfig::Off);
     let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
     let err = memory.compile(&request).unwrap_err();
     assert!(matches!(err, CompileError::EmptyQuestion), "{err:?}");
     assert_eq!((err.class(), err.field().as_deref()), (ErrorClass::BadInput, Some("query")));
@@ -132,7 +132,7 @@ fn an_empty_question_is_refused_and_dense_needs_an_encoder() {
     query.question = "hello".to_owned();
     let dense = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
     let request =
-        CompileRequest { query: &query, config: &dense, reader: &reader, query_vector: None };
+        CompileRequest { query: &query, config: &dense, reader: &reader, query_vectors: &[] };
     let err = memory.compile(&request).unwrap_err();
     assert!(matches!(err, CompileError::DenseUnavailable), "{err:?}");
     assert_eq!(err.field().as_deref(), Some("dense"));
@@ -169,7 +169,7 @@ fn the_index_cache_stays_within_its_budget() {
             budget: TokenBudget::new(200),
         };
         let request =
-            CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+            CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
         memory.compile(&request).unwrap().to_json()
     };
     let first = compile_ns(0);

@@ -64,7 +64,7 @@ pub(crate) fn try_compile(
     };
     let config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
     let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
     memory.compile(&request)
 }
 

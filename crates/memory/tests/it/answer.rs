@@ -63,7 +63,7 @@ fn answers_with_the_budget_counted_in_the_readers_own_tokens() {
     let request = AnswerRequest {
         query: &query,
         config: &config,
-        query_vector: None,
+        query_vectors: &[],
         tokenizer: None,
         question_date: None,
         decoding: DecodingSettings::greedy(6),
@@ -110,7 +110,7 @@ fn a_prompt_over_the_window_is_refused_with_the_numbers() {
     let request = AnswerRequest {
         query: &over,
         config: &config,
-        query_vector: None,
+        query_vectors: &[],
         tokenizer: None,
         question_date: None,
         decoding: DecodingSettings::greedy(8),
@@ -151,7 +151,7 @@ fn the_compilers_abstention_is_returned_without_reading() {
     let request = AnswerRequest {
         query: &query,
         config: &config,
-        query_vector: None,
+        query_vectors: &[],
         tokenizer: None,
         question_date: None,
         decoding: DecodingSettings::greedy(6),
@@ -172,7 +172,7 @@ fn tokenizers_must_be_the_readers_own_or_named_for_an_endpoint() {
     let request = AnswerRequest {
         query: &query,
         config: &config,
-        query_vector: None,
+        query_vectors: &[],
         tokenizer: Some(&o200k),
         question_date: None,
         decoding: DecodingSettings::greedy(4),

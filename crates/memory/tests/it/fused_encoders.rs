@@ -67,6 +67,25 @@ fn two_encoders_are_embedded_fused_named_and_purged_together() {
     let back: evicortex::CompiledContext = serde_json::from_value(json).unwrap();
     assert_eq!(back, context);
 
+    // The question embedded once by every encoder compiles the same context as embedding it
+    // inside compile.
+    let vectors = memory.embed_query_all(question).unwrap();
+    assert_eq!(vectors.len(), 2);
+    let reader = evicortex::TiktokenReader::o200k_base();
+    let query = evicortex::CompileQuery {
+        namespace: Namespace::new("alice").unwrap(),
+        question: question.to_owned(),
+        as_of: None,
+        budget: evicortex::TokenBudget::new(400),
+    };
+    let request = evicortex::CompileRequest {
+        query: &query,
+        config: &config,
+        reader: &reader,
+        query_vectors: &vectors,
+    };
+    assert_eq!(memory.compile(&request).unwrap(), context);
+
     // A memory opened afresh from the store's list compiles the same bytes; one opened with the
     // first encoder alone names none further and differs.
     let fresh = open(dir.path());

@@ -36,7 +36,7 @@ pub(crate) fn compile_alice(
         as_of: None,
         budget: TokenBudget::new(budget),
     };
-    let request = CompileRequest { query: &query, config, reader: &reader, query_vector: None };
+    let request = CompileRequest { query: &query, config, reader: &reader, query_vectors: &[] };
     memory.compile(&request)
 }
 

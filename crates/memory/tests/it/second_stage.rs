@@ -88,7 +88,7 @@ fn the_mpnet_second_stage_reranks_records_its_identity_and_forgets_erased_texts(
     config.rerank = RerankConfig::On { depth: 16, weight: 1.0 };
     let reader = TiktokenReader::o200k_base();
     let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vector: None };
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
     let context = memory.compile(&request).unwrap();
     assert_eq!(context.reranker.as_deref(), Some(reranker.name()));
     let reranked: Vec<_> = context.items.iter().filter_map(|i| i.rerank).collect();

@@ -65,7 +65,7 @@ fn compile_json(store: &Path, encoder: &Arc<dyn Encoder>) -> String {
             query: &query,
             config: &config,
             reader: &*reader,
-            query_vector: None,
+            query_vectors: &[],
         })
         .unwrap();
     serde_json::to_string(&context).unwrap()

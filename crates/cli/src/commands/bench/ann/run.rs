@@ -268,7 +268,7 @@ fn measure(
             query: &query,
             config: &config,
             reader: &*reader,
-            query_vector: Some(&vectors[i]),
+            query_vectors: std::slice::from_ref(&vectors[i]),
         })?;
         Ok((started.elapsed(), report.stages.dense))
     };
