@@ -442,15 +442,19 @@ pub fn prepare_store(
         }
     })?;
     bar.finish_and_clear();
-    eprintln!(
-        "embed: {} texts embedded ({} tokens, {} vectors), {} already cached, {} refused, {:.1} s",
-        report.embedded_texts,
-        report.embedded_tokens,
-        report.vectors_written,
-        report.already_cached,
-        report.refused.len(),
-        report.seconds
-    );
+    for one in std::iter::once(&report).chain(&report.also) {
+        eprintln!(
+            "embed {}: {} texts embedded ({} tokens, {} vectors), {} already cached, {} refused, \
+             {:.1} s",
+            one.model,
+            one.embedded_texts,
+            one.embedded_tokens,
+            one.vectors_written,
+            one.already_cached,
+            one.refused.len(),
+            one.seconds
+        );
+    }
     Ok((store, ingest, Some(report)))
 }
 
