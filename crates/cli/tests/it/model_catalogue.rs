@@ -2,7 +2,7 @@
 
 use std::process::Output;
 
-fn evicortex(args: &[&str]) -> Output {
+pub(crate) fn evicortex(args: &[&str]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_evicortex"))
         .args(args)
         .env_remove("EVICORTEX_HOME")
@@ -11,7 +11,7 @@ fn evicortex(args: &[&str]) -> Output {
 }
 
 #[track_caller]
-fn expect_code(out: &Output, code: i32) -> String {
+pub(crate) fn expect_code(out: &Output, code: i32) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(code), "stdout:\n{stdout}\nstderr:\n{stderr}");

@@ -3,22 +3,12 @@
 
 use std::process::Output;
 
-fn evicortex(store: &std::path::Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_evicortex"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("EVICORTEX_HOME")
-        .output()
-        .expect("run evicortex")
-}
+use crate::model_catalogue::expect_code;
 
-#[track_caller]
-fn expect_code(out: &Output, code: i32) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(code), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    stdout + &stderr
+/// `evicortex --store STORE ARGS...`.
+fn evicortex(store: &std::path::Path, args: &[&str]) -> Output {
+    let store = store.to_str().expect("a UTF-8 path");
+    crate::model_catalogue::evicortex(&[&["--store", store], args].concat())
 }
 
 #[test]
