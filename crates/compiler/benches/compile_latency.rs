@@ -1,6 +1,8 @@
 //! Compile latency at 1k, 10k and 100k turns in one namespace: p50 and p99 of the compiler over
-//! in-memory indexes, with the exact `f32` vector scan and exhaustive BM25 (every matching
-//! document scored) alone as anchors measured in the same run, and memory. Query embedding is not
+//! in-memory indexes (BM25, the turn vectors and the context vectors of radius 2, as the default
+//! compile ranks them), with the exact `f32` vector scan, the plain `f32` scan of the context
+//! vectors and exhaustive BM25 (every matching document scored) alone as anchors measured in the
+//! same run, and memory. Query embedding is not
 //! part of a compile (the compiler takes a vector); it is timed apart, in its own row: the real
 //! questions embedded one at a time, as queries, by the pinned encoder (`evicortex model fetch`
 //! installs it; the benchmark fails without it).
@@ -13,11 +15,13 @@
 
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
+
 use evicortex_compiler::{
-    CompileConfig, CompileInputs, CompileQuery, Corpus, DenseConfig, DenseInput, EncoderRef,
-    TiktokenReader, compile_timed,
+    CompileConfig, CompileInputs, CompileQuery, ContextInputs, ContextVectors, Corpus, DenseConfig,
+    DenseInput, EncoderRef, TiktokenReader, compile_timed,
 };
-use evicortex_core::{Evidence, Namespace, TokenBudget};
+use evicortex_core::{Evidence, Namespace, TokenBudget, TurnId};
 use evicortex_embed::{Encoder, EncoderConfig, FETCH_COMMAND, Overlength, load_pinned_minilm};
 use evicortex_lexical::{Bm25Index, Bm25Params, analyze};
 use evicortex_vector::{ExactIndex, VectorIndex};
@@ -31,6 +35,8 @@ const DIM: usize = 384;
 const QUERIES: usize = 200;
 const TOP_N: usize = 50;
 const BUDGET: u32 = 2_000;
+/// The default compile's context-vector radius.
+const CONTEXT_RADIUS: u32 = 2;
 
 fn main() {
     let path = longmemeval::data_file();
@@ -48,6 +54,7 @@ fn main() {
     let reader = TiktokenReader::o200k_base();
     let mut config = CompileConfig::hybrid(TOP_N, DenseConfig::On { top_n: TOP_N });
     config.abstention.threshold = None;
+    config.context.dense_radius = CONTEXT_RADIUS;
     let encoder_ref = EncoderRef { model: "synthetic-384".into(), identity_digest: "0".repeat(64) };
     let namespace = Namespace::new("bench").expect("valid");
     let mut rng = StdRng::seed_from_u64(42);
@@ -60,19 +67,28 @@ fn main() {
     let query_vectors: Vec<Vec<f32>> = (0..QUERIES).map(|_| synthetic(&mut rng)).collect();
 
     println!(
-        "| turns | compile p50 | compile p99 | lexical p50 | dense p50 | fuse p50 | pack p50 | anchor: f32 scan p50 | anchor: BM25 p50 | compile / f32 scan | index heap | RSS after build |"
+        "| turns | compile p50 | compile p99 | lexical p50 | dense p50 | fuse p50 | pack p50 | anchor: f32 scan p50 | anchor: BM25 p50 | compile / f32 scan | context list p50 | anchor: context f32 scan p50 | context list / anchor | index heap | RSS after build |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &n in &SIZES {
         let rss_before = rss_kib("VmRSS");
         let records: Vec<Evidence> = evidence[..n].to_vec();
         let mut lexical = Bm25Index::new(Bm25Params { k1: 1.2, b: 0.75 });
         let mut dense = ExactIndex::new(DIM);
+        let mut turn_vectors: HashMap<TurnId, Vec<f32>> = HashMap::with_capacity(n);
         for e in &records {
             lexical.add(e.id, &evicortex_compiler::turn_document(&e.turn)).expect("unique ids");
-            dense.insert(e.id, &synthetic(&mut rng)).expect("valid vector");
+            let vector = synthetic(&mut rng);
+            dense.insert(e.id, &vector).expect("valid vector");
+            let unit = dense.get(e.id).expect("just inserted").to_vec();
+            turn_vectors.insert(e.id, unit);
         }
         let corpus = Corpus::new(namespace.clone(), records, []).expect("valid corpus");
+        let context_vectors =
+            ContextVectors::build(&corpus, CONTEXT_RADIUS, DIM, turn_vectors.len(), |id| {
+                turn_vectors.get(&id).map(Vec::as_slice)
+            });
+        drop(turn_vectors);
         let rss_after = rss_kib("VmRSS");
 
         let mut total = Vec::new();
@@ -91,7 +107,7 @@ fn main() {
                         pending: 0,
                     }),
                     also_dense: &[],
-                    context: evicortex_compiler::ContextInputs::default(),
+                    context: ContextInputs { lexical: None, dense: Some(&context_vectors) },
                     reader: &reader,
                     reranker: None,
                 };
@@ -118,7 +134,17 @@ fn main() {
         assert!(items > 0, "the benchmark packed nothing");
         let mut anchor_scan = Vec::new();
         let mut anchor_bm25 = Vec::new();
+        let mut context_list = Vec::new();
+        let mut anchor_context = Vec::new();
         for (i, question) in questions.iter().take(QUERIES).enumerate() {
+            let t = Instant::now();
+            let fast = context_vectors.search(&query_vectors[i], TOP_N, |_| true).expect("search");
+            context_list.push(t.elapsed());
+            let t = Instant::now();
+            let plain =
+                context_vectors.search_f32_scan(&query_vectors[i], TOP_N, |_| true).expect("scan");
+            anchor_context.push(t.elapsed());
+            assert_eq!(fast, plain, "the context list must equal its f32 scan");
             let t = Instant::now();
             let hits =
                 dense.search_f32_scan(&query_vectors[i], TOP_N, &mut |_| true).expect("scan");
@@ -131,8 +157,10 @@ fn main() {
         }
         let p50 = percentile(&mut total, 0.50);
         let scan = percentile(&mut anchor_scan, 0.50);
+        let (context_p50, context_anchor) =
+            (percentile(&mut context_list, 0.50), percentile(&mut anchor_context, 0.50));
         println!(
-            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.1} MiB | {:.1} MiB (+{:.1}) |",
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {:.2} | {:.1} MiB | {:.1} MiB (+{:.1}) |",
             ms(p50),
             ms(percentile(&mut total, 0.99)),
             ms(percentile(&mut stages[0], 0.5)),
@@ -142,19 +170,22 @@ fn main() {
             ms(scan),
             ms(percentile(&mut anchor_bm25, 0.5)),
             p50.as_secs_f64() / scan.as_secs_f64(),
-            dense.heap_bytes() as f64 / 1048576.0,
+            ms(context_p50),
+            ms(context_anchor),
+            context_p50.as_secs_f64() / context_anchor.as_secs_f64(),
+            (dense.heap_bytes() + context_vectors.heap_bytes()) as f64 / 1048576.0,
             rss_after as f64 / 1024.0,
             (rss_after - rss_before) as f64 / 1024.0,
         );
     }
     println!(
-        "| query embedding, 1 question per call (not in compile) | {} | {} | – | – | – | – | – | – | – | – | – |",
+        "| query embedding, 1 question per call (not in compile) | {} | {} | – | – | – | – | – | – | – | – | – | – | – | – |",
         ms(embed_p50),
         ms(embed_p99),
     );
     println!("\npeak RSS (VmHWM) of the whole run: {:.1} MiB", rss_kib("VmHWM") as f64 / 1024.0);
     println!(
-        "config: top_n {TOP_N} per retriever, RRF k 10, reranker off, budget {BUDGET} o200k_base tokens, {QUERIES} LongMemEval questions, dim {DIM}"
+        "config: top_n {TOP_N} per retriever, context vectors of radius {CONTEXT_RADIUS}, RRF k 10, reranker off, budget {BUDGET} o200k_base tokens, {QUERIES} LongMemEval questions, dim {DIM}"
     );
 }
 

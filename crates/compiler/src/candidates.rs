@@ -184,14 +184,14 @@ pub fn dense_context_candidates(
     query_vector: &[f32],
     top_n: usize,
     admit: impl FnMut(TurnId) -> bool,
-) -> RankedList {
+) -> Result<RankedList, CompileError> {
     let _span = tracing::debug_span!("dense_context_candidates", top_n).entered();
     let hits = vectors
-        .search(query_vector, top_n, admit)
+        .search(query_vector, top_n, admit)?
         .into_iter()
         .map(|(key, score)| ScoredKey { key, score })
         .collect();
-    RankedList { retriever: Retriever::DenseContext, hits }
+    Ok(RankedList { retriever: Retriever::DenseContext, hits })
 }
 
 /// The vector index's top `top_n` admitted turns for the query vector, as `retriever`'s list.

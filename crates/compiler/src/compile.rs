@@ -176,7 +176,7 @@ pub fn compile_timed(
         if let (true, Some(vectors)) = (radius > 0, inputs.context.dense) {
             lists.push(dense_context_candidates(vectors, dense.query_vector, top_n, |id| {
                 context_admits(id, radius)
-            }));
+            })?);
         }
     }
     timings.dense = started.elapsed();

@@ -11,10 +11,11 @@
 //! rebuilding every window of a namespace after each append made the next compile take seconds
 //! at ten thousand turns.
 
-use std::{borrow::Cow, collections::HashMap};
+use std::borrow::Cow;
 
 use evicortex_core::TurnId;
 use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params, LexicalError};
+use evicortex_vector::{ExactIndex, VectorError, VectorIndexRead};
 
 use crate::{Admission, Corpus, turn_document};
 
@@ -171,16 +172,13 @@ impl WindowIndex {
 }
 
 /// The context vector of every eligible record of a corpus: the L2-normalised sum of the unit
-/// vectors of the turns in its window that have one.
+/// vectors of the turns in its window that have one. Held in an [`ExactIndex`], so a search
+/// takes its int8 first pass and returns what a full `f32` scan would.
 #[derive(Debug, Clone)]
 pub struct ContextVectors {
     radius: u32,
     dim: usize,
-    keys: Vec<TurnId>,
-    /// The row of each key.
-    rows: HashMap<TurnId, usize>,
-    /// Row-major, `keys.len() x dim`, unit vectors.
-    data: Vec<f32>,
+    index: ExactIndex<TurnId>,
     built_for: usize,
     vectors_seen: usize,
 }
@@ -199,9 +197,7 @@ impl ContextVectors {
         let mut built = ContextVectors {
             radius,
             dim,
-            keys: Vec::new(),
-            rows: HashMap::new(),
-            data: Vec::new(),
+            index: ExactIndex::new(dim),
             built_for: corpus.len(),
             vectors_seen,
         };
@@ -233,8 +229,8 @@ impl ContextVectors {
             let id = corpus.at(pos).id;
             if self.window_vector(corpus, pos, &mut sum, &turn_vector) {
                 self.set_row(id, &sum);
-            } else if let Some(row) = self.rows.remove(&id) {
-                self.remove_row(row);
+            } else {
+                self.index.remove(id);
             }
         }
         self.built_for = corpus.len();
@@ -268,27 +264,9 @@ impl ContextVectors {
     }
 
     fn set_row(&mut self, id: TurnId, vector: &[f32]) {
-        match self.rows.get(&id) {
-            Some(&row) => self.data[row * self.dim..(row + 1) * self.dim].copy_from_slice(vector),
-            None => {
-                self.rows.insert(id, self.keys.len());
-                self.keys.push(id);
-                self.data.extend_from_slice(vector);
-            }
-        }
-    }
-
-    /// Removes `row`, moving the last row into its place.
-    fn remove_row(&mut self, row: usize) {
-        let last = self.keys.len() - 1;
-        if row != last {
-            let moved = self.keys[last];
-            self.keys[row] = moved;
-            self.rows.insert(moved, row);
-            self.data.copy_within(last * self.dim..(last + 1) * self.dim, row * self.dim);
-        }
-        self.keys.pop();
-        self.data.truncate(last * self.dim);
+        // `window_vector` only reports finite, non-zero sums of the index's dimension, which
+        // `upsert` never refuses.
+        self.index.upsert(id, vector).expect("a unit vector of the index's dimension");
     }
 
     /// The window radius.
@@ -308,7 +286,7 @@ impl ContextVectors {
 
     /// Estimated heap bytes.
     pub fn heap_bytes(&self) -> usize {
-        self.data.len() * 4 + self.keys.len() * 32
+        self.index.heap_bytes() + self.index.row_map().len() * 32
     }
 
     /// The `n` records whose context vectors are most similar to `query` (cosine; `query` need not
@@ -318,33 +296,28 @@ impl ContextVectors {
         query: &[f32],
         n: usize,
         mut admit: impl FnMut(TurnId) -> bool,
-    ) -> Vec<(TurnId, f32)> {
-        if n == 0 || query.len() != self.dim {
-            return Vec::new();
-        }
-        let norm = query.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if !(norm.is_finite() && norm > 0.0) {
-            return Vec::new();
-        }
-        let mut hits: Vec<(TurnId, f32)> = self
-            .keys
-            .iter()
-            .zip(self.data.chunks_exact(self.dim))
-            .filter(|(key, _)| admit(**key))
-            .map(|(key, row)| (*key, row.iter().zip(query).map(|(a, b)| a * b).sum::<f32>() / norm))
-            .collect();
-        let order = |a: &(TurnId, f32), b: &(TurnId, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if hits.len() > n {
-            hits.select_nth_unstable_by(n - 1, order);
-            hits.truncate(n);
-        }
-        hits.sort_unstable_by(order);
-        hits
+    ) -> Result<Vec<(TurnId, f32)>, VectorError> {
+        let hits = self.index.search(query, n, &mut admit)?;
+        Ok(hits.into_iter().map(|hit| (hit.key, hit.score)).collect())
+    }
+
+    /// The same answer as [`ContextVectors::search`] from a plain `f32` scan of every row: the
+    /// anchor benchmarks measure it against.
+    pub fn search_f32_scan(
+        &self,
+        query: &[f32],
+        n: usize,
+        mut admit: impl FnMut(TurnId) -> bool,
+    ) -> Result<Vec<(TurnId, f32)>, VectorError> {
+        let hits = self.index.search_f32_scan(query, n, &mut admit)?;
+        Ok(hits.into_iter().map(|hit| (hit.key, hit.score)).collect())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use evicortex_core::{Evidence, Namespace};
 
     use super::*;
@@ -479,8 +452,8 @@ mod tests {
             });
             for query in [[1.0, 0.0, 0.0], [0.2, -0.7, 0.1], [0.0, 0.0, 1.0]] {
                 assert_eq!(
-                    updated.search(&query, 20, |_| true),
-                    built.search(&query, 20, |_| true)
+                    updated.search(&query, 20, |_| true).unwrap(),
+                    built.search(&query, 20, |_| true).unwrap()
                 );
             }
             assert_eq!(updated.heap_bytes(), built.heap_bytes());
@@ -494,12 +467,12 @@ mod tests {
         let of = |id: TurnId| vectors.get(id.raw() as usize - 1).map(|v| v.as_slice());
         let cv = ContextVectors::build(&c, 1, 2, 5, of);
         // Turn 1: (1,0)+(0,1) normalised; turn 2: (1,0)+(0,1)+(0,1); turn 3: (0,2).
-        let hits = cv.search(&[0.0, 1.0], 10, |_| true);
+        let hits = cv.search(&[0.0, 1.0], 10, |_| true).unwrap();
         let keys: Vec<u64> = hits.iter().map(|h| h.0.raw()).collect();
         assert_eq!(keys, [3, 2, 1, 4]);
         assert!((hits[0].1 - 1.0).abs() < 1e-6);
         assert!((hits[1].1 - 2.0 / 5.0f32.sqrt()).abs() < 1e-6);
-        let admitted = cv.search(&[0.0, 1.0], 1, |id| id.raw() != 3);
+        let admitted = cv.search(&[0.0, 1.0], 1, |id| id.raw() != 3).unwrap();
         assert_eq!(admitted.len(), 1);
         assert_eq!(admitted[0].0.raw(), 2);
     }

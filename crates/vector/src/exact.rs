@@ -117,6 +117,51 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         Ok(row)
     }
 
+    /// Stores `vector` (scaled to unit length) for `key`, in place of the key's vector when it has
+    /// one: an index whose rows change, like the compiler's context vectors.
+    pub fn upsert(&mut self, key: K, vector: &[f32]) -> Result<VectorRow, VectorError> {
+        let Some(row) = self.rows.row(key) else {
+            return self.insert(key, vector);
+        };
+        if vector.len() != self.dim {
+            return Err(VectorError::DimensionMismatch {
+                what: format!("{key:?}"),
+                got: vector.len(),
+                expected: self.dim,
+            });
+        }
+        let unit = normalize(vector)
+            .map_err(|reason| VectorError::InvalidVector { what: format!("{key:?}"), reason })?;
+        let (at, dim) = (row.index(), self.dim);
+        let mut quantized = Vec::with_capacity(dim);
+        let quant = quantize(&unit, &mut quantized);
+        self.vectors[at * dim..(at + 1) * dim].copy_from_slice(&unit);
+        self.quantized[at * dim..(at + 1) * dim].copy_from_slice(&quantized);
+        self.scales[at] = quant.scale;
+        self.errors[at] = quant.error;
+        self.norms[at] = quant.norm;
+        Ok(row)
+    }
+
+    /// Removes `key`'s vector, the last row taking its place; false when the key has none.
+    pub fn remove(&mut self, key: K) -> bool {
+        let Some(row) = self.rows.swap_remove(key) else {
+            return false;
+        };
+        let (at, dim) = (row.index(), self.dim);
+        let last = self.scales.len() - 1;
+        if at != last {
+            self.vectors.copy_within(last * dim..(last + 1) * dim, at * dim);
+            self.quantized.copy_within(last * dim..(last + 1) * dim, at * dim);
+        }
+        self.vectors.truncate(last * dim);
+        self.quantized.truncate(last * dim);
+        self.scales.swap_remove(at);
+        self.errors.swap_remove(at);
+        self.norms.swap_remove(at);
+        true
+    }
+
     /// The query scaled to unit length, or why it cannot be searched for.
     pub(crate) fn check_query(&self, query: &[f32]) -> Result<Vec<f32>, VectorError> {
         if query.len() != self.dim {
@@ -346,6 +391,37 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn replaced_and_removed_rows_search_like_a_fresh_build(
+            seed in 0u64..1000,
+            len in 1usize..200,
+            edits in proptest::collection::vec((0u32..250, any::<bool>()), 0..120),
+            n in 1usize..30,
+        ) {
+            let vectors = clustered(len + 250, 24, seed);
+            let mut index = build(&vectors[..len]);
+            let mut live: std::collections::BTreeMap<u32, usize> =
+                (0..len as u32).map(|k| (k, k as usize)).collect();
+            for (step, (key, remove)) in edits.into_iter().enumerate() {
+                if remove {
+                    prop_assert_eq!(index.remove(key), live.remove(&key).is_some());
+                } else {
+                    let source = len + step % 250;
+                    index.upsert(key, &vectors[source]).unwrap();
+                    live.insert(key, source);
+                }
+            }
+            let mut fresh = ExactIndex::<u32>::new(24);
+            for (key, source) in &live {
+                fresh.insert(*key, &vectors[*source]).unwrap();
+            }
+            prop_assert_eq!(index.row_map().len(), live.len());
+            let query = &clustered(1, 24, seed + 1)[0];
+            let edited = index.search(query, n, &mut |k| k % 3 != 1).unwrap();
+            prop_assert_eq!(&edited, &fresh.search(query, n, &mut |k| k % 3 != 1).unwrap());
+            prop_assert_eq!(edited, index.search_f32_scan(query, n, &mut |k| k % 3 != 1).unwrap());
+        }
+
         #[test]
         fn oracle_any_size_filter_and_n(
             seed in 0u64..1000,

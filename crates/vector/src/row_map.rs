@@ -37,6 +37,17 @@ impl<K: Copy + Eq + Hash> RowMap<K> {
         Some(row)
     }
 
+    /// Removes `key`, giving its row to the key of the last row so rows stay dense; the row `key`
+    /// held, or `None` when it is absent.
+    pub fn swap_remove(&mut self, key: K) -> Option<VectorRow> {
+        let row = self.rows.remove(&key)?;
+        self.keys.swap_remove(row.index());
+        if let Some(&moved) = self.keys.get(row.index()) {
+            self.rows.insert(moved, row);
+        }
+        Some(row)
+    }
+
     /// The key at `row`.
     pub fn key(&self, row: VectorRow) -> Option<K> {
         self.keys.get(row.index()).copied()
@@ -81,5 +92,20 @@ mod tests {
         assert_eq!((a.index(), b.index()), (0, 1));
         assert_eq!(map.push(10), None);
         assert_eq!((map.key(b), map.row(10)), (Some(7), Some(a)));
+    }
+
+    #[test]
+    fn swap_remove_moves_the_last_key_into_the_freed_row() {
+        let mut map = RowMap::new();
+        for key in [10u64, 7, 3] {
+            map.push(key).unwrap();
+        }
+        assert_eq!(map.swap_remove(10).map(VectorRow::index), Some(0));
+        assert_eq!(map.keys(), &[3, 7]);
+        assert_eq!((map.row(3).map(VectorRow::index), map.row(10)), (Some(0), None));
+        assert_eq!(map.swap_remove(10), None);
+        assert_eq!(map.swap_remove(7).map(VectorRow::index), Some(1));
+        assert_eq!(map.keys(), &[3]);
+        assert_eq!(map.push(7).map(VectorRow::index), Some(1));
     }
 }
