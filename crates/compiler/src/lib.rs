@@ -117,7 +117,7 @@ pub use crate::{
     query::CompileQuery,
     reader_tokens::{ReaderTokenizer, ReaderTokenizerError, TiktokenReader, reader_tokenizer},
     render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_prefix},
-    rerank::{MAX_RERANK_DEPTH, RerankError, Reranker, TermOverlapReranker},
+    rerank::{MAX_RERANK_DEPTH, RerankError, Reranker},
     time_window::{ResolvedTime, resolve_time},
     turn_document::turn_document,
 };

@@ -1,9 +1,11 @@
 //! A synthetic conversation fixture and a deterministic bag-of-words vectoriser standing in for
 //! precomputed embeddings (the compiler only ever sees vectors).
 
+use std::collections::HashSet;
+
 use evicortex_compiler::{
     CompileConfig, CompileInputs, CompileQuery, CompiledContext, Corpus, DenseInput, EncoderRef,
-    ReaderTokenizer, Reranker, compile,
+    ReaderTokenizer, RerankError, Reranker, compile,
 };
 use evicortex_core::{
     EventTime, Evidence, EvidenceDigest, Namespace, Role, SessionId, TokenBudget, Turn, TurnId,
@@ -213,4 +215,38 @@ pub fn run(
         reranker,
     };
     compile(&inputs, q, config).unwrap()
+}
+
+/// A deterministic lexical test double for the reranker seam: the share of the question's distinct
+/// analyzed terms that a passage contains. No model; the product's rerankers are real ones.
+#[derive(Copy, Clone, Debug)]
+pub struct TermOverlapReranker;
+
+impl Reranker for TermOverlapReranker {
+    fn name(&self) -> &str {
+        "term-overlap-v1"
+    }
+
+    fn score(&self, question: &str, passages: &[&str]) -> Result<Vec<f32>, RerankError> {
+        let question: HashSet<String> = analyze(question).into_iter().collect();
+        Ok(passages
+            .iter()
+            .map(|p| {
+                if question.is_empty() {
+                    return 0.0;
+                }
+                let terms: HashSet<String> = analyze(p).into_iter().collect();
+                question.iter().filter(|t| terms.contains(*t)).count() as f32
+                    / question.len() as f32
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn the_term_overlap_double_scores_the_share_of_question_terms() {
+    let scores = TermOverlapReranker
+        .score("where is Lisbon", &["Lisbon is nice", "where is it", "no"])
+        .unwrap();
+    assert_eq!(scores, vec![2.0 / 3.0, 2.0 / 3.0, 0.0]);
 }

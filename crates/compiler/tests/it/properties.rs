@@ -2,13 +2,12 @@
 //! another namespace's, an erased or a later-than-as-of turn; output is byte-identical on rerun.
 
 use evicortex_compiler::{
-    CompileConfig, DenseConfig, Expansion, ReaderTokenizer, RerankConfig, TermOverlapReranker,
-    TiktokenReader,
+    CompileConfig, DenseConfig, Expansion, ReaderTokenizer, RerankConfig, TiktokenReader,
 };
 use evicortex_core::{Role, TurnId};
 use proptest::prelude::*;
 
-use crate::fixture::{build, evidence, query, run};
+use crate::fixture::{TermOverlapReranker, build, evidence, query, run};
 
 const WORDS: &[&str] = &[
     "lisbon",

@@ -1,12 +1,11 @@
 //! Snapshots of compiled contexts: the rendered text and the explained manifest.
 
 use evicortex_compiler::{
-    CompileConfig, DenseConfig, Expansion, RerankConfig, SupportSignal, TermOverlapReranker,
-    TiktokenReader,
+    CompileConfig, DenseConfig, Expansion, RerankConfig, SupportSignal, TiktokenReader,
 };
 use expect_test::{Expect, expect};
 
-use crate::fixture::{build, conversation, query, run};
+use crate::fixture::{TermOverlapReranker, build, conversation, query, run};
 
 #[track_caller]
 fn check(question: &str, as_of: Option<&str>, budget: u32, config: &CompileConfig, expect: Expect) {
