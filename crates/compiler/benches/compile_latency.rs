@@ -13,9 +13,10 @@
 //! benchmark, and scan latency depends on the dimension and the score distribution, not on
 //! meaning. Run: `cargo bench -p evicortex-compiler --bench compile_latency`.
 
-use std::time::{Duration, Instant};
-
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
 
 use evicortex_compiler::{
     CompileConfig, CompileInputs, CompileQuery, ContextInputs, ContextVectors, Corpus, DenseConfig,

@@ -189,7 +189,7 @@ pub fn dense_context_candidates(
     let hits = vectors
         .search(query_vector, top_n, admit)?
         .into_iter()
-        .map(|(key, score)| ScoredKey { key, score })
+        .map(|h| ScoredKey { key: h.key, score: h.score })
         .collect();
     Ok(RankedList { retriever: Retriever::DenseContext, hits })
 }

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use evicortex_core::TurnId;
 use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params, LexicalError};
-use evicortex_vector::{ExactIndex, VectorError, VectorIndexRead};
+use evicortex_vector::{ExactIndex, VectorError, VectorHit, VectorIndexRead};
 
 use crate::{Admission, Corpus, turn_document};
 
@@ -237,8 +237,8 @@ impl ContextVectors {
         self.vectors_seen = vectors_seen;
     }
 
-    /// Writes into `sum` the context vector of the record at `pos`; false when none of its
-    /// window's turns has a vector.
+    /// Writes into `sum` the sum of the vectors of the window of the record at `pos` (the
+    /// context vector before scaling); false when none of its window's turns has a vector.
     fn window_vector<'v>(
         &self,
         corpus: &Corpus,
@@ -254,13 +254,9 @@ impl ContextVectors {
                 any = true;
             }
         }
+        // The index scales the sum to unit length; a sum it could not scale is no vector.
         let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if any && norm.is_finite() && norm > 0.0 {
-            sum.iter_mut().for_each(|x| *x /= norm);
-            true
-        } else {
-            false
-        }
+        any && norm.is_finite() && norm > 0.0
     }
 
     fn set_row(&mut self, id: TurnId, vector: &[f32]) {
@@ -296,9 +292,8 @@ impl ContextVectors {
         query: &[f32],
         n: usize,
         mut admit: impl FnMut(TurnId) -> bool,
-    ) -> Result<Vec<(TurnId, f32)>, VectorError> {
-        let hits = self.index.search(query, n, &mut admit)?;
-        Ok(hits.into_iter().map(|hit| (hit.key, hit.score)).collect())
+    ) -> Result<Vec<VectorHit<TurnId>>, VectorError> {
+        self.index.search(query, n, &mut admit)
     }
 
     /// The same answer as [`ContextVectors::search`] from a plain `f32` scan of every row: the
@@ -308,9 +303,8 @@ impl ContextVectors {
         query: &[f32],
         n: usize,
         mut admit: impl FnMut(TurnId) -> bool,
-    ) -> Result<Vec<(TurnId, f32)>, VectorError> {
-        let hits = self.index.search_f32_scan(query, n, &mut admit)?;
-        Ok(hits.into_iter().map(|hit| (hit.key, hit.score)).collect())
+    ) -> Result<Vec<VectorHit<TurnId>>, VectorError> {
+        self.index.search_f32_scan(query, n, &mut admit)
     }
 }
 
@@ -468,12 +462,12 @@ mod tests {
         let cv = ContextVectors::build(&c, 1, 2, 5, of);
         // Turn 1: (1,0)+(0,1) normalised; turn 2: (1,0)+(0,1)+(0,1); turn 3: (0,2).
         let hits = cv.search(&[0.0, 1.0], 10, |_| true).unwrap();
-        let keys: Vec<u64> = hits.iter().map(|h| h.0.raw()).collect();
+        let keys: Vec<u64> = hits.iter().map(|h| h.key.raw()).collect();
         assert_eq!(keys, [3, 2, 1, 4]);
-        assert!((hits[0].1 - 1.0).abs() < 1e-6);
-        assert!((hits[1].1 - 2.0 / 5.0f32.sqrt()).abs() < 1e-6);
+        assert!((hits[0].score - 1.0).abs() < 1e-6);
+        assert!((hits[1].score - 2.0 / 5.0f32.sqrt()).abs() < 1e-6);
         let admitted = cv.search(&[0.0, 1.0], 1, |id| id.raw() != 3).unwrap();
         assert_eq!(admitted.len(), 1);
-        assert_eq!(admitted[0].0.raw(), 2);
+        assert_eq!(admitted[0].key.raw(), 2);
     }
 }

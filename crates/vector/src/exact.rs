@@ -120,18 +120,10 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
     /// Stores `vector` (scaled to unit length) for `key`, in place of the key's vector when it has
     /// one: an index whose rows change, like the compiler's context vectors.
     pub fn upsert(&mut self, key: K, vector: &[f32]) -> Result<VectorRow, VectorError> {
+        let unit = self.unit_of(key, vector)?;
         let Some(row) = self.rows.row(key) else {
-            return self.insert(key, vector);
+            return self.insert_unit(key, &unit);
         };
-        if vector.len() != self.dim {
-            return Err(VectorError::DimensionMismatch {
-                what: format!("{key:?}"),
-                got: vector.len(),
-                expected: self.dim,
-            });
-        }
-        let unit = normalize(vector)
-            .map_err(|reason| VectorError::InvalidVector { what: format!("{key:?}"), reason })?;
         let (at, dim) = (row.index(), self.dim);
         let mut quantized = Vec::with_capacity(dim);
         let quant = quantize(&unit, &mut quantized);
@@ -160,6 +152,19 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         self.errors.swap_remove(at);
         self.norms.swap_remove(at);
         true
+    }
+
+    /// `vector` scaled to unit length, or why `key` cannot be stored with it.
+    fn unit_of(&self, key: K, vector: &[f32]) -> Result<Vec<f32>, VectorError> {
+        if vector.len() != self.dim {
+            return Err(VectorError::DimensionMismatch {
+                what: format!("{key:?}"),
+                got: vector.len(),
+                expected: self.dim,
+            });
+        }
+        normalize(vector)
+            .map_err(|reason| VectorError::InvalidVector { what: format!("{key:?}"), reason })
     }
 
     /// The query scaled to unit length, or why it cannot be searched for.
@@ -261,15 +266,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndexRead<K> for ExactIndex<K> {
 
 impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndex<K> for ExactIndex<K> {
     fn insert(&mut self, key: K, vector: &[f32]) -> Result<VectorRow, VectorError> {
-        if vector.len() != self.dim {
-            return Err(VectorError::DimensionMismatch {
-                what: format!("{key:?}"),
-                got: vector.len(),
-                expected: self.dim,
-            });
-        }
-        let unit = normalize(vector)
-            .map_err(|reason| VectorError::InvalidVector { what: format!("{key:?}"), reason })?;
+        let unit = self.unit_of(key, vector)?;
         self.insert_unit(key, &unit)
     }
 
