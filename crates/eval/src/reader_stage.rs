@@ -34,6 +34,24 @@ pub enum JudgeSetting {
     None,
 }
 
+/// Writes the answer cache at `cache` to `file` as JSON lines; returns how many answers.
+pub fn export_answers(cache: &std::path::Path, file: &std::path::Path) -> anyhow::Result<usize> {
+    if !cache.exists() {
+        anyhow::bail!("no answer cache at {}", cache.display());
+    }
+    let opened = AnswerCache::open(cache)
+        .with_context(|| format!("opening the answer cache {}", cache.display()))?;
+    Ok(opened.export_jsonl(file)?)
+}
+
+/// Adds the answers `file` holds (written by [`export_answers`]) to the cache at `cache`,
+/// creating it if needed; returns how many lines the file held.
+pub fn import_answers(cache: &std::path::Path, file: &std::path::Path) -> anyhow::Result<usize> {
+    let opened = AnswerCache::open(cache)
+        .with_context(|| format!("opening the answer cache {}", cache.display()))?;
+    Ok(opened.import_jsonl(file)?)
+}
+
 /// Settings of the reader stage, recorded in the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReaderStageSpec {

@@ -265,6 +265,25 @@ pub enum AnswerCacheError {
         #[source]
         source: rusqlite::Error,
     },
+    /// Reading or writing an exported answers file failed (the source names the file).
+    #[error("{source}")]
+    Io {
+        /// The exported file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of an exported answers file does not decode.
+    #[error("{path}: line {line} is not an exported answer: {reason}")]
+    BadImportLine {
+        /// The exported file.
+        path: PathBuf,
+        /// Its line number, from 1.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
     /// A stored answer does not decode.
     #[error("{path}: cached answer for {key} is corrupted: {reason}")]
     Corrupted {

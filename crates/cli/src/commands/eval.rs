@@ -41,6 +41,27 @@ pub enum EvalBenchmark {
     /// answerable questions of one system pooled), with its 95% bootstrap interval, and prints
     /// what it and any `--threshold` catch and refuse in each run.
     Calibrate(CalibrateArgs),
+    /// Carries a reader run's answer cache between machines: `export` writes it as JSON lines
+    /// (commit them), `import` adds such a file to a cache, so the next run reads only what is
+    /// missing.
+    Answers(AnswersArgs),
+}
+
+/// Arguments of `evicortex eval answers`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  evicortex eval answers export --cache STORE/answers.sqlite --file answers.jsonl\n  evicortex eval answers import --cache STORE/answers.sqlite --file answers.jsonl"
+)]
+pub struct AnswersArgs {
+    /// `export` (cache to file) or `import` (file into cache).
+    #[arg(value_parser = ["export", "import"])]
+    pub direction: String,
+    /// The answer cache (the run's `--answer-cache`; default answers.sqlite in the store).
+    #[arg(long, value_name = "FILE")]
+    pub cache: Option<PathBuf>,
+    /// The JSON-lines file.
+    #[arg(long, value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 /// Arguments of `evicortex eval calibrate`.
@@ -153,6 +174,21 @@ pub struct EvalRunArgs {
     pub out: PathBuf,
 }
 
+fn carry_answers(store: &Path, args: &AnswersArgs) -> anyhow::Result<()> {
+    let cache = args.cache.clone().unwrap_or_else(|| store.join("answers.sqlite"));
+    let (verb, n) = match args.direction.as_str() {
+        "export" => ("exported", evicortex_eval::reader_stage::export_answers(&cache, &args.file)?),
+        _ => ("imported", evicortex_eval::reader_stage::import_answers(&cache, &args.file)?),
+    };
+    writeln!(
+        crate::stdout::stdout(),
+        "{verb} {n} answers ({} <-> {})",
+        cache.display(),
+        args.file.display()
+    )?;
+    Ok(())
+}
+
 /// Runs `evicortex eval`.
 pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
     let (benchmark, run_args) = match &args.benchmark {
@@ -160,6 +196,7 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
         EvalBenchmark::Locomo(a) => (Benchmark::Locomo, a),
         EvalBenchmark::Packed(a) => return print_packed(&a.outcomes),
         EvalBenchmark::Calibrate(a) => return print_calibration(a),
+        EvalBenchmark::Answers(a) => return carry_answers(store, a),
     };
     let mut spec = spec_from_args(benchmark, run_args)?;
     if let Some(reader) = &run_args.reader {
