@@ -227,7 +227,7 @@ enum Plan {
 
 fn validated_metas(turns: &[Turn]) -> Result<Vec<String>, AppendError> {
     for (index, turn) in turns.iter().enumerate() {
-        validate(index, turn)?;
+        validate_turn(index, turn)?;
     }
     Ok(turns.iter().map(|t| canonical_json(&serde_json::Value::Object(t.meta.clone()))).collect())
 }
@@ -296,8 +296,11 @@ fn plan(
     Ok(plans)
 }
 
-/// What the ledger cannot store faithfully is refused, never rounded.
-fn validate(index: usize, turn: &Turn) -> Result<(), AppendError> {
+/// Refuses, as [`AppendError::InvalidTurn`] naming the field, what the ledger cannot store
+/// faithfully (a leap second, sub-microsecond time, an offset that is not whole minutes, an
+/// empty speaker): never rounded. `index` is the turn's position in its batch. Other ledger back
+/// ends call it so that they refuse exactly what this one refuses.
+pub fn validate_turn(index: usize, turn: &Turn) -> Result<(), AppendError> {
     let invalid = |field, reason: String| AppendError::InvalidTurn { index, field, reason };
     let nanos = turn.time.as_datetime().timestamp_subsec_nanos();
     if nanos >= 1_000_000_000 {

@@ -49,7 +49,7 @@ mod store;
 mod verify;
 
 pub use crate::{
-    append::{AppendOutcome, AppendReceipt, AppendStatus},
+    append::{AppendOutcome, AppendReceipt, AppendStatus, validate_turn},
     canonical_json::canonical_json,
     erase::{EraseReceipt, EraseTarget, ErasedTurn},
     error::{
@@ -64,6 +64,9 @@ pub use crate::{
         PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, create_private_dir, restrict_sqlite_files,
     },
     read::LedgerStats,
-    record::{ContentSalt, FORMAT_VERSION, redaction_digest, turn_digest},
+    record::{
+        ContentSalt, FORMAT_VERSION, TurnParts, redaction_digest, salted_content_digest,
+        turn_digest, turn_digest_from_parts,
+    },
     verify::VerifyReport,
 };

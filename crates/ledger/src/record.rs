@@ -139,17 +139,47 @@ pub(crate) fn redaction_digest_in(
 }
 
 /// The fields of a turn record as stored, borrowed; what [`turn_digest`] encodes. The erasable
-/// content (speaker, text, meta) enters only through its [`content_digest`], which an erased
-/// record keeps so that its remaining fields stay verifiable.
-pub(crate) struct TurnParts<'a> {
+/// content (speaker, text, meta) enters only through its content digest
+/// ([`salted_content_digest`]), which an erased record keeps so that its remaining fields stay
+/// verifiable.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnParts<'a> {
+    /// The namespace.
     pub namespace: &'a str,
+    /// The session id.
     pub session: &'a str,
+    /// The turn's index in its session.
     pub turn: u32,
+    /// The role.
     pub role: Role,
+    /// The event time, microseconds since the Unix epoch, UTC.
     pub event_utc_micros: i64,
+    /// The event time's original UTC offset, seconds east.
     pub event_offset_seconds: i32,
+    /// When the record was appended, microseconds since the Unix epoch, UTC.
     pub ingest_utc_micros: i64,
+    /// The salted content digest.
     pub content: [u8; 32],
+}
+
+/// The digest of a turn record from its stored columns, in the current format: what
+/// [`turn_digest`] computes, for a store that checks a row without rebuilding a [`Turn`] (an
+/// erased turn keeps only its content digest). Other ledger back ends use it so that their
+/// records carry the same digests as this one.
+pub fn turn_digest_from_parts(parts: &TurnParts<'_>) -> EvidenceDigest {
+    turn_digest_parts(Format::V2, parts)
+}
+
+/// The salted content digest of a turn (current format) from its stored columns: `meta_json`
+/// is the canonical JSON text exactly as stored. An erased turn keeps this digest in place of
+/// its content.
+pub fn salted_content_digest(
+    salt: &ContentSalt,
+    speaker: Option<&str>,
+    text: &str,
+    meta_json: &str,
+) -> [u8; 32] {
+    content_digest(Format::V2, Some(salt), speaker, text, meta_json)
 }
 
 pub(crate) fn turn_digest_parts(format: Format, p: &TurnParts<'_>) -> EvidenceDigest {
@@ -349,6 +379,24 @@ mod tests {
             turn_digest_parts(Format::V1, &parts).as_bytes(),
             blake3::hash(&bytes).as_bytes()
         );
+    }
+
+    /// The public pieces other back ends digest stored columns with give `turn_digest`.
+    #[test]
+    fn digest_from_parts_is_the_turn_digest() {
+        let t = turn("hi");
+        let meta = canonical_json(&serde_json::Value::Object(t.meta.clone()));
+        let parts = TurnParts {
+            namespace: "alice",
+            session: "s1",
+            turn: 3,
+            role: Role::Assistant,
+            event_utc_micros: t.time.utc_micros(),
+            event_offset_seconds: 3600,
+            ingest_utc_micros: 42,
+            content: salted_content_digest(&SALT, Some("Ada"), "hi", &meta),
+        };
+        assert_eq!(turn_digest_from_parts(&parts), turn_digest(&t, 42, &SALT));
     }
 
     #[test]

@@ -1,0 +1,123 @@
+//! The handle: one connection to the server, shared behind a mutex.
+
+use std::{
+    str::FromStr,
+    sync::{Mutex, MutexGuard},
+    time::Duration,
+};
+
+use postgres::{Client, Config, NoTls};
+
+use crate::{ConnectError, DatabaseError, erase, head, redact_password, schema};
+
+/// How long a connection attempt waits for a server that does not answer, unless the
+/// connection string says otherwise: a black-holed address fails instead of hanging.
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A ledger in a PostgreSQL database. `Send + Sync`: its one connection is used by one call at
+/// a time. Several handles (processes, machines) may write the same database: each write locks
+/// the records table, so the ledger stays one chain.
+pub struct PgLedger {
+    client: Mutex<Client>,
+    url: String,
+}
+
+impl std::fmt::Debug for PgLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgLedger").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+impl PgLedger {
+    /// Connects to the database named by `url` (a `postgres://` URL or a key-value connection
+    /// string; no TLS), creates the ledger schema in an empty database or checks the one found,
+    /// and checks the recorded head against the last record. Fails closed: no server answering,
+    /// a refused login, a schema of another version (left unchanged) or a head that does not
+    /// match are errors naming the server (never its password). An erasure whose scrub was
+    /// interrupted is scrubbed before this returns.
+    pub fn connect(url: &str) -> Result<PgLedger, ConnectError> {
+        let shown = redact_password(url);
+        let mut config = Config::from_str(url)
+            .map_err(|source| ConnectError::InvalidUrl { url: shown.clone(), source })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("evicortex");
+        }
+        let mut client = config.connect(NoTls).map_err(|source| {
+            if source.as_db_error().is_some() {
+                ConnectError::Refused { url: shown.clone(), source }
+            } else {
+                ConnectError::Unreachable { url: shown.clone(), source }
+            }
+        })?;
+        // An acknowledged append must survive a crash of the server: a database or role whose
+        // default waits for no flush is overridden for this session (stronger settings, which
+        // wait for standbys, are kept).
+        let commit: String = client
+            .query_one("SELECT current_setting('synchronous_commit')", &[])
+            .map_err(|source| DatabaseError {
+                url: shown.clone(),
+                op: "reading synchronous_commit",
+                source,
+            })?
+            .get(0);
+        if commit == "off" {
+            client.batch_execute("SET synchronous_commit = on").map_err(|source| {
+                DatabaseError { url: shown.clone(), op: "setting synchronous_commit", source }
+            })?;
+        }
+        schema::ensure(&mut client, &shown)?;
+        let ledger = PgLedger { client: Mutex::new(client), url: shown };
+        ledger.check_head()?;
+        if ledger.scrub_pending()? {
+            ledger.scrub().map_err(|e| ConnectError::ScrubPending {
+                url: ledger.url.clone(),
+                detail: e.to_string(),
+            })?;
+        }
+        Ok(ledger)
+    }
+
+    /// The connection string, without its password.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The connection, for one call. A panic in another call cannot leave a transaction open
+    /// on it (the client rolls back a dropped transaction), so a poisoned lock is still usable.
+    pub(crate) fn client(&self) -> MutexGuard<'_, Client> {
+        self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Maps a client error to a [`DatabaseError`] naming this ledger's server and `op`.
+    pub(crate) fn db(&self, op: &'static str) -> impl Fn(postgres::Error) -> DatabaseError + '_ {
+        move |source| DatabaseError { url: self.url.clone(), op, source }
+    }
+
+    fn check_head(&self) -> Result<(), ConnectError> {
+        let mut client = self.client();
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(self.db("starting the head check"))?;
+        let corrupted = |detail: String| ConnectError::Corrupted { url: self.url.clone(), detail };
+        let head =
+            head::read_head(&mut tx).map_err(self.db("reading the head"))?.map_err(corrupted)?;
+        head::check_last_record(&mut tx, &head)
+            .map_err(self.db("checking the last record"))?
+            .map_err(|c| corrupted(format!("the record at {}: {}", c.position, c.detail)))?;
+        tx.commit().map_err(self.db("ending the head check"))?;
+        Ok(())
+    }
+
+    fn scrub_pending(&self) -> Result<bool, ConnectError> {
+        let mut client = self.client();
+        Ok(schema::meta_value(&mut *client, erase::SCRUB_PENDING)
+            .map_err(self.db("reading ledger_meta"))?
+            .is_some())
+    }
+}

@@ -1,0 +1,43 @@
+//! The evidence ledger on PostgreSQL: the first slice of a scale-out engine.
+//!
+//! [`PgLedger`] keeps the records the embedded ledger (`evicortex-ledger`, SQLite) keeps, with
+//! the same canonical encoding, the same salted digests and the same chain: the digest and chain
+//! code is the ledger crate's own ([`evicortex_ledger::turn_digest`],
+//! [`evicortex_ledger::turn_digest_from_parts`], [`evicortex_ledger::redaction_digest`],
+//! [`evicortex_ledger::ChainHash::link`]), never a copy. An append is one transaction, all or
+//! nothing; concurrent writers (other connections, other processes) are serialised on a table
+//! lock, so the ledger stays one chain. Reads serve only records that match their digests and
+//! chain links. [`PgLedger::erase`] clears the erased texts and salts and then rewrites the table
+//! and retires the write-ahead log, so the texts are left in no file of the server.
+//!
+//! The schema (tables `ledger_meta` and `records` in the connection's default schema) is
+//! described in `schema.rs`; its version is [`SCHEMA_VERSION`]. This slice has no TLS, no
+//! connection pool and no group commit.
+//!
+//! ```no_run
+//! use evicortex_postgres::PgLedger;
+//!
+//! let ledger = PgLedger::connect("postgres://evicortex@db.internal/evicortex").unwrap();
+//! let report = ledger.verify().unwrap();
+//! println!("{} records, chain head {}", report.records, report.chain_head);
+//! ```
+#![warn(missing_docs)]
+
+mod append;
+mod erase;
+mod error;
+mod head;
+mod ledger;
+mod read;
+mod record_row;
+mod redacted_url;
+mod retention_check;
+mod schema;
+mod verify;
+
+pub use crate::{
+    error::{AppendError, ConnectError, DatabaseError, EraseError, ReadError, VerifyError},
+    ledger::PgLedger,
+    redacted_url::redact_password,
+    schema::SCHEMA_VERSION,
+};

@@ -1,0 +1,79 @@
+//! After an erasure, the erased text and its salt are in no file of the server: not in the
+//! table, an index, a log segment or anywhere else under the data directory.
+
+use std::path::{Path, PathBuf};
+
+use evicortex_core::TurnId;
+use evicortex_ledger::{ContentSalt, EraseTarget};
+
+use crate::support::{TestDb, ns, turn};
+
+fn data_directory() -> PathBuf {
+    std::env::var_os("EVICORTEX_TEST_POSTGRES_DATA").map(PathBuf::from).unwrap_or_else(|| {
+        panic!(
+            "EVICORTEX_TEST_POSTGRES_DATA is not set: the erasure read-back test scans the test \
+             server's data directory. Run `scripts/postgres start` and export the data \
+             directory it prints"
+        )
+    })
+}
+
+/// Every regular file under `dir` holding `needle`. Files removed while the scan runs (other
+/// tests share the server) are skipped; any other failure to read is a failure of the test.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    let finder = memchr::memmem::Finder::new(needle);
+    while let Some(dir) = pending.pop() {
+        let entries = match fs_err::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("listing {}: {e}", dir.display()),
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let Ok(meta) = fs_err::symlink_metadata(&path) else { continue };
+            if meta.is_dir() {
+                pending.push(path);
+            } else if meta.is_file() {
+                match fs_err::read(&path) {
+                    Ok(bytes) if finder.find(&bytes).is_some() => found.push(path),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => panic!("reading {}: {e}", path.display()),
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn an_erased_text_is_in_no_file_of_the_server() {
+    let data = data_directory();
+    assert!(data.join("PG_VERSION").is_file(), "{} is not a data directory", data.display());
+    let db = TestDb::new();
+    let pg = db.ledger();
+    let nonce = ContentSalt::random().unwrap();
+    let secret = format!(
+        "erasure-probe {} my PIN is 4711",
+        blake3::Hash::from_bytes(*nonce.as_bytes()).to_hex()
+    );
+    pg.append(&[turn("alice", "s1", 0, "a neighbour that stays"), turn("alice", "s1", 1, &secret)])
+        .unwrap();
+    let salt: Vec<u8> =
+        db.raw().query_one("SELECT salt FROM records WHERE number = 2", &[]).unwrap().get(0);
+    // Make sure the text reached the files before the erasure, so the scan below proves the
+    // scrub removed it rather than that it was never written.
+    db.raw().batch_execute("CHECKPOINT").unwrap();
+    assert!(!files_holding(&data, secret.as_bytes()).is_empty(), "the probe is on disk first");
+
+    pg.erase(&EraseTarget::Record(ns("alice"), TurnId::from_raw(2))).unwrap();
+
+    let text_left = files_holding(&data, secret.as_bytes());
+    let salt_left = files_holding(&data, &salt);
+    assert!(text_left.is_empty(), "the erased text is still in {text_left:?}");
+    assert!(salt_left.is_empty(), "the erased salt is still in {salt_left:?}");
+    pg.verify().unwrap();
+    assert_eq!(pg.evidence(&ns("alice")).unwrap().len(), 1);
+}

@@ -1,0 +1,14 @@
+//! Integration tests of the PostgreSQL ledger. They need a server: set
+//! `EVICORTEX_TEST_POSTGRES_URL` (started by `scripts/postgres start`); without it every test
+//! that needs one panics saying so. Each test works in a database of its own, dropped at the
+//! end, so the tests run in parallel.
+
+mod append;
+mod concurrency;
+mod connect;
+mod erase;
+mod erase_readback;
+mod round_trip;
+mod schema;
+mod support;
+mod tamper;
