@@ -33,8 +33,13 @@ mod record_row;
 mod redacted_url;
 mod retention_check;
 mod schema;
+mod vectors;
 mod verify;
 
+pub use crate::vectors::{
+    EncoderSpace, ExactReason, HnswBuild, PgSearch, PgVectors, ServedBy, StoredVector,
+    VectorStoreError,
+};
 pub use crate::{
     error::{AppendError, ConnectError, DatabaseError, EraseError, ReadError, VerifyError},
     ledger::PgLedger,

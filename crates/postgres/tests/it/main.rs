@@ -12,3 +12,8 @@ mod round_trip;
 mod schema;
 mod support;
 mod tamper;
+mod vectors_erase;
+mod vectors_exact;
+mod vectors_fixture;
+mod vectors_isolation;
+mod vectors_recall;

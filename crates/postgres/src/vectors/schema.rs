@@ -1,0 +1,313 @@
+//! The vector store's tables: created idempotently, then only checked.
+//!
+//! `vector_encoders` registers each encoder identity with its dimension and the HNSW build
+//! parameters its index was made with; `vector_partitions` maps (encoder, namespace) to the
+//! partition holding them; `vector_scrub_pending` lists the partitions a removal still has to
+//! rewrite (`scrub.rs`). Table names are made from those numeric ids only, never from a
+//! namespace or an identity, so no caller's text is ever part of an SQL identifier.
+
+use postgres::{GenericClient, Transaction};
+
+use crate::VectorStoreError;
+
+/// The advisory lock serialising the creation of tables and partitions between connections
+/// ("EVVC"; transaction-scoped). Another value than the ledger's schema lock.
+const VECTOR_SCHEMA_LOCK: i64 = 0x4556_5643;
+
+/// pgvector 0.6 indexes at most this many dimensions with HNSW.
+const MAX_INDEXED_DIM: usize = 2000;
+
+const CREATE_REGISTRY: &str = "
+CREATE TABLE IF NOT EXISTS vector_encoders (
+    id                   INTEGER GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    identity             TEXT NOT NULL UNIQUE,
+    dim                  INTEGER NOT NULL CHECK (dim > 0),
+    hnsw_m               INTEGER NOT NULL,
+    hnsw_ef_construction INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS vector_partitions (
+    id        INTEGER GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    encoder   INTEGER NOT NULL REFERENCES vector_encoders (id),
+    namespace TEXT NOT NULL,
+    UNIQUE (encoder, namespace)
+);
+CREATE TABLE IF NOT EXISTS vector_scrub_pending (
+    partition TEXT PRIMARY KEY,
+    erase_xid TEXT NOT NULL
+);
+";
+
+/// The parameters an HNSW index is built with (pgvector's `m` and `ef_construction`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct HnswBuild {
+    /// Links per element on each layer (pgvector accepts 2..=100).
+    pub m: u32,
+    /// Width of the beam that links a new element (pgvector accepts 4..=1000, at least `2m`).
+    pub ef_construction: u32,
+}
+
+impl Default for HnswBuild {
+    /// The embedded HNSW index's defaults (`evicortex_vector::HnswParams`).
+    fn default() -> HnswBuild {
+        HnswBuild { m: 16, ef_construction: 200 }
+    }
+}
+
+/// An encoder's vectors: its identity, their dimension, and how its index is built when the
+/// store first meets the encoder (an index already built keeps its recorded parameters).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncoderSpace {
+    /// The encoder identity every vector carries.
+    pub identity: String,
+    /// The dimension of its vectors.
+    pub dim: usize,
+    /// The HNSW build parameters for a new index.
+    pub hnsw: HnswBuild,
+}
+
+/// A registered encoder, as the store records it.
+#[derive(Clone, Debug)]
+pub(crate) struct Registered {
+    pub id: i32,
+    pub dim: usize,
+    pub hnsw: HnswBuild,
+}
+
+impl Registered {
+    /// The encoder's table (partitioned by namespace).
+    pub fn table(&self) -> String {
+        format!("vectors_e{}", self.id)
+    }
+}
+
+/// Creates the registry tables if missing.
+pub(crate) fn ensure_registry(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
+    lock(tx)?;
+    tx.batch_execute(CREATE_REGISTRY)
+}
+
+fn lock(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&VECTOR_SCHEMA_LOCK]).map(drop)
+}
+
+/// Checks `space`'s parameters before anything is written.
+pub(crate) fn check_space(space: &EncoderSpace) -> Result<(), VectorStoreError> {
+    let invalid = |field, reason: String| VectorStoreError::InvalidParameter { field, reason };
+    if space.identity.is_empty() {
+        return Err(invalid("identity", "is empty".to_owned()));
+    }
+    if space.dim == 0 || space.dim > MAX_INDEXED_DIM {
+        return Err(invalid(
+            "dim",
+            format!("is {}; pgvector's HNSW indexes 1..={MAX_INDEXED_DIM}", space.dim),
+        ));
+    }
+    let HnswBuild { m, ef_construction } = space.hnsw;
+    if !(2..=100).contains(&m) {
+        return Err(invalid("hnsw.m", format!("is {m}; pgvector accepts 2..=100")));
+    }
+    if !(4..=1000).contains(&ef_construction) || ef_construction < 2 * m {
+        return Err(invalid(
+            "hnsw.ef_construction",
+            format!("is {ef_construction}; pgvector accepts 4..=1000 and at least 2m ({})", 2 * m),
+        ));
+    }
+    Ok(())
+}
+
+/// The encoder's registration: read, or made with its table when the store first meets it. A
+/// registration of another dimension is refused. The table's column is checked against the
+/// registration, so a table altered behind the store's back is refused too.
+pub(crate) fn register(
+    tx: &mut Transaction<'_>,
+    url: &str,
+    space: &EncoderSpace,
+) -> Result<Registered, RegisterError> {
+    lock(tx)?;
+    let registered = match find(tx, &space.identity)? {
+        Some(found) => found,
+        None => create_encoder_table(tx, space)?,
+    };
+    if registered.dim != space.dim {
+        return Err(RegisterError::Refused(VectorStoreError::EncoderMismatch {
+            identity: space.identity.clone(),
+            stored: registered.dim,
+            requested: space.dim,
+        }));
+    }
+    check_column(tx, url, &space.identity, &registered)?;
+    Ok(registered)
+}
+
+/// A registration's failure: the database's, or a refusal.
+pub(crate) enum RegisterError {
+    Database(postgres::Error),
+    Refused(VectorStoreError),
+}
+
+impl From<postgres::Error> for RegisterError {
+    fn from(e: postgres::Error) -> RegisterError {
+        RegisterError::Database(e)
+    }
+}
+
+/// The registration of `identity`, if any.
+pub(crate) fn find(
+    client: &mut impl GenericClient,
+    identity: &str,
+) -> Result<Option<Registered>, postgres::Error> {
+    let row = client.query_opt(
+        "SELECT id, dim, hnsw_m, hnsw_ef_construction FROM vector_encoders WHERE identity = $1",
+        &[&identity],
+    )?;
+    Ok(row.map(|row| Registered {
+        id: row.get(0),
+        dim: usize::try_from(row.get::<_, i32>(1)).unwrap_or(0),
+        hnsw: HnswBuild {
+            m: u32::try_from(row.get::<_, i32>(2)).unwrap_or(0),
+            ef_construction: u32::try_from(row.get::<_, i32>(3)).unwrap_or(0),
+        },
+    }))
+}
+
+fn create_encoder_table(
+    tx: &mut Transaction<'_>,
+    space: &EncoderSpace,
+) -> Result<Registered, postgres::Error> {
+    let (dim, m, ef) =
+        (to_i32(space.dim), to_i32(space.hnsw.m), to_i32(space.hnsw.ef_construction));
+    let id: i32 = tx
+        .query_one(
+            "INSERT INTO vector_encoders (identity, dim, hnsw_m, hnsw_ef_construction) \
+             VALUES ($1, $2, $3, $4) RETURNING id",
+            &[&space.identity, &dim, &m, &ef],
+        )?
+        .get(0);
+    let registered = Registered { id, dim: space.dim, hnsw: space.hnsw };
+    let table = registered.table();
+    // Indexes made on the parent are made on every partition as it is created.
+    tx.batch_execute(&format!(
+        "CREATE TABLE {table} (
+             namespace    TEXT NOT NULL,
+             number       BIGINT NOT NULL CHECK (number > 0),
+             event_utc_us BIGINT NOT NULL,
+             embedding    vector({dim}) NOT NULL,
+             PRIMARY KEY (namespace, number)
+         ) PARTITION BY LIST (namespace);
+         CREATE INDEX {table}_hnsw ON {table}
+             USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {ef});
+         CREATE INDEX {table}_time ON {table} (event_utc_us);
+         ALTER TABLE {table} ALTER COLUMN embedding SET STATISTICS 0;"
+    ))?;
+    Ok(registered)
+}
+
+fn check_column(
+    tx: &mut Transaction<'_>,
+    url: &str,
+    identity: &str,
+    registered: &Registered,
+) -> Result<(), RegisterError> {
+    let table = registered.table();
+    let typmod: Option<i32> = tx
+        .query_opt(
+            "SELECT a.atttypmod FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+             WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace \
+               AND a.attname = 'embedding' AND NOT a.attisdropped",
+            &[&table],
+        )?
+        .map(|row| row.get(0));
+    if typmod.and_then(|t| usize::try_from(t).ok()) != Some(registered.dim) {
+        return Err(RegisterError::Refused(VectorStoreError::Inconsistent {
+            url: url.to_owned(),
+            detail: format!(
+                "encoder {identity} is registered with dimension {}, but table {table} has {}",
+                registered.dim,
+                typmod.map_or_else(|| "no embedding column".to_owned(), |t| format!("{t}")),
+            ),
+        }));
+    }
+    Ok(())
+}
+
+/// The partition holding `namespace`'s vectors of `encoder`, if it exists.
+pub(crate) fn find_partition(
+    client: &mut impl GenericClient,
+    encoder: &Registered,
+    namespace: &str,
+) -> Result<Option<String>, postgres::Error> {
+    let row = client.query_opt(
+        "SELECT id FROM vector_partitions WHERE encoder = $1 AND namespace = $2",
+        &[&encoder.id, &namespace],
+    )?;
+    Ok(row.map(|row| partition_name(encoder, row.get(0))))
+}
+
+/// The partition holding `namespace`'s vectors of `encoder`, created if missing.
+pub(crate) fn ensure_partition(
+    tx: &mut Transaction<'_>,
+    encoder: &Registered,
+    namespace: &str,
+) -> Result<String, postgres::Error> {
+    if let Some(found) = find_partition(tx, encoder, namespace)? {
+        return Ok(found);
+    }
+    lock(tx)?;
+    if let Some(found) = find_partition(tx, encoder, namespace)? {
+        return Ok(found);
+    }
+    let id: i32 = tx
+        .query_one(
+            "INSERT INTO vector_partitions (encoder, namespace) VALUES ($1, $2) RETURNING id",
+            &[&encoder.id, &namespace],
+        )?
+        .get(0);
+    let name = partition_name(encoder, id);
+    // DDL takes no parameters: the server quotes the namespace as a literal itself.
+    let ddl: String = tx
+        .query_one(
+            "SELECT format('CREATE TABLE %I PARTITION OF %I FOR VALUES IN (%L)', $1::text, $2::text, $3::text)",
+            &[&name, &encoder.table(), &namespace],
+        )?
+        .get(0);
+    tx.batch_execute(&ddl)?;
+    // ANALYZE would otherwise keep a sample of the vectors in pg_statistic, where an erased
+    // one would outlive its row (a new partition does not inherit the parent's setting).
+    tx.batch_execute(&format!("ALTER TABLE {name} ALTER COLUMN embedding SET STATISTICS 0"))?;
+    Ok(name)
+}
+
+fn partition_name(encoder: &Registered, id: i32) -> String {
+    partition_name_of(encoder.id, id)
+}
+
+fn partition_name_of(encoder: i32, partition: i32) -> String {
+    format!("vectors_e{encoder}_p{partition}")
+}
+
+/// Whether `name` is a partition name this module makes (`vectors_e<id>_p<id>`): a name read
+/// back from a table is checked before it becomes part of a statement.
+pub(crate) fn is_partition_name(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    name.strip_prefix("vectors_e")
+        .and_then(|rest| rest.split_once("_p"))
+        .is_some_and(|(e, p)| digits(e) && digits(p))
+}
+
+/// Every partition of `namespace`, over all encoders (an erasure removes every encoder's
+/// vectors of a record).
+pub(crate) fn partitions_of(
+    client: &mut impl GenericClient,
+    namespace: &str,
+) -> Result<Vec<String>, postgres::Error> {
+    let rows = client.query(
+        "SELECT encoder, id FROM vector_partitions WHERE namespace = $1 ORDER BY encoder",
+        &[&namespace],
+    )?;
+    Ok(rows.iter().map(|row| partition_name_of(row.get(0), row.get(1))).collect())
+}
+
+/// A checked parameter as PostgreSQL's `integer` (all are far below its range).
+fn to_i32(x: impl TryInto<i32>) -> i32 {
+    x.try_into().unwrap_or(i32::MAX)
+}
