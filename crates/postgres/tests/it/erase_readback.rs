@@ -1,10 +1,14 @@
 //! After an erasure, the erased text and its salt are in no file of the server: not in the
 //! table, an index, a log segment or anywhere else under the data directory.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
 
 use evicortex_core::TurnId;
 use evicortex_ledger::{ContentSalt, EraseTarget};
+use postgres::IsolationLevel;
 
 use crate::support::{TestDb, ns, turn};
 
@@ -76,4 +80,43 @@ fn an_erased_text_is_in_no_file_of_the_server() {
     assert!(salt_left.is_empty(), "the erased salt is still in {salt_left:?}");
     pg.verify().unwrap();
     assert_eq!(pg.evidence(&ns("alice")).unwrap().len(), 1);
+}
+
+/// A snapshot of this database and a transaction of another one, both older than the erasure,
+/// hold the old row versions: the scrub waits for both to end, then removes the text.
+#[test]
+fn the_scrub_waits_for_older_snapshots_and_transactions() {
+    let data = data_directory();
+    let db = TestDb::new();
+    let other = TestDb::new();
+    let pg = db.ledger();
+    let nonce = ContentSalt::random().unwrap();
+    let secret =
+        format!("erasure-probe {} held back", blake3::Hash::from_bytes(*nonce.as_bytes()).to_hex());
+    pg.append(&[turn("alice", "s1", 0, &secret)]).unwrap();
+
+    let mut reader = db.raw();
+    let mut snapshot =
+        reader.build_transaction().isolation_level(IsolationLevel::RepeatableRead).start().unwrap();
+    // A snapshot without a lock on the records table: only its horizon holds the old rows.
+    snapshot.query_one("SELECT 1", &[]).unwrap();
+    let mut writer = other.raw();
+    let mut elsewhere = writer.transaction().unwrap();
+    elsewhere.query_one("SELECT pg_current_xact_id()", &[]).unwrap();
+
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(1400));
+            snapshot.commit().unwrap();
+        });
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(700));
+            elsewhere.commit().unwrap();
+        });
+        pg.erase(&EraseTarget::Record(ns("alice"), TurnId::from_raw(1))).unwrap();
+    });
+    assert!(started.elapsed() >= Duration::from_millis(1400), "{:?}", started.elapsed());
+    let left = files_holding(&data, secret.as_bytes());
+    assert!(left.is_empty(), "the erased text is still in {left:?}");
 }
