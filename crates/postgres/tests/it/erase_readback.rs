@@ -120,3 +120,36 @@ fn the_scrub_waits_for_older_snapshots_and_transactions() {
     let left = files_holding(&data, secret.as_bytes());
     assert!(left.is_empty(), "the erased text is still in {left:?}");
 }
+
+/// A text too long for its row lives in the table's TOAST table (out of line, uncompressed
+/// when it does not compress): the scrub removes it from there too.
+#[test]
+fn a_long_erased_text_is_in_no_file_either() {
+    let data = data_directory();
+    let db = TestDb::new();
+    let pg = db.ledger();
+    // Random hex does not compress by a quarter, so it is stored as it is, out of line.
+    let secret: String = (0..128)
+        .map(|_| blake3::Hash::from_bytes(*ContentSalt::random().unwrap().as_bytes()).to_hex())
+        .collect::<Vec<_>>()
+        .concat();
+    pg.append(&[turn("alice", "s1", 0, &secret)]).unwrap();
+    let toasted: i64 = db
+        .raw()
+        .query_one(
+            "SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE relname = 'records'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(toasted > 0, "the text is stored out of line");
+    db.raw().batch_execute("CHECKPOINT").unwrap();
+    let probe = &secret.as_bytes()[1000..1064];
+    assert!(!files_holding(&data, probe).is_empty(), "the probe is on disk first");
+
+    pg.erase(&EraseTarget::Namespace(ns("alice"))).unwrap();
+
+    let left = files_holding(&data, probe);
+    assert!(left.is_empty(), "the erased text is still in {left:?}");
+    pg.verify().unwrap();
+}
