@@ -38,6 +38,7 @@ mod append;
 mod canonical_json;
 mod erase;
 mod error;
+mod export;
 mod hash_chain;
 mod ledger;
 mod migrate;
@@ -56,6 +57,7 @@ pub use crate::{
         AppendError, ConflictingRecord, EraseError, MigrateError, OpenError, ReadError,
         StorageError, VerifyError,
     },
+    export::{StoredRecordExport, StoredRecordKind},
     hash_chain::ChainHash,
     ledger::{Ledger, OpenMode},
     migrate::MigrationReport,

@@ -11,7 +11,7 @@ use rusqlite::Connection;
 use crate::{
     ChainHash, Ledger, LedgerPosition, VerifyError,
     record::{Format, redaction_digest_in},
-    store::{self, RECORD_COLUMNS, RawRecord, StoredBody, sql_err},
+    store::{self, RECORD_COLUMNS, RawRecord, StoredBody, StoredRecord, sql_err},
 };
 
 /// What a successful [`Ledger::verify`] checked.
@@ -61,7 +61,21 @@ pub(crate) fn verify_on(
     format: Format,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<VerifyReport, VerifyError> {
-    let sql = sql_err(path);
+    verify_visiting(tx, path, format, progress, &mut |_, _| Ok::<(), VerifyError>(()))
+}
+
+/// [`verify_on`], calling `visit` with each record, in ledger order, once its digest and its
+/// chain link are checked. The checks that span records (a redaction against the turns it
+/// erased, the head) end later: a caller keeping what it was shown must discard it if this
+/// fails.
+pub(crate) fn verify_visiting<E: From<VerifyError>>(
+    tx: &Connection,
+    path: &Path,
+    format: Format,
+    progress: &mut dyn FnMut(u64, u64),
+    visit: &mut dyn FnMut(&RawRecord, &StoredRecord) -> Result<(), E>,
+) -> Result<VerifyReport, E> {
+    let sql = |e| VerifyError::from(sql_err(path)(e));
     let tables: i64 = tx
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' \
@@ -73,7 +87,8 @@ pub(crate) fn verify_on(
     if tables != 2 {
         return Err(VerifyError::BadHead {
             detail: "the ledger_meta or records table is missing".to_owned(),
-        });
+        }
+        .into());
     }
     let meta = store::read_meta(tx).map_err(&sql)?;
     let recorded = meta.parse().map_err(|detail| VerifyError::BadHead { detail })?;
@@ -111,7 +126,8 @@ pub(crate) fn verify_on(
                 }
             } else {
                 bad(format!("out-of-order sequence number, expected {expected}"))
-            });
+            }
+            .into());
         }
         let record = raw.decode(format).map_err(|c| bad(c.detail))?;
         if format != Format::V1 {
@@ -124,7 +140,8 @@ pub(crate) fn verify_on(
                         "record number {} where its namespace's next is {}",
                         found.map_or("(missing)".to_owned(), |n| n.to_string()),
                         *last + 1
-                    )));
+                    ))
+                    .into());
                 }
             }
         }
@@ -149,7 +166,8 @@ pub(crate) fn verify_on(
                             return Err(bad(format!(
                                 "lists {erased_id} as erased, but that record is not an \
                                      earlier turn erased by this redaction"
-                            )));
+                            ))
+                            .into());
                         }
                     }
                 }
@@ -157,20 +175,23 @@ pub(crate) fn verify_on(
                     return Err(VerifyError::BadRecord {
                         turn_id: stray,
                         detail: format!("marked erased by {id}, which does not list it"),
-                    });
+                    }
+                    .into());
                 }
                 redaction_digest_in(format, target, record.ingest_utc_micros, &listed)
             }
         };
         if digest != record.digest {
-            return Err(bad("digest mismatch: the record's content was altered".to_owned()));
+            return Err(bad("digest mismatch: the record's content was altered".to_owned()).into());
         }
         let chain = report.chain_head.link(&digest);
         if chain != record.chain {
             return Err(bad(
                 "chain hash mismatch: records were altered, reordered or lost".to_owned()
-            ));
+            )
+            .into());
         }
+        visit(&raw, &record)?;
         report.chain_head = chain;
         last = Some(id);
         report.records += 1;
@@ -183,7 +204,8 @@ pub(crate) fn verify_on(
         return Err(VerifyError::BadRecord {
             turn_id: *stray,
             detail: "marked erased by a record that is not a redaction listing it".to_owned(),
-        });
+        }
+        .into());
     }
     report.head = last.map(|seq| LedgerPosition::from_raw(seq.raw()));
     if recorded.last != last || recorded.chain != report.chain_head {
@@ -195,7 +217,8 @@ pub(crate) fn verify_on(
                 report.head.map_or("(empty)".to_owned(), |h| h.to_string()),
                 report.chain_head,
             ),
-        });
+        }
+        .into());
     }
     progress(report.records, total);
     Ok(report)

@@ -27,7 +27,10 @@ mod append;
 mod erase;
 mod error;
 mod head;
+mod import;
+mod import_check;
 mod ledger;
+mod migration_check;
 mod read;
 mod record_row;
 mod redacted_url;
@@ -42,7 +45,9 @@ pub use crate::vectors::{
 };
 pub use crate::{
     error::{AppendError, ConnectError, DatabaseError, EraseError, ReadError, VerifyError},
+    import::{ImportError, ImportReport},
     ledger::PgLedger,
+    migration_check::{MigrationCheck, MigrationCheckError, verify_migration},
     redacted_url::redact_password,
     schema::SCHEMA_VERSION,
 };

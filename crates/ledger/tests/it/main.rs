@@ -11,6 +11,8 @@ mod concurrency;
 mod corruption;
 /// Erasure: redaction records, scrubbed files, receipts, no guessable digest left.
 mod erase;
+/// The read-only export of every stored record, verified as it is read.
+mod export;
 /// Builds the fault shim (shared with the facade's and the CLI's tests).
 #[path = "../support/faultfs.rs"]
 mod faultfs_shim;

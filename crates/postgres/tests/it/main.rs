@@ -8,6 +8,7 @@ mod concurrency;
 mod connect;
 mod erase;
 mod erase_readback;
+mod migrate;
 mod round_trip;
 mod schema;
 mod support;
