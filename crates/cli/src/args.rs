@@ -24,7 +24,8 @@ use crate::commands;
 )]
 pub struct Cli {
     /// The store directory (EVICORTEX_HOME names it too, and nothing else: models live in
-    /// $EVICORTEX_MODELS_DIR or the user's cache).
+    /// $EVICORTEX_MODELS_DIR or the user's cache), or a postgres:// URL: the ledger is then
+    /// that database, and the derived files live in $EVICORTEX_DERIVED_DIR or the user's cache.
     #[arg(
         long,
         global = true,

@@ -55,6 +55,12 @@ impl StoreLock {
     /// Takes the store's writer lock, creating the store directory (private) and the lock file
     /// (mode 0600) when missing.
     pub fn acquire(store: &Path) -> Result<StoreLock, StoreLockError> {
+        // A PostgreSQL store is locked in its local derived directory: the lock keeps two
+        // processes of this machine off its derived files (the ledger serialises its writers).
+        let store = &evicortex::store_files_dir(store).map_err(|e| StoreLockError::Io {
+            path: store.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
         let path = store.join(LOCK_FILE);
         let io = |source| StoreLockError::Io { path: path.clone(), source };
         evicortex::front_end::create_private_dir(store).map_err(io)?;

@@ -20,7 +20,10 @@ use evicortex_vector::{
     index_file_name, index_file_prefix, index_file_state, read_index_header, remove_index_file,
 };
 
-use crate::{CompileError, Memory, OpenError, index_cache::DenseIndex, memory::Dense};
+use crate::{
+    CompileError, Memory, OpenError, index_cache::DenseIndex, ledger_backend::LedgerBackend,
+    memory::Dense,
+};
 
 /// The directory of the vector index files inside a store directory.
 pub const VECTOR_INDEX_DIR: &str = "vector-index";
@@ -179,7 +182,7 @@ pub(crate) fn remove_files(dir: &Path, namespace: &Namespace) -> Result<(), Inde
 /// Removes the index files that an erasure interrupted before its purge left behind: those of a
 /// namespace erased after the position they cover, and those that cannot be read; and the
 /// temporary files of writers killed before their rename.
-pub(crate) fn reconcile(dir: &Path, ledger: &evicortex_ledger::Ledger) -> Result<(), OpenError> {
+pub(crate) fn reconcile(dir: &Path, ledger: &LedgerBackend) -> Result<(), OpenError> {
     let io = |path: &Path, source| OpenError::IndexFile {
         source: IndexFileError::Io { path: path.to_owned(), source },
     };

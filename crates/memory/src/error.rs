@@ -66,6 +66,18 @@ pub enum OpenError {
     /// The encoders given cannot be fused (duplicates, too many, further ones without a first).
     #[error("encoders: {0}")]
     Encoders(String),
+    /// The PostgreSQL ledger could not be connected to (no server, refused login, another
+    /// schema, failed integrity check): the store is not available, and no other is used.
+    #[error(transparent)]
+    Postgres(#[from] evicortex_postgres::ConnectError),
+    /// The local directory of a PostgreSQL store's derived files cannot be used for it.
+    #[error("derived files of the PostgreSQL store {url}: {detail}")]
+    DerivedDir {
+        /// The store's connection string, without its password.
+        url: String,
+        /// What is wrong.
+        detail: String,
+    },
 }
 
 /// Why [`crate::Memory::erase`] failed.
@@ -247,6 +259,8 @@ impl OpenError {
             OpenError::IndexFile { .. } => ErrorClass::Io,
             OpenError::Read(e) => read_class(e),
             OpenError::Encoders(_) => ErrorClass::BadInput,
+            OpenError::Postgres(e) => postgres_connect_class(e),
+            OpenError::DerivedDir { .. } => ErrorClass::BadInput,
         }
     }
 }
@@ -337,6 +351,18 @@ fn ledger_erase_class(e: &evicortex_ledger::EraseError) -> ErrorClass {
         L::Corrupted { .. } => ErrorClass::Integrity,
         L::ScrubIncomplete { .. } => ErrorClass::Io,
         L::Storage(s) => storage_class(s),
+        _ => ErrorClass::Internal,
+    }
+}
+
+fn postgres_connect_class(e: &evicortex_postgres::ConnectError) -> ErrorClass {
+    use evicortex_postgres::ConnectError as C;
+    match e {
+        C::InvalidUrl { .. } => ErrorClass::BadInput,
+        C::UnsupportedSchema { .. } | C::Corrupted { .. } => ErrorClass::Integrity,
+        C::Unreachable { .. } | C::Refused { .. } | C::ScrubPending { .. } | C::Database(_) => {
+            ErrorClass::Io
+        }
         _ => ErrorClass::Internal,
     }
 }

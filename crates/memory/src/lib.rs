@@ -59,11 +59,13 @@ mod export;
 mod group_commit;
 mod index_cache;
 mod jsonl;
+mod ledger_backend;
 mod memory;
 mod migrate;
 mod rerankers;
 mod stats;
 mod store_encoders;
+mod store_location;
 mod write_log;
 
 pub use crate::{
@@ -95,6 +97,9 @@ pub use crate::{
     store_encoders::{
         STORE_ENCODERS_FILE, StoreEncodersError, check_store_encoders, load_store_encoders,
         set_store_encoders, store_encoder_names,
+    },
+    store_location::{
+        DERIVED_DIR_ENV, DERIVED_FROM_FILE, StoreLocation, is_postgres_url, store_files_dir,
     },
 };
 

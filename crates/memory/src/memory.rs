@@ -12,6 +12,7 @@ use evicortex_compiler::Reranker;
 use evicortex_core::{Evidence, Namespace, TextDigest, Turn, TurnId};
 use evicortex_embed::Encoder;
 use evicortex_ledger::{Ledger, LedgerPosition, OpenMode};
+use evicortex_postgres::PgLedger;
 
 use crate::{
     AppendError, AppendReceipt, DerivedStore, DerivedStoreError, EMBEDDINGS_FILE, EraseError,
@@ -24,6 +25,8 @@ use crate::{
     export::export_line,
     group_commit::{GroupCommit, GroupCommitStats},
     index_cache::{DEFAULT_INDEX_CACHE_BYTES, IndexCache},
+    ledger_backend::LedgerBackend,
+    store_location::{StoreLocation, claim_derived_dir},
 };
 
 /// The ledger's file name inside a store directory.
@@ -43,8 +46,9 @@ pub struct Memory {
 
 #[derive(Debug)]
 pub(crate) struct Inner {
+    /// Where the derived files are: the store directory, or a PostgreSQL store's derived one.
     pub(crate) dir: PathBuf,
-    pub(crate) ledger: Ledger,
+    pub(crate) ledger: LedgerBackend,
     /// The encoder and the cache its vectors live in; `None` for lexical-only use.
     pub(crate) dense: Option<Dense>,
     /// Further encoders whose dense lists compile fuses beside `dense`'s, in the same cache.
@@ -165,6 +169,7 @@ impl WriteState {
 #[derive(Debug, Clone)]
 pub struct MemoryBuilder {
     dir: PathBuf,
+    derived_dir: Option<PathBuf>,
     encoder: Option<Arc<dyn Encoder>>,
     also_encoders: Vec<Arc<dyn Encoder>>,
     reranker: Option<Arc<dyn Reranker>>,
@@ -175,6 +180,13 @@ pub struct MemoryBuilder {
 }
 
 impl MemoryBuilder {
+    /// For a PostgreSQL store: the local directory of its derived files, instead of the one
+    /// [`StoreLocation::parse`] derives from the environment. Ignored for a directory store.
+    pub fn derived_dir(&mut self, dir: impl AsRef<Path>) -> &mut MemoryBuilder {
+        self.derived_dir = Some(dir.as_ref().to_owned());
+        self
+    }
+
     /// The encoder that embeds turns ([`Memory::catch_up`]) and questions: dense retrieval
     /// needs one. Its vectors live in the store's embedding cache, keyed by its identity.
     pub fn encoder(&mut self, encoder: Arc<dyn Encoder>) -> &mut MemoryBuilder {
@@ -251,11 +263,9 @@ impl MemoryBuilder {
     /// vectors of texts that an interrupted erasure left behind are dropped.
     pub fn open(&self) -> Result<Memory, OpenError> {
         self.check_encoders()?;
-        evicortex_ledger::create_private_dir(&self.dir)
-            .map_err(|source| OpenError::CreateDir { path: self.dir.clone(), source })?;
-        let ledger = Ledger::open_with(&self.dir.join(LEDGER_FILE), OpenMode::ReadWrite)?;
-        let cache = if self.encoder.is_some() || self.dir.join(EMBEDDINGS_FILE).exists() {
-            let cache = EmbeddingCache::open(&self.dir)?;
+        let (dir, ledger) = self.open_ledger(OpenMode::ReadWrite)?;
+        let cache = if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() {
+            let cache = EmbeddingCache::open(&dir)?;
             cache.reconcile(&ledger)?;
             Some(Arc::new(cache))
         } else {
@@ -275,7 +285,7 @@ impl MemoryBuilder {
                 also_dense.push(Dense { encoder: Arc::clone(encoder), cache: Arc::clone(cache) });
             }
         }
-        let ann_dir = self.dir.join(crate::VECTOR_INDEX_DIR);
+        let ann_dir = dir.join(crate::VECTOR_INDEX_DIR);
         crate::ann::reconcile(&ann_dir, &ledger)?;
         let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, Some(ann_dir)));
         let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];
@@ -285,7 +295,7 @@ impl MemoryBuilder {
         derived.extend(self.reranker_store.clone());
         let background = self.background_embedding && dense.is_some();
         let memory = Memory::from_inner(Inner {
-            dir: self.dir.clone(),
+            dir,
             ledger,
             dense,
             also_dense,
@@ -336,14 +346,43 @@ impl MemoryBuilder {
         Ok(())
     }
 
+    /// Opens the ledger of the store `self.dir` names (see [`StoreLocation::parse`]) and returns it
+    /// with the directory of the derived files. A directory store is created when absent (unless
+    /// only inspected); a PostgreSQL store's derived directory is created and claimed for its
+    /// database. A PostgreSQL server that does not answer is an error naming it: never a fallback
+    /// to an embedded ledger.
+    fn open_ledger(&self, mode: OpenMode) -> Result<(PathBuf, LedgerBackend), OpenError> {
+        let location = match (StoreLocation::parse(&self.dir)?, &self.derived_dir) {
+            (StoreLocation::Postgres { url, .. }, Some(derived)) => {
+                StoreLocation::Postgres { url, derived: derived.clone() }
+            }
+            (location, _) => location,
+        };
+        match location {
+            StoreLocation::Directory(dir) => {
+                if mode == OpenMode::ReadWrite {
+                    evicortex_ledger::create_private_dir(&dir)
+                        .map_err(|source| OpenError::CreateDir { path: dir.clone(), source })?;
+                }
+                let ledger = Ledger::open_with(&dir.join(LEDGER_FILE), mode)?;
+                Ok((dir, LedgerBackend::Embedded(ledger)))
+            }
+            StoreLocation::Postgres { url, derived } => {
+                let ledger = PgLedger::connect(&url)?;
+                claim_derived_dir(&derived, &url)?;
+                Ok((derived, LedgerBackend::Postgres(ledger)))
+            }
+        }
+    }
+
     /// Opens an existing store for inspection: nothing can be written, and a failed open-time
     /// check is reported by [`Memory::open_problem`] instead of refusing, so that
     /// [`Memory::verify`] can name the first bad record. No derived store is opened.
     pub fn open_read_only(&self) -> Result<Memory, OpenError> {
-        let ledger = Ledger::open_with(&self.dir.join(LEDGER_FILE), OpenMode::Inspect)?;
+        let (dir, ledger) = self.open_ledger(OpenMode::Inspect)?;
         let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, None));
         Ok(Memory::from_inner(Inner {
-            dir: self.dir.clone(),
+            dir,
             ledger,
             dense: None,
             also_dense: Vec::new(),
@@ -361,10 +400,13 @@ impl MemoryBuilder {
 }
 
 impl Memory {
-    /// How to open the store in `dir` with an encoder or a reranker.
+    /// How to open the store in `dir` with an encoder or a reranker. `dir` may also be a
+    /// `postgres://` or `postgresql://` URL: the ledger is then that database, and the derived
+    /// files live in a local directory ([`StoreLocation::parse`]).
     pub fn builder(dir: impl AsRef<Path>) -> MemoryBuilder {
         MemoryBuilder {
             dir: dir.as_ref().to_owned(),
+            derived_dir: None,
             encoder: None,
             also_encoders: Vec::new(),
             reranker: None,
@@ -390,12 +432,12 @@ impl Memory {
         Memory { inner: Arc::new(inner) }
     }
 
-    /// The store directory.
+    /// The store directory; for a PostgreSQL store, the local directory of its derived files.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
     }
 
-    /// The ledger file.
+    /// The ledger file; for a PostgreSQL store, its connection string without the password.
     pub fn ledger_path(&self) -> &Path {
         self.inner.ledger.path()
     }

@@ -102,6 +102,7 @@ pub fn check_store_encoders(names: &[String]) -> Result<(), StoreEncodersError> 
 /// The catalogue names of the store's encoders, the leading one first: the list in
 /// `DIR/encoders.json`, or the pinned default alone when the store has no such file.
 pub fn store_encoder_names(dir: &Path) -> Result<Vec<String>, StoreEncodersError> {
+    let dir = &files_dir(dir)?;
     let path = dir.join(STORE_ENCODERS_FILE);
     let bytes = match fs_err::read(&path) {
         Ok(bytes) => bytes,
@@ -125,6 +126,7 @@ pub fn store_encoder_names(dir: &Path) -> Result<Vec<String>, StoreEncodersError
 /// cache, keyed by their identity, and serve again if the encoder is listed again.
 pub fn set_store_encoders(dir: &Path, names: &[String]) -> Result<(), StoreEncodersError> {
     check_store_encoders(names)?;
+    let dir = &files_dir(dir)?;
     let path = dir.join(STORE_ENCODERS_FILE);
     let io = |source| StoreEncodersError::Io { path: path.clone(), source };
     evicortex_ledger::create_private_dir(dir).map_err(io)?;
@@ -141,6 +143,14 @@ pub fn set_store_encoders(dir: &Path, names: &[String]) -> Result<(), StoreEncod
     fs_err::rename(&tmp, &path).map_err(io)?;
     fs_err::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
     Ok(())
+}
+
+/// Where `store`'s list lives: a PostgreSQL store keeps it with its derived files.
+fn files_dir(store: &Path) -> Result<PathBuf, StoreEncodersError> {
+    crate::store_files_dir(store).map_err(|e| StoreEncodersError::Io {
+        path: store.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })
 }
 
 /// Loads the store's encoders ([`store_encoder_names`]) with `overlength`, every file checked

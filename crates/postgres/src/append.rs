@@ -108,7 +108,7 @@ impl PgLedger {
 
     /// Decides, against the ledger as `tx` sees it (under the lock), what to do with each turn;
     /// refuses the batch on the first conflict, erased turn or corrupted stored turn.
-    fn plan(
+    pub(crate) fn plan(
         &self,
         tx: &mut Transaction<'_>,
         turns: &[Turn],
@@ -172,7 +172,7 @@ impl PgLedger {
 }
 
 /// What an append does with one turn of its batch.
-enum Plan {
+pub(crate) enum Plan {
     /// Store it as a new record.
     New,
     /// An identical turn is stored.
@@ -198,7 +198,7 @@ pub(crate) fn next_number(
 
 /// Refuses what the embedded ledger refuses (its own check), and what PostgreSQL text cannot
 /// hold; returns each turn's canonical meta JSON.
-fn validated_metas(turns: &[Turn]) -> Result<Vec<String>, AppendError> {
+pub(crate) fn validated_metas(turns: &[Turn]) -> Result<Vec<String>, AppendError> {
     for (index, turn) in turns.iter().enumerate() {
         validate_turn(index, turn).map_err(|refused| match refused {
             evicortex_ledger::AppendError::InvalidTurn { index, field, reason } => {

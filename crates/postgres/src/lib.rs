@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod append;
+mod append_checks;
 mod erase;
 mod error;
 mod head;
@@ -36,6 +37,7 @@ mod record_row;
 mod redacted_url;
 mod retention_check;
 mod schema;
+mod summary_reads;
 mod vectors;
 mod verify;
 

@@ -146,7 +146,8 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     };
     config.validate().map_err(|e| UsageError(e.to_string()))?;
     let dense = config.dense;
-    if !store.join(evicortex::LEDGER_FILE).is_file() {
+    let postgres = store.to_str().is_some_and(evicortex::is_postgres_url);
+    if !postgres && !store.join(evicortex::LEDGER_FILE).is_file() {
         return Err(UsageError(format!(
             "no store at {} (run `evicortex ingest` first)",
             store.display()

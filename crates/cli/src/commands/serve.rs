@@ -129,7 +129,7 @@ impl RetrievalArgs {
 pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
     let _lock = crate::store_lock::StoreLock::acquire(store)?;
     let memory = args.retrieval.open(store)?;
-    let keys = KeyStore::open(store)
+    let keys = KeyStore::open(&evicortex::store_files_dir(store)?)
         .with_context(|| format!("opening the key store in {}", store.display()))?;
     if keys.list().context("listing the API keys")?.is_empty() {
         eprintln!(

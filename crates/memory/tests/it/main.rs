@@ -22,6 +22,8 @@ mod faultfs_shim;
 mod fused_encoders;
 /// Indexes kept up to date between appends compile what a fresh memory compiles.
 mod incremental_indexes;
+/// The same scenario on the embedded ledger and on PostgreSQL.
+mod postgres_backend;
 /// The store directory and the embedding cache are private to their owner.
 #[cfg(unix)]
 mod private_files;
