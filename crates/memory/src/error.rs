@@ -240,6 +240,7 @@ fn direct_class(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
         ArtifactError => artifact_class,
         FetchError => fetch_class,
         evicortex_ledger::MigrateError => ErrorClass::of_migrate,
+        crate::MigrateToPostgresError => crate::MigrateToPostgresError::class,
         evicortex_core::IdError => |_| ErrorClass::BadInput,
         evicortex_core::TimeError => |_| ErrorClass::BadInput,
         evicortex_compiler::ReaderTokenizerError => |_| ErrorClass::BadInput,
@@ -334,7 +335,7 @@ fn verify_class(e: &VerifyError) -> ErrorClass {
     }
 }
 
-fn ledger_open_class(e: &evicortex_ledger::OpenError) -> ErrorClass {
+pub(crate) fn ledger_open_class(e: &evicortex_ledger::OpenError) -> ErrorClass {
     use evicortex_ledger::OpenError as L;
     match e {
         L::NotFound { .. } => ErrorClass::BadInput,
@@ -355,7 +356,7 @@ fn ledger_erase_class(e: &evicortex_ledger::EraseError) -> ErrorClass {
     }
 }
 
-fn postgres_connect_class(e: &evicortex_postgres::ConnectError) -> ErrorClass {
+pub(crate) fn postgres_connect_class(e: &evicortex_postgres::ConnectError) -> ErrorClass {
     use evicortex_postgres::ConnectError as C;
     match e {
         C::InvalidUrl { .. } => ErrorClass::BadInput,

@@ -62,6 +62,7 @@ mod jsonl;
 mod ledger_backend;
 mod memory;
 mod migrate;
+mod migrate_postgres;
 mod rerankers;
 mod stats;
 mod store_encoders;
@@ -89,6 +90,7 @@ pub use crate::{
     jsonl::{DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, parse_jsonl},
     memory::{LEDGER_FILE, Memory, MemoryBuilder},
     migrate::migrate_store,
+    migrate_postgres::{MigrateToPostgresError, PostgresMigration, migrate_to_postgres},
     rerankers::{
         ErasableVectors, LoadedReranker, RerankerSpec, RerankerSpecError, SECOND_STAGE_MODEL,
         load_reranker,
@@ -119,6 +121,9 @@ pub use evicortex_ledger::{
 
 /// The HNSW graph's parameters ([`AnnSettings::params`]).
 pub use evicortex_vector::HnswParams;
+
+/// A PostgreSQL URL with its password replaced, for messages.
+pub use evicortex_postgres::redact_password as redact_postgres_password;
 
 pub use evicortex_lexical::Analyzer;
 

@@ -1,10 +1,11 @@
-//! `evicortex migrate`: upgrade a store whose ledger has an older format version.
+//! `evicortex migrate`: upgrade a store whose ledger has an older format version, or copy an
+//! embedded store's ledger into PostgreSQL (`--to postgres://...`).
 
 use std::path::Path;
 
 use anyhow::Context;
 
-use crate::stdout::outln;
+use crate::{progress, stdout::outln};
 
 /// Arguments of `evicortex migrate`.
 #[derive(Debug, clap::Args)]
@@ -14,17 +15,33 @@ use crate::stdout::outln;
     the chain, checks the result, commits, and scrubs the old digests from the files. The old \
     chain head is printed and kept in the ledger's metadata for whoever recorded it elsewhere. \
     A store already current is left alone. Stop servers using the store first.\n\n\
+    With --to postgres://..., the ledger of the store --from (default --store) is copied record \
+    for record into the empty PostgreSQL ledger at that URL, in one transaction (nothing is \
+    written when the source does not verify or the target is not empty), then both ledgers \
+    are verified and their reports compared: the same records, head and chain head. The \
+    embedded store is left as it is. Derived files (vectors, indexes) are rebuilt from the \
+    ledger by the first process that opens the URL.\n\n\
     Examples:\n  \
     evicortex migrate\n  \
-    evicortex migrate --store /var/lib/evicortex --json")]
+    evicortex migrate --store /var/lib/evicortex --json\n  \
+    evicortex migrate --from /var/lib/evicortex --to postgres://evicortex@db.internal/evicortex")]
 pub struct MigrateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The embedded store whose ledger `--to` copies (default: --store).
+    #[arg(long, value_name = "DIR", requires = "to")]
+    pub from: Option<std::path::PathBuf>,
+    /// Copy the ledger into the empty PostgreSQL ledger at this URL instead of upgrading it.
+    #[arg(long, value_name = "URL")]
+    pub to: Option<String>,
 }
 
 /// Runs `evicortex migrate` on the store in `store`.
 pub fn run(store: &Path, args: &MigrateArgs) -> anyhow::Result<()> {
+    if let Some(url) = &args.to {
+        return to_postgres(args.from.as_deref().unwrap_or(store), url, args.json);
+    }
     let report = evicortex::migrate_store(store)
         .with_context(|| format!("migrating the store {}", store.display()))?;
     if args.json {
@@ -42,6 +59,37 @@ pub fn run(store: &Path, args: &MigrateArgs) -> anyhow::Result<()> {
             report.previous_chain_head.map_or("(none)".to_owned(), |h| h.to_string()),
             report.chain_head
         )?;
+    }
+    Ok(())
+}
+
+fn to_postgres(from: &Path, url: &str, json: bool) -> anyhow::Result<()> {
+    let shown = evicortex::redact_postgres_password(url);
+    let bar = progress::bar(0, "copying");
+    let copied = evicortex::migrate_to_postgres(from, url, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    let migration =
+        copied.with_context(|| format!("copying the ledger of {} to {shown}", from.display()))?;
+    let (embedded, postgres) = (&migration.check.embedded, &migration.check.postgres);
+    if json {
+        let report = serde_json::json!({ "to": shown, "embedded": embedded, "postgres": postgres });
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+    } else {
+        for (name, r) in [(from.display().to_string(), embedded), (shown, postgres)] {
+            outln!(
+                "verified {name}: {} records ({} turns, {} erased, {} redactions), head {}, chain head {}",
+                r.records,
+                r.turns,
+                r.erased_turns,
+                r.redactions,
+                r.head.map_or("(empty)".to_owned(), |h| h.to_string()),
+                r.chain_head
+            )?;
+        }
+        outln!("copied: both ledgers verify with the same records, head and chain head")?;
     }
     Ok(())
 }

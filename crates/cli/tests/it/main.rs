@@ -34,6 +34,7 @@ mod keys;
 mod mcp_stdio;
 /// `evicortex migrate`: a format-version-1 store refused with what to do, then migrated.
 mod migrate;
+mod migrate_postgres;
 /// `evicortex model list / verify NAME / fetch NAME` over the catalogue.
 mod model_catalogue;
 /// `evicortex model` and `evicortex embed`: verification, exit codes, the ingest hook, catch-up.
