@@ -1,14 +1,14 @@
 //! The handle: one connection to the server, shared behind a mutex.
 
-use std::{
-    str::FromStr,
-    sync::{Mutex, MutexGuard},
-    time::Duration,
+use std::{str::FromStr, time::Duration};
+
+use postgres::{Config, NoTls};
+
+use crate::{
+    ConnectError, DatabaseError,
+    client_cell::{ClientCell, ClientGuard},
+    erase, head, redact_password, schema,
 };
-
-use postgres::{Client, Config, NoTls};
-
-use crate::{ConnectError, DatabaseError, erase, head, redact_password, schema};
 
 /// How long a connection attempt waits for a server that does not answer, unless the
 /// connection string says otherwise: a black-holed address fails instead of hanging.
@@ -18,7 +18,7 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// a time. Several handles (processes, machines) may write the same database: each write locks
 /// the records table, so the ledger stays one chain.
 pub struct PgLedger {
-    client: Mutex<Client>,
+    client: ClientCell,
     url: String,
 }
 
@@ -69,7 +69,7 @@ impl PgLedger {
             })?;
         }
         schema::ensure(&mut client, &shown)?;
-        let ledger = PgLedger { client: Mutex::new(client), url: shown };
+        let ledger = PgLedger { client: ClientCell::new(client), url: shown };
         ledger.check_head()?;
         if ledger.scrub_pending()? {
             ledger.scrub().map_err(|e| ConnectError::ScrubPending {
@@ -87,8 +87,8 @@ impl PgLedger {
 
     /// The connection, for one call. A panic in another call cannot leave a transaction open
     /// on it (the client rolls back a dropped transaction), so a poisoned lock is still usable.
-    pub(crate) fn client(&self) -> MutexGuard<'_, Client> {
-        self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    pub(crate) fn client(&self) -> ClientGuard<'_> {
+        self.client.lock()
     }
 
     /// Maps a client error to a [`DatabaseError`] naming this ledger's server and `op`.

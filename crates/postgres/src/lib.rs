@@ -25,6 +25,7 @@
 
 mod append;
 mod append_checks;
+mod client_cell;
 mod erase;
 mod error;
 mod head;

@@ -14,7 +14,10 @@ use super::{
     EncoderSpace, HnswBuild, VectorStoreError, literal,
     schema::{self, RegisterError, Registered},
 };
-use crate::redact_password;
+use crate::{
+    client_cell::{ClientCell, ClientGuard},
+    redact_password,
+};
 
 /// How long a connection attempt waits for a server that does not answer (as the ledger).
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,7 +39,7 @@ pub struct StoredVector<'a> {
 /// Dense vectors in a PostgreSQL database with pgvector, one table per encoder, one partition
 /// per namespace. `Send + Sync`: its one connection is used by one call at a time.
 pub struct PgVectors {
-    client: Mutex<Client>,
+    client: ClientCell,
     url: String,
     encoders: Mutex<HashMap<String, Registered>>,
     ef_search: u32,
@@ -76,7 +79,7 @@ impl PgVectors {
         schema::ensure_registry(&mut tx).map_err(database(url, "creating the registry tables"))?;
         tx.commit().map_err(database(url, "committing the registry tables"))?;
         let store = PgVectors {
-            client: Mutex::new(client),
+            client: ClientCell::new(client),
             url: url.to_owned(),
             encoders: Mutex::new(HashMap::new()),
             ef_search: 128,
@@ -258,8 +261,8 @@ impl PgVectors {
 
     /// The connection, for one call. A dropped transaction rolls back, so a lock poisoned by a
     /// panic leaves a usable connection.
-    pub(crate) fn client(&self) -> MutexGuard<'_, Client> {
-        self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    pub(crate) fn client(&self) -> ClientGuard<'_> {
+        self.client.lock()
     }
 
     fn encoders_cache(&self) -> MutexGuard<'_, HashMap<String, Registered>> {
