@@ -24,7 +24,8 @@ use crate::{progress, stdout::outln};
     Examples:\n  \
     evicortex migrate\n  \
     evicortex migrate --store /var/lib/evicortex --json\n  \
-    evicortex migrate --from /var/lib/evicortex --to postgres://evicortex@db.internal/evicortex")]
+    evicortex migrate --from /var/lib/evicortex \\\n    \
+    --to postgres://evicortex@db.internal/evicortex")]
 pub struct MigrateArgs {
     /// Print the report as JSON.
     #[arg(long)]
