@@ -12,6 +12,18 @@ use std::{
 
 use postgres::Client;
 
+/// A read-only transaction over one snapshot (repeatable read): every read that must see the
+/// ledger as of one moment starts with it.
+pub(crate) fn read_snapshot(
+    client: &mut Client,
+) -> Result<postgres::Transaction<'_>, postgres::Error> {
+    client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+}
+
 /// The connection of a [`crate::PgLedger`] or [`crate::PgVectors`].
 pub(crate) struct ClientCell(Mutex<Option<Client>>);
 

@@ -98,11 +98,7 @@ impl PgLedger {
 
     fn check_head(&self) -> Result<(), ConnectError> {
         let mut client = self.client();
-        let mut tx = client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
+        let mut tx = crate::client_cell::read_snapshot(&mut client)
             .map_err(self.db("starting the head check"))?;
         let corrupted = |detail: String| ConnectError::Corrupted { url: self.url.clone(), detail };
         let head =

@@ -66,12 +66,8 @@ impl PgLedger {
             move |e| E::from(ReadError::Database(db(e)))
         };
         let mut client = self.client();
-        let mut tx = client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(db("starting a read"))?;
+        let mut tx =
+            crate::client_cell::read_snapshot(&mut client).map_err(db("starting a read"))?;
         let query = format!(
             "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records WHERE kind = {KIND_TURN} \
              AND erased_by IS NULL AND {selection}"

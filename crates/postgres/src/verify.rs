@@ -18,12 +18,8 @@ impl PgLedger {
     /// record; from one snapshot. Fails naming the first bad record in ledger order.
     pub fn verify(&self) -> Result<VerifyReport, VerifyError> {
         let mut client = self.client();
-        let mut tx = client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(self.db("starting verify"))?;
+        let mut tx =
+            crate::client_cell::read_snapshot(&mut client).map_err(self.db("starting verify"))?;
         let recorded = head::read_head(&mut tx)
             .map_err(self.db("reading the head"))?
             .map_err(|detail| VerifyError::BadHead { detail })?;
