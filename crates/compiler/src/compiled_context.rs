@@ -169,6 +169,17 @@ pub enum DenseIndexRef {
         /// Seed of the row levels.
         seed: u64,
     },
+    /// pgvector's HNSW index in a PostgreSQL store.
+    PgvectorHnsw {
+        /// Links per element on each layer.
+        m: u32,
+        /// Beam width of construction.
+        ef_construction: u32,
+        /// `hnsw.ef_search` of the search.
+        ef_search: u32,
+    },
+    /// pgvector's exact scan over every admitted vector in a PostgreSQL store.
+    PgvectorExact,
 }
 
 impl From<evicortex_vector::IndexKind> for DenseIndexRef {
@@ -181,6 +192,12 @@ impl From<evicortex_vector::IndexKind> for DenseIndexRef {
                 ef_search: p.ef_search as u32,
                 seed: p.seed,
             },
+            evicortex_vector::IndexKind::Pgvector(Some(p)) => DenseIndexRef::PgvectorHnsw {
+                m: p.m,
+                ef_construction: p.ef_construction,
+                ef_search: p.ef_search,
+            },
+            evicortex_vector::IndexKind::Pgvector(None) => DenseIndexRef::PgvectorExact,
         }
     }
 }
@@ -193,6 +210,11 @@ impl std::fmt::Display for DenseIndexRef {
                 f,
                 "hnsw (m {m}, ef_construction {ef_construction}, ef_search {ef_search}, seed {seed:#x})"
             ),
+            DenseIndexRef::PgvectorHnsw { m, ef_construction, ef_search } => write!(
+                f,
+                "pgvector hnsw (m {m}, ef_construction {ef_construction}, ef_search {ef_search})"
+            ),
+            DenseIndexRef::PgvectorExact => f.write_str("pgvector exact"),
         }
     }
 }

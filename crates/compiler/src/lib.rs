@@ -94,6 +94,9 @@ mod test_corpus;
 mod time_window;
 mod turn_document;
 
+/// Which turns a compile admits (namespace, as-of, erased): exported for dense candidates the
+/// caller fetches itself (a PostgreSQL store's pgvector lists).
+pub use crate::filter::Admission;
 pub use crate::{
     abstain::lexical_coverage,
     candidates::{MAX_ALSO_ENCODERS, Retriever},
@@ -124,7 +127,6 @@ pub use crate::{
 // Pipeline stages, named across the crate's modules but not part of its API.
 pub(crate) use crate::{
     candidates::{RankedList, ScoredKey},
-    filter::Admission,
     fusion::FusedHit,
     pack::{BudgetPlanner, fill_exactly, fit_exactly},
 };

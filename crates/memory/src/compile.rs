@@ -8,15 +8,21 @@
 use std::time::{Duration, Instant};
 
 use evicortex_compiler::{
-    CompileConfig, CompileInputs, CompileQuery, CompiledContext, ContextInputs, DenseConfig,
-    DenseInput, EncoderRef, ReaderTokenizer, RerankConfig, StageTimings, compile_timed,
+    Admission, CompileConfig, CompileInputs, CompileQuery, CompiledContext, ContextInputs,
+    DenseConfig, DenseInput, EncoderRef, ReaderTokenizer, RerankConfig, StageTimings,
+    compile_timed,
 };
 use evicortex_core::Namespace;
 use evicortex_embed::{EmbedError, IdentifiedVector};
 use evicortex_lexical::{Bm25Params, LexicalError};
-use evicortex_vector::VectorError;
+use evicortex_vector::{VectorError, VectorIndexRead};
 
-use crate::{EmbeddingCacheError, ErrorClass, Memory, ReadError, memory::Dense};
+use crate::{
+    EmbeddingCacheError, ErrorClass, Memory, ReadError,
+    index_cache::DenseIndex,
+    memory::Dense,
+    pg_dense::{DenseQuery, PgCandidates},
+};
 
 /// What to compile and how.
 #[derive(Debug, Clone, Copy)]
@@ -97,6 +103,15 @@ pub enum CompileError {
         /// The failure.
         source: evicortex_vector::IndexFileError,
     },
+    /// Storing or searching the namespace's vectors in a PostgreSQL store's pgvector tables
+    /// failed.
+    #[error("namespace {namespace}: pgvector store: {source}")]
+    VectorStore {
+        /// The namespace.
+        namespace: Namespace,
+        /// The failure.
+        source: evicortex_postgres::VectorStoreError,
+    },
     /// Reading vectors from the embedding cache failed.
     #[error("reading turn vectors: {0}")]
     EmbeddingCache(#[from] EmbeddingCacheError),
@@ -137,6 +152,7 @@ impl CompileError {
             CompileError::Corpus { .. } | CompileError::Vector { .. } => ErrorClass::Integrity,
             CompileError::Lexical { .. } | CompileError::IndexFile { .. } => ErrorClass::Internal,
             CompileError::EmbeddingCache(e) => e.class(),
+            CompileError::VectorStore { source, .. } => crate::pg_dense::vector_store_class(source),
             CompileError::Embed(e) => crate::error::embed_class(e),
         }
     }
@@ -246,12 +262,40 @@ impl Memory {
         let also_vectors = also.iter().map(vector_for).collect::<Result<Vec<_>, _>>()?;
         let query_embedding = started.elapsed();
 
+        let as_of = query.as_of.map(|t| t.utc_micros());
+        let admission = Admission::new(&indexes.corpus, as_of);
+        let top_n = match config.dense {
+            DenseConfig::On { top_n } => top_n,
+            DenseConfig::Off => 0,
+        };
+        // A PostgreSQL store's dense lists come from pgvector; the local index (which brought
+        // its vectors there) still gives the coverage and the context vectors.
+        let from_pg = |d: &Dense, vector: &[f32], local: &DenseIndex| {
+            let pg = self.inner.pg_dense.as_ref()?;
+            let asked = DenseQuery { vector, top_n, as_of_micros: as_of };
+            Some(pg.candidates(d, namespace, &asked, &admission, &local.index))
+        };
+        let pg_leading = match (dense, &query_vector, &indexes.dense) {
+            (Some(dense), Some(vector), Some(index)) => {
+                from_pg(dense, vector, index).transpose()?
+            }
+            _ => None,
+        };
+        let pg_also = also
+            .iter()
+            .zip(&also_vectors)
+            .zip(&indexes.also_dense)
+            .map(|((d, vector), index)| {
+                index.as_ref().and_then(|index| from_pg(d, vector, index)).transpose()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+
         let encoder_ref;
         let dense_input = match (dense, &query_vector, &indexes.dense) {
             (Some(dense), Some(vector), Some(index)) => {
                 encoder_ref = encoder_ref_of(dense);
                 Some(DenseInput {
-                    index: &index.index,
+                    index: served(index, pg_leading.as_ref()),
                     query_vector: vector,
                     encoder: &encoder_ref,
                     pending: index.missing.len() as u64,
@@ -268,10 +312,11 @@ impl Memory {
             .iter()
             .zip(&also_vectors)
             .zip(&indexes.also_dense)
-            .filter_map(|((encoder, vector), index)| {
+            .zip(&pg_also)
+            .filter_map(|(((encoder, vector), index), pg)| {
                 let index = index.as_ref()?;
                 Some(DenseInput {
-                    index: &index.index,
+                    index: served(index, pg.as_ref()),
                     query_vector: vector,
                     encoder,
                     pending: index.missing.len() as u64,
@@ -289,6 +334,14 @@ impl Memory {
         };
         let (context, stages) = compile_timed(&inputs, query, config)?;
         Ok(CompileReport { context, stages, index_refresh, query_embedding })
+    }
+}
+
+/// The dense list's source: pgvector's candidates on a PostgreSQL store, else the local index.
+fn served<'a>(local: &'a DenseIndex, pg: Option<&'a PgCandidates>) -> &'a dyn VectorIndexRead {
+    match pg {
+        Some(pg) => pg,
+        None => &local.index,
     }
 }
 

@@ -70,6 +70,10 @@ pub enum OpenError {
     /// schema, failed integrity check): the store is not available, and no other is used.
     #[error(transparent)]
     Postgres(#[from] evicortex_postgres::ConnectError),
+    /// The vector store beside a PostgreSQL ledger could not be opened (no pgvector and no
+    /// right to create it, an encoder stored with another dimension, a server failure).
+    #[error("vector store: {0}")]
+    VectorStore(evicortex_postgres::VectorStoreError),
     /// The local directory of a PostgreSQL store's derived files cannot be used for it.
     #[error("derived files of the PostgreSQL store {url}: {detail}")]
     DerivedDir {
@@ -262,6 +266,7 @@ impl OpenError {
             OpenError::Encoders(_) => ErrorClass::BadInput,
             OpenError::Postgres(e) => postgres_connect_class(e),
             OpenError::DerivedDir { .. } => ErrorClass::BadInput,
+            OpenError::VectorStore(e) => crate::pg_dense::vector_store_class(e),
         }
     }
 }

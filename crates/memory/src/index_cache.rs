@@ -203,6 +203,9 @@ pub(crate) struct DenseIndex {
     looked_up: Option<(u64, usize)>,
     /// Rows of the graph in its index file (`None`: no file written or loaded by this process).
     pub(crate) saved_rows: Option<usize>,
+    /// Whether a PostgreSQL store's pgvector tables hold every vector of this index (after
+    /// that, only the vectors added are stored).
+    pg_synced: bool,
 }
 
 impl NamespaceIndexes {
@@ -427,12 +430,14 @@ fn refresh_dense(
                 index,
                 missing: corpus.evidence().iter().filter(|e| e.id > covers).map(pending).collect(),
                 looked_up: None,
+                pg_synced: false,
             },
             None => DenseIndex {
                 index: WindowedIndex::new(ExactIndex::new(dense.encoder.identity().dimension)),
                 missing: corpus.evidence().iter().map(pending).collect(),
                 looked_up: None,
                 saved_rows: None,
+                pg_synced: false,
             },
         });
     }
@@ -468,6 +473,11 @@ fn refresh_dense(
         index.missing.retain(|(turn, _)| !found.contains(turn));
     }
     index.looked_up = Some((generation, index.missing.len()));
+    if let Some(pg) = &memory.inner.pg_dense {
+        let turns = index.pg_synced.then_some(added.as_slice());
+        pg.sync(dense, namespace, &index.index, corpus, turns)?;
+        index.pg_synced = true;
+    }
     index.mark_covered(covers, namespace)?;
     ann::grow(memory, dense, namespace, index, covers)?;
     Ok(added)

@@ -63,6 +63,7 @@ mod ledger_backend;
 mod memory;
 mod migrate;
 mod migrate_postgres;
+mod pg_dense;
 mod rerankers;
 mod stats;
 mod store_encoders;

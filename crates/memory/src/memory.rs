@@ -26,6 +26,7 @@ use crate::{
     group_commit::{GroupCommit, GroupCommitStats},
     index_cache::{DEFAULT_INDEX_CACHE_BYTES, IndexCache},
     ledger_backend::LedgerBackend,
+    pg_dense::PgDense,
     store_location::{StoreLocation, claim_derived_dir},
 };
 
@@ -55,6 +56,9 @@ pub(crate) struct Inner {
     pub(crate) also_dense: Vec<Dense>,
     /// The embedding cache, when the store has one (also in `dense` with an encoder).
     cache: Option<Arc<EmbeddingCache>>,
+    /// A PostgreSQL store's vectors in pgvector, where its dense candidates come from (with an
+    /// encoder, or when the database already has them: erasures purge them).
+    pub(crate) pg_dense: Option<Arc<PgDense>>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
     /// Every derived store, purged on erasure: the embedding cache (when the store has one), the
     /// compile indexes, and any store a caller attaches.
@@ -93,6 +97,14 @@ impl std::fmt::Debug for TestHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TestHook")
     }
+}
+
+/// A store's ledger, where its derived files go, and its PostgreSQL URL (with the password,
+/// for further connections) when it is a database.
+struct OpenedLedger {
+    dir: PathBuf,
+    ledger: LedgerBackend,
+    url: Option<String>,
 }
 
 /// The encoder a memory embeds with, and the content-addressed cache of its vectors.
@@ -263,7 +275,7 @@ impl MemoryBuilder {
     /// vectors of texts that an interrupted erasure left behind are dropped.
     pub fn open(&self) -> Result<Memory, OpenError> {
         self.check_encoders()?;
-        let (dir, ledger) = self.open_ledger(OpenMode::ReadWrite)?;
+        let OpenedLedger { dir, ledger, url } = self.open_ledger(OpenMode::ReadWrite)?;
         let cache = if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() {
             let cache = EmbeddingCache::open(&dir)?;
             cache.reconcile(&ledger)?;
@@ -285,6 +297,14 @@ impl MemoryBuilder {
                 also_dense.push(Dense { encoder: Arc::clone(encoder), cache: Arc::clone(cache) });
             }
         }
+        let pg_dense = match &url {
+            Some(url) if dense.is_some() => {
+                let encoders: Vec<&Dense> = dense.iter().chain(&also_dense).collect();
+                Some(Arc::new(PgDense::connect(url, &encoders)?))
+            }
+            Some(url) => PgDense::connect_existing(url)?.map(Arc::new),
+            None => None,
+        };
         let ann_dir = dir.join(crate::VECTOR_INDEX_DIR);
         crate::ann::reconcile(&ann_dir, &ledger)?;
         let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, Some(ann_dir)));
@@ -293,6 +313,9 @@ impl MemoryBuilder {
             derived.push(cache.clone());
         }
         derived.extend(self.reranker_store.clone());
+        if let Some(pg_dense) = &pg_dense {
+            derived.push(pg_dense.clone());
+        }
         let background = self.background_embedding && dense.is_some();
         let memory = Memory::from_inner(Inner {
             dir,
@@ -300,6 +323,7 @@ impl MemoryBuilder {
             dense,
             also_dense,
             cache,
+            pg_dense,
             reranker: self.reranker.clone(),
             derived: RwLock::new(derived),
             writes: Mutex::default(),
@@ -351,7 +375,7 @@ impl MemoryBuilder {
     /// only inspected); a PostgreSQL store's derived directory is created and claimed for its
     /// database. A PostgreSQL server that does not answer is an error naming it: never a fallback
     /// to an embedded ledger.
-    fn open_ledger(&self, mode: OpenMode) -> Result<(PathBuf, LedgerBackend), OpenError> {
+    fn open_ledger(&self, mode: OpenMode) -> Result<OpenedLedger, OpenError> {
         let location = match (StoreLocation::parse(&self.dir)?, &self.derived_dir) {
             (StoreLocation::Postgres { url, .. }, Some(derived)) => {
                 StoreLocation::Postgres { url, derived: derived.clone() }
@@ -365,12 +389,16 @@ impl MemoryBuilder {
                         .map_err(|source| OpenError::CreateDir { path: dir.clone(), source })?;
                 }
                 let ledger = Ledger::open_with(&dir.join(LEDGER_FILE), mode)?;
-                Ok((dir, LedgerBackend::Embedded(ledger)))
+                Ok(OpenedLedger { dir, ledger: LedgerBackend::Embedded(ledger), url: None })
             }
             StoreLocation::Postgres { url, derived } => {
                 let ledger = PgLedger::connect(&url)?;
                 claim_derived_dir(&derived, &url)?;
-                Ok((derived, LedgerBackend::Postgres(ledger)))
+                Ok(OpenedLedger {
+                    dir: derived,
+                    ledger: LedgerBackend::Postgres(ledger),
+                    url: Some(url),
+                })
             }
         }
     }
@@ -379,7 +407,7 @@ impl MemoryBuilder {
     /// check is reported by [`Memory::open_problem`] instead of refusing, so that
     /// [`Memory::verify`] can name the first bad record. No derived store is opened.
     pub fn open_read_only(&self) -> Result<Memory, OpenError> {
-        let (dir, ledger) = self.open_ledger(OpenMode::Inspect)?;
+        let OpenedLedger { dir, ledger, .. } = self.open_ledger(OpenMode::Inspect)?;
         let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, None));
         Ok(Memory::from_inner(Inner {
             dir,
@@ -387,6 +415,7 @@ impl MemoryBuilder {
             dense: None,
             also_dense: Vec::new(),
             cache: None,
+            pg_dense: None,
             reranker: self.reranker.clone(),
             derived: RwLock::new(vec![indexes.clone()]),
             writes: Mutex::default(),

@@ -32,6 +32,7 @@
 
 mod error;
 mod literal;
+mod mirror;
 mod schema;
 mod scrub;
 mod search;

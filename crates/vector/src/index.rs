@@ -44,6 +44,21 @@ pub enum IndexKind {
     Exact,
     /// An HNSW graph with these parameters ([`crate::HnswIndex`]).
     Hnsw(crate::HnswParams),
+    /// pgvector in a PostgreSQL store: its HNSW index with these parameters, or (`None`) its
+    /// exact scan over every admitted vector.
+    Pgvector(Option<PgvectorHnsw>),
+}
+
+/// The parameters of a pgvector HNSW search: how the index was built, and the beam it searched
+/// with.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct PgvectorHnsw {
+    /// Links per element on each layer.
+    pub m: u32,
+    /// Beam width of construction.
+    pub ef_construction: u32,
+    /// `hnsw.ef_search` of the search.
+    pub ef_search: u32,
 }
 
 /// Adding to an index. Removal is by rebuilding (erasure rebuilds the namespace's index).

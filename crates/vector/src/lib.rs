@@ -36,7 +36,7 @@ pub use crate::{
         index_file_prefix, index_file_state, read_index_header, remove_abandoned_temporaries,
         remove_index_file,
     },
-    index::{IndexKind, VectorError, VectorHit, VectorIndex, VectorIndexRead},
+    index::{IndexKind, PgvectorHnsw, VectorError, VectorHit, VectorIndex, VectorIndexRead},
     key::IndexKey,
     row_map::{RowMap, VectorRow},
     windowed::{WindowKey, WindowedIndex},

@@ -24,6 +24,8 @@ mod fused_encoders;
 mod incremental_indexes;
 /// The same scenario on the embedded ledger and on PostgreSQL.
 mod postgres_backend;
+/// A PostgreSQL store's dense candidates from pgvector, and its vectors purged on erasure.
+mod postgres_vectors;
 /// The store directory and the embedding cache are private to their owner.
 #[cfg(unix)]
 mod private_files;

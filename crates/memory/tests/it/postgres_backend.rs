@@ -13,14 +13,14 @@ use evicortex::{
 use crate::incremental_indexes::{compile_alice, pinned_encoder};
 
 /// A database of its own on the test server, dropped with its connections at the end.
-struct TestDb {
-    url: String,
+pub(crate) struct TestDb {
+    pub(crate) url: String,
     name: String,
     server: String,
 }
 
 impl TestDb {
-    fn new() -> TestDb {
+    pub(crate) fn new() -> TestDb {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let server = std::env::var("EVICORTEX_TEST_POSTGRES_URL").unwrap_or_else(|_| {
             panic!(
@@ -79,13 +79,13 @@ impl Backend {
     }
 }
 
-const TURNS: &str = r#"{"namespace":"alice","session":"s1","turn":0,"role":"user","speaker":"Ann","text":"I swam across Lake Tahoe last summer.","time":"2024-06-02T10:00:00Z"}
+pub(crate) const TURNS: &str = r#"{"namespace":"alice","session":"s1","turn":0,"role":"user","speaker":"Ann","text":"I swam across Lake Tahoe last summer.","time":"2024-06-02T10:00:00Z"}
 {"namespace":"alice","session":"s1","turn":1,"role":"assistant","text":"That sounds cold and long.","time":"2024-06-02T10:01:00Z"}
 {"namespace":"alice","session":"s2","turn":0,"role":"user","speaker":"Bo","text":"My cello lessons start on Tuesday.","time":"2024-07-09T18:00:00Z"}
 {"namespace":"alice","session":"s2","turn":1,"role":"user","speaker":"Bo","text":"The teacher said to practise scales every day.","time":"2024-07-09T18:02:00Z"}
 {"namespace":"alice","session":"s3","turn":0,"role":"user","speaker":"Ann","text":"The marathon is in May next year.","time":"2024-08-01T08:00:00Z"}"#;
 
-fn turns(jsonl: &str) -> Vec<evicortex::Turn> {
+pub(crate) fn turns(jsonl: &str) -> Vec<evicortex::Turn> {
     parse_jsonl("inline", jsonl.as_bytes(), &IngestOptions::default()).unwrap()
 }
 

@@ -190,9 +190,10 @@ fn create_encoder_table(
         "CREATE TABLE {table} (
              namespace    TEXT NOT NULL,
              number       BIGINT NOT NULL CHECK (number > 0),
+             segment      INTEGER NOT NULL CHECK (segment >= 0),
              event_utc_us BIGINT NOT NULL,
              embedding    vector({dim}) NOT NULL,
-             PRIMARY KEY (namespace, number)
+             PRIMARY KEY (namespace, number, segment)
          ) PARTITION BY LIST (namespace);
          CREATE INDEX {table}_hnsw ON {table}
              USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {ef});
@@ -217,6 +218,23 @@ fn check_column(
             &[&table],
         )?
         .map(|row| row.get(0));
+    let has_segment: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+             WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace \
+               AND a.attname = 'segment' AND NOT a.attisdropped)",
+            &[&table],
+        )?
+        .get(0);
+    if !has_segment {
+        return Err(RegisterError::Refused(VectorStoreError::Inconsistent {
+            url: url.to_owned(),
+            detail: format!(
+                "table {table} has no segment column (it was made by an earlier version); \
+                 the vector tables are derived data: drop them and they are rebuilt"
+            ),
+        }));
+    }
     if typmod.and_then(|t| usize::try_from(t).ok()) != Some(registered.dim) {
         return Err(RegisterError::Refused(VectorStoreError::Inconsistent {
             url: url.to_owned(),
@@ -281,7 +299,7 @@ fn partition_name(encoder: &Registered, id: i32) -> String {
     partition_name_of(encoder.id, id)
 }
 
-fn partition_name_of(encoder: i32, partition: i32) -> String {
+pub(crate) fn partition_name_of(encoder: i32, partition: i32) -> String {
     format!("vectors_e{encoder}_p{partition}")
 }
 

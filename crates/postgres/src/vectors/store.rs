@@ -25,11 +25,14 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// pgvector accepts `hnsw.ef_search` in 1..=1000.
 pub(crate) const MAX_EF_SEARCH: u32 = 1000;
 
-/// One vector to store: the record it embeds and the record's event time.
+/// One vector to store: the record it embeds (and which segment of the record's text, for a
+/// text embedded in several windows) and the record's event time.
 #[derive(Copy, Clone, Debug)]
 pub struct StoredVector<'a> {
     /// The record's number in its namespace.
     pub record: TurnId,
+    /// Which window of the record's text (0 for a text embedded whole).
+    pub segment: u32,
     /// The record's event time, UTC microseconds (what the as-of filter compares).
     pub event_utc_micros: i64,
     /// The vector (any non-zero finite vector; it is stored scaled to unit length).
@@ -59,15 +62,7 @@ impl PgVectors {
     /// TLS), checks the `vector` extension, creates the store's registry tables if missing and
     /// finishes any rewrite a removal still owes ([`PgVectors::scrub`]).
     pub fn connect(url: &str) -> Result<PgVectors, VectorStoreError> {
-        let shown = redact_password(url);
-        let mut config = Config::from_str(url).map_err(database(&shown, "parsing the URL"))?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("evicortex");
-        }
-        let client = config.connect(NoTls).map_err(database(&shown, "connecting"))?;
+        let (client, shown) = connect_client(url)?;
         PgVectors::open(client, &shown)
     }
 
@@ -130,7 +125,7 @@ impl PgVectors {
     }
 
     /// Stores `rows` of `identity`'s encoder for `namespace`, all or none. Refuses a vector of
-    /// another dimension, an unusable vector, and a record that already has one.
+    /// another dimension, an unusable vector, and a record segment that already has one.
     pub fn insert(
         &self,
         identity: &str,
@@ -138,45 +133,29 @@ impl PgVectors {
         rows: &[StoredVector<'_>],
     ) -> Result<(), VectorStoreError> {
         let encoder = self.encoder(identity)?;
-        let mut prepared = Vec::with_capacity(rows.len());
-        for row in rows {
-            let number = record_number(row.record)?;
-            if row.vector.len() != encoder.dim {
-                return Err(VectorStoreError::Dimension {
-                    identity: identity.to_owned(),
-                    namespace: namespace.clone(),
-                    record: Some(row.record),
-                    got: row.vector.len(),
-                    expected: encoder.dim,
-                });
-            }
-            let unit =
-                literal::unit(row.vector).map_err(|reason| VectorStoreError::InvalidVector {
-                    namespace: namespace.clone(),
-                    record: Some(row.record),
-                    reason,
-                })?;
-            prepared.push((row.record, number, row.event_utc_micros, literal::text(&unit)));
-        }
+        let prepared = prepare(&encoder, identity, namespace, rows)?;
         let mut client = self.client();
         let mut tx = client.transaction().map_err(self.db("starting the insert"))?;
         let partition = schema::ensure_partition(&mut tx, &encoder, namespace.as_str())
             .map_err(self.db("creating the namespace's partition"))?;
         let statement = tx
             .prepare(&format!(
-                "INSERT INTO {partition} (namespace, number, event_utc_us, embedding) \
-                 VALUES ($1, $2, $3, $4::text::vector) ON CONFLICT DO NOTHING"
+                "INSERT INTO {partition} (namespace, number, segment, event_utc_us, embedding) \
+                 VALUES ($1, $2, $3, $4, $5::text::vector) ON CONFLICT DO NOTHING"
             ))
             .map_err(self.db("preparing the insert"))?;
-        for (record, number, time, text) in &prepared {
+        for row in &prepared {
             let inserted = tx
-                .execute(&statement, &[&namespace.as_str(), number, time, text])
+                .execute(
+                    &statement,
+                    &[&namespace.as_str(), &row.number, &row.segment, &row.time, &row.text],
+                )
                 .map_err(self.db("inserting a vector"))?;
             if inserted == 0 {
                 return Err(VectorStoreError::DuplicateRecord {
                     identity: identity.to_owned(),
                     namespace: namespace.clone(),
-                    record: *record,
+                    record: row.record,
                 });
             }
         }
@@ -275,7 +254,7 @@ impl PgVectors {
     }
 }
 
-fn database<'u>(
+pub(crate) fn database<'u>(
     url: &'u str,
     op: &'static str,
 ) -> impl Fn(postgres::Error) -> VectorStoreError + 'u {
@@ -292,8 +271,22 @@ fn record_number(record: TurnId) -> Result<i64, VectorStoreError> {
     })
 }
 
+/// A connection to `url`, with the URL as errors show it (without its password).
+pub(crate) fn connect_client(url: &str) -> Result<(Client, String), VectorStoreError> {
+    let shown = redact_password(url);
+    let mut config = Config::from_str(url).map_err(database(&shown, "parsing the URL"))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("evicortex");
+    }
+    let client = config.connect(NoTls).map_err(database(&shown, "connecting"))?;
+    Ok((client, shown))
+}
+
 /// Refuses a database without pgvector, or with one older than 0.5 (no HNSW).
-fn check_extension(client: &mut Client, url: &str) -> Result<(), VectorStoreError> {
+pub(crate) fn check_extension(client: &mut Client, url: &str) -> Result<(), VectorStoreError> {
     let version: Option<String> = client
         .query_opt("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[])
         .map_err(database(url, "looking for the vector extension"))?
@@ -313,4 +306,55 @@ fn check_extension(client: &mut Client, url: &str) -> Result<(), VectorStoreErro
         });
     }
     Ok(())
+}
+
+/// A checked row, as sent.
+pub(crate) struct PreparedRow {
+    pub record: TurnId,
+    pub number: i64,
+    pub segment: i32,
+    pub time: i64,
+    pub text: String,
+}
+
+/// `rows` checked against `encoder` (dimension, usable vector, record number) and scaled to
+/// unit length, or the first one refused.
+pub(crate) fn prepare(
+    encoder: &Registered,
+    identity: &str,
+    namespace: &Namespace,
+    rows: &[StoredVector<'_>],
+) -> Result<Vec<PreparedRow>, VectorStoreError> {
+    rows.iter()
+        .map(|row| {
+            let number = record_number(row.record)?;
+            if row.vector.len() != encoder.dim {
+                return Err(VectorStoreError::Dimension {
+                    identity: identity.to_owned(),
+                    namespace: namespace.clone(),
+                    record: Some(row.record),
+                    got: row.vector.len(),
+                    expected: encoder.dim,
+                });
+            }
+            let unit =
+                literal::unit(row.vector).map_err(|reason| VectorStoreError::InvalidVector {
+                    namespace: namespace.clone(),
+                    record: Some(row.record),
+                    reason,
+                })?;
+            let segment =
+                i32::try_from(row.segment).map_err(|_| VectorStoreError::InvalidParameter {
+                    field: "segment",
+                    reason: format!("is {}; at most {}", row.segment, i32::MAX),
+                })?;
+            Ok(PreparedRow {
+                record: row.record,
+                number,
+                segment,
+                time: row.event_utc_micros,
+                text: literal::text(&unit),
+            })
+        })
+        .collect()
 }

@@ -46,6 +46,7 @@ fn the_as_of_boundary_is_inclusive() {
     let times = [t - 1, t, t + 1];
     let batch: Vec<StoredVector<'_>> = (0..3)
         .map(|i| StoredVector {
+            segment: 0,
             record: TurnId::from_raw(i as u64 + 1),
             event_utc_micros: times[i],
             vector: &vectors[i],

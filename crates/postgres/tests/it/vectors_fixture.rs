@@ -93,7 +93,12 @@ pub fn insert(store: &PgVectors, identity: &str, namespace: &str, rows: &[Row]) 
     for batch in rows.chunks(500) {
         let batch: Vec<StoredVector<'_>> = batch
             .iter()
-            .map(|r| StoredVector { record: r.record, event_utc_micros: r.time, vector: &r.vector })
+            .map(|r| StoredVector {
+                segment: 0,
+                record: r.record,
+                event_utc_micros: r.time,
+                vector: &r.vector,
+            })
             .collect();
         store.insert(identity, &ns(namespace), &batch).unwrap();
     }

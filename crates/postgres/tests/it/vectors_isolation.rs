@@ -53,7 +53,12 @@ fn an_encoder_of_another_dimension_is_refused() {
         .insert(
             "minilm",
             &ns("alice"),
-            &[StoredVector { record: TurnId::from_raw(7), event_utc_micros: 0, vector: &wide }],
+            &[StoredVector {
+                segment: 0,
+                record: TurnId::from_raw(7),
+                event_utc_micros: 0,
+                vector: &wide,
+            }],
         )
         .unwrap_err();
     assert!(
@@ -86,7 +91,12 @@ fn unusable_and_duplicate_vectors_are_refused_and_nothing_is_stored() {
         store.insert(
             "enc",
             &ns("alice"),
-            &[StoredVector { record: TurnId::from_raw(record), event_utc_micros: 0, vector }],
+            &[StoredVector {
+                segment: 0,
+                record: TurnId::from_raw(record),
+                event_utc_micros: 0,
+                vector,
+            }],
         )
     };
     assert!(matches!(store_one(1, &[0.0, 0.0]), Err(VectorStoreError::InvalidVector { .. })));
@@ -99,11 +109,13 @@ fn unusable_and_duplicate_vectors_are_refused_and_nothing_is_stored() {
             &ns("alice"),
             &[
                 StoredVector {
+                    segment: 0,
                     record: TurnId::from_raw(2),
                     event_utc_micros: 0,
                     vector: &[0.0, 1.0],
                 },
                 StoredVector {
+                    segment: 0,
                     record: TurnId::from_raw(1),
                     event_utc_micros: 0,
                     vector: &[1.0, 1.0],
