@@ -35,7 +35,8 @@ pub(crate) struct PgDense {
 impl PgDense {
     /// The vector store for a memory embedding with `encoders`: connected (pgvector installed
     /// when missing and allowed), each encoder registered, and the vectors of erased turns an
-    /// interrupted erasure left removed.
+    /// interrupted erasure left removed. On a read replica nothing is written: the encoders
+    /// must be registered on the primary already.
     pub(crate) fn connect(url: &str, encoders: &[&Dense]) -> Result<PgDense, OpenError> {
         let vectors = PgVectors::connect_for_ledger(url).map_err(OpenError::VectorStore)?;
         for dense in encoders {
@@ -46,7 +47,9 @@ impl PgDense {
             };
             vectors.register(&space).map_err(OpenError::VectorStore)?;
         }
-        vectors.remove_erased().map_err(OpenError::VectorStore)?;
+        if !vectors.is_read_only() {
+            vectors.remove_erased().map_err(OpenError::VectorStore)?;
+        }
         Ok(PgDense { vectors })
     }
 
@@ -57,12 +60,15 @@ impl PgDense {
         else {
             return Ok(None);
         };
-        vectors.remove_erased().map_err(OpenError::VectorStore)?;
+        if !vectors.is_read_only() {
+            vectors.remove_erased().map_err(OpenError::VectorStore)?;
+        }
         Ok(Some(PgDense { vectors }))
     }
 
     /// Stores the local vectors of `turns` (every turn of `corpus` when `None`, minus those
-    /// already stored) under `dense`'s encoder.
+    /// already stored) under `dense`'s encoder. On a read replica nothing is stored: its dense
+    /// lists hold the vectors the primary's processes stored and the replica replayed.
     pub(crate) fn sync(
         &self,
         dense: &Dense,
@@ -71,6 +77,9 @@ impl PgDense {
         corpus: &Corpus,
         turns: Option<&[TurnId]>,
     ) -> Result<(), CompileError> {
+        if self.vectors.is_read_only() {
+            return Ok(());
+        }
         let identity = identity(dense);
         let store_err = |source| CompileError::VectorStore { namespace: namespace.clone(), source };
         let (stored, turns): (HashSet<(TurnId, u32)>, Vec<TurnId>) = match turns {
@@ -236,7 +245,9 @@ pub(crate) fn vector_store_class(e: &VectorStoreError) -> ErrorClass {
         VectorStoreError::Database { .. } | VectorStoreError::ScrubIncomplete { .. } => {
             ErrorClass::Io
         }
-        VectorStoreError::Extension { .. } => ErrorClass::BadInput,
+        VectorStoreError::Extension { .. }
+        | VectorStoreError::ReadOnlyReplica { .. }
+        | VectorStoreError::UnknownEncoder { .. } => ErrorClass::BadInput,
         VectorStoreError::EncoderMismatch { .. } | VectorStoreError::Inconsistent { .. } => {
             ErrorClass::Integrity
         }

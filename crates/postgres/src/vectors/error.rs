@@ -104,6 +104,15 @@ pub enum VectorStoreError {
         /// Why it was not rewritten.
         detail: String,
     },
+    /// A write sent to a read replica (a hot standby): vectors are stored on the primary.
+    #[error(
+        "the vector store at {url} is a read replica: vectors are stored (and removed) on the \
+         primary, whose writes the replica replays"
+    )]
+    ReadOnlyReplica {
+        /// The connection string, without its password.
+        url: String,
+    },
     /// The tables found do not match what the store records about them (left unchanged).
     #[error("the vector store at {url} is inconsistent: {detail}")]
     Inconsistent {

@@ -96,6 +96,7 @@ impl PgVectors {
         namespace: &Namespace,
         rows: &[StoredVector<'_>],
     ) -> Result<u64, VectorStoreError> {
+        self.check_writable()?;
         if rows.is_empty() {
             return Ok(0);
         }
@@ -137,6 +138,7 @@ impl PgVectors {
     /// rewrites the partitions that lost one: an erasure interrupted between the ledger and its
     /// purge leaves no vector behind once this has run. Returns the rows removed.
     pub fn remove_erased(&self) -> Result<u64, VectorStoreError> {
+        self.check_writable()?;
         let removed = {
             let mut client = self.client();
             let mut tx = client.transaction().map_err(self.db("starting the reconcile"))?;

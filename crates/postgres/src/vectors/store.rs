@@ -46,6 +46,8 @@ pub struct PgVectors {
     url: String,
     encoders: Mutex<HashMap<String, Registered>>,
     ef_search: u32,
+    /// Connected to a hot standby: searches only.
+    read_only: bool,
 }
 
 impl std::fmt::Debug for PgVectors {
@@ -70,18 +72,43 @@ impl PgVectors {
     /// its password: see [`crate::redact_password`]).
     pub fn open(mut client: Client, url: &str) -> Result<PgVectors, VectorStoreError> {
         check_extension(&mut client, url)?;
-        let mut tx = client.transaction().map_err(database(url, "starting the schema check"))?;
-        schema::ensure_registry(&mut tx).map_err(database(url, "creating the registry tables"))?;
-        tx.commit().map_err(database(url, "committing the registry tables"))?;
+        let read_only: bool = client
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .map_err(database(url, "asking whether the server is a replica"))?
+            .get(0);
+        if !read_only {
+            let mut tx =
+                client.transaction().map_err(database(url, "starting the schema check"))?;
+            schema::ensure_registry(&mut tx)
+                .map_err(database(url, "creating the registry tables"))?;
+            tx.commit().map_err(database(url, "committing the registry tables"))?;
+        }
         let store = PgVectors {
             client: ClientCell::new(client),
             url: url.to_owned(),
             encoders: Mutex::new(HashMap::new()),
             ef_search: 128,
+            read_only,
         };
-        // A removal whose rewrite was interrupted is finished before the store is used.
-        store.scrub()?;
+        // A removal whose rewrite was interrupted is finished before the store is used (on the
+        // primary: a replica replays its rewrite).
+        if !read_only {
+            store.scrub()?;
+        }
         Ok(store)
+    }
+
+    /// Whether the store is a read replica (a hot standby), which searches but refuses writes.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Refuses a write on a replica before anything is sent.
+    pub(crate) fn check_writable(&self) -> Result<(), VectorStoreError> {
+        if self.read_only {
+            return Err(VectorStoreError::ReadOnlyReplica { url: self.url.clone() });
+        }
+        Ok(())
     }
 
     /// The same store searching with `hnsw.ef_search` at least `ef_search` (default 128, the
@@ -112,6 +139,9 @@ impl PgVectors {
     /// already exists). Refuses an identity registered with another dimension.
     pub fn register(&self, space: &EncoderSpace) -> Result<HnswBuild, VectorStoreError> {
         schema::check_space(space)?;
+        if self.read_only {
+            return self.registered_on_replica(space);
+        }
         let mut client = self.client();
         let mut tx = client.transaction().map_err(self.db("starting the registration"))?;
         let registered = schema::register(&mut tx, &self.url, space).map_err(|e| match e {
@@ -132,6 +162,7 @@ impl PgVectors {
         namespace: &Namespace,
         rows: &[StoredVector<'_>],
     ) -> Result<(), VectorStoreError> {
+        self.check_writable()?;
         let encoder = self.encoder(identity)?;
         let prepared = prepare(&encoder, identity, namespace, rows)?;
         let mut client = self.client();
@@ -176,6 +207,7 @@ impl PgVectors {
         namespace: &Namespace,
         records: &[TurnId],
     ) -> Result<u64, VectorStoreError> {
+        self.check_writable()?;
         let numbers = records.iter().map(|&r| record_number(r)).collect::<Result<Vec<_>, _>>()?;
         let removed = {
             let mut client = self.client();
@@ -236,6 +268,24 @@ impl PgVectors {
             .ok_or_else(|| VectorStoreError::UnknownEncoder { identity: identity.to_owned() })?;
         self.encoders_cache().insert(identity.to_owned(), found.clone());
         Ok(found)
+    }
+
+    /// On a replica, an encoder is only looked up: one the primary never registered has no
+    /// vectors to search, which is refused rather than answered with an empty list.
+    fn registered_on_replica(&self, space: &EncoderSpace) -> Result<HnswBuild, VectorStoreError> {
+        let found = schema::find(&mut *self.client(), &space.identity)
+            .map_err(self.db("reading the encoder registry"))?
+            .ok_or_else(|| VectorStoreError::UnknownEncoder { identity: space.identity.clone() })?;
+        if found.dim != space.dim {
+            return Err(VectorStoreError::EncoderMismatch {
+                identity: space.identity.clone(),
+                stored: found.dim,
+                requested: space.dim,
+            });
+        }
+        let hnsw = found.hnsw;
+        self.encoders_cache().insert(space.identity.clone(), found);
+        Ok(hnsw)
     }
 
     /// The connection, for one call. A dropped transaction rolls back, so a lock poisoned by a
