@@ -58,9 +58,17 @@ pub fn is_postgres_url(store: &str) -> bool {
 }
 
 /// The directory where a front end keeps the files of the store `store` names (`encoders.json`,
-/// keys, locks): the store directory itself, or a PostgreSQL store's derived directory.
+/// keys, locks): the store directory itself, or a PostgreSQL store's derived directory, created
+/// and claimed for its database first (as opening the store does), so that a file written
+/// there before the first open (a key, a lock) does not leave it unclaimed.
 pub fn store_files_dir(store: &Path) -> Result<PathBuf, OpenError> {
-    Ok(StoreLocation::parse(store)?.derived_dir().to_owned())
+    match StoreLocation::parse(store)? {
+        StoreLocation::Directory(dir) => Ok(dir),
+        StoreLocation::Postgres { url, derived } => {
+            claim_derived_dir(&derived, &url)?;
+            Ok(derived)
+        }
+    }
 }
 
 fn default_derived_dir(url: &str) -> Result<PathBuf, OpenError> {

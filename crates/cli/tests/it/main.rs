@@ -42,6 +42,8 @@ mod model_embed;
 /// Store files private to their owner whatever the umask.
 #[cfg(unix)]
 mod permissions;
+/// `serve` and `mcp` on a PostgreSQL store: append, compile from pgvector, erase, verify.
+mod postgres_front_ends;
 /// The evaluation's compiled contexts are `evicortex compile --json`'s, byte for byte.
 mod product_path;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.

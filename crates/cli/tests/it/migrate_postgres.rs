@@ -7,14 +7,14 @@ use std::path::Path;
 use crate::cli::{command, ok, run, sample};
 
 /// A database of its own on the test server, dropped at the end.
-struct TestDb {
-    url: String,
+pub(crate) struct TestDb {
+    pub(crate) url: String,
     name: String,
     server: String,
 }
 
 impl TestDb {
-    fn new() -> TestDb {
+    pub(crate) fn new() -> TestDb {
         let server = std::env::var("EVICORTEX_TEST_POSTGRES_URL").unwrap_or_else(|_| {
             panic!(
                 "EVICORTEX_TEST_POSTGRES_URL is not set: this test needs a PostgreSQL server. \
@@ -25,7 +25,9 @@ impl TestDb {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .subsec_nanos();
-        let name = format!("evicortex_cli_migrate_{}_{nanos}", std::process::id());
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("evicortex_cli_{}_{next}_{nanos}", std::process::id());
         let mut admin = postgres::Client::connect(&server, postgres::NoTls)
             .unwrap_or_else(|e| panic!("connecting to the test server: {e}"));
         admin
