@@ -56,7 +56,8 @@ pub struct AnswersArgs {
     /// `export` (cache to file) or `import` (file into cache).
     #[arg(value_parser = ["export", "import"])]
     pub direction: String,
-    /// The answer cache (the run's `--answer-cache`; default answers.sqlite in the store).
+    /// The answer cache (the run's `--answer-cache`; default answers.sqlite in the store's
+    /// directory, or a PostgreSQL store's derived directory).
     #[arg(long, value_name = "FILE")]
     pub cache: Option<PathBuf>,
     /// The JSON-lines file.
@@ -163,7 +164,8 @@ pub struct EvalRunArgs {
     #[arg(long, default_value_t = 48, value_name = "N")]
     pub max_new_tokens: u32,
     /// The answer cache (answers by reader identity, prompt digest and decoding: reruns
-    /// resume). Default: answers.sqlite in the store directory.
+    /// resume). Default: answers.sqlite in the store directory (a PostgreSQL store's derived
+    /// directory).
     #[arg(long, value_name = "FILE", requires = "reader")]
     pub answer_cache: Option<PathBuf>,
     /// Only ingest the selected questions into the store and embed them (resumable), then stop.
@@ -175,7 +177,10 @@ pub struct EvalRunArgs {
 }
 
 fn carry_answers(store: &Path, args: &AnswersArgs) -> anyhow::Result<()> {
-    let cache = args.cache.clone().unwrap_or_else(|| store.join("answers.sqlite"));
+    let cache = match &args.cache {
+        Some(cache) => cache.clone(),
+        None => default_answer_cache(store)?,
+    };
     let (verb, n) = match args.direction.as_str() {
         "export" => ("exported", evicortex_eval::reader_stage::export_answers(&cache, &args.file)?),
         _ => ("imported", evicortex_eval::reader_stage::import_answers(&cache, &args.file)?),
@@ -187,6 +192,12 @@ fn carry_answers(store: &Path, args: &AnswersArgs) -> anyhow::Result<()> {
         args.file.display()
     )?;
     Ok(())
+}
+
+/// answers.sqlite where the store keeps its local files: the store directory, or a PostgreSQL
+/// store's derived directory (a URL is no directory to write into).
+fn default_answer_cache(store: &Path) -> anyhow::Result<PathBuf> {
+    Ok(evicortex::store_files_dir(store)?.join("answers.sqlite"))
 }
 
 /// Runs `evicortex eval`.
@@ -216,7 +227,10 @@ pub fn run_eval(store: &Path, args: &EvalArgs) -> anyhow::Result<()> {
             reader: reader.clone(),
             judge,
             max_new_tokens: run_args.max_new_tokens,
-            cache: run_args.answer_cache.clone().unwrap_or_else(|| store.join("answers.sqlite")),
+            cache: match &run_args.answer_cache {
+                Some(cache) => cache.clone(),
+                None => default_answer_cache(store)?,
+            },
         });
     }
     if run_args.embed_only {

@@ -167,3 +167,22 @@ async fn mcp_session(db: &TestDb, derived: &Path) {
     assert!(!after.to_string().contains("Porto"), "forgotten text came back: {after}");
     client.cancel().await.expect("close the session");
 }
+
+#[test]
+fn the_answer_cache_of_a_postgres_store_defaults_to_its_derived_directory() {
+    let db = TestDb::new();
+    let derived = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let file = elsewhere.path().join("answers.jsonl");
+    fs_err::write(&file, "").unwrap();
+    let mut import = evicortex(&db.url, derived.path());
+    import.args(["eval", "answers", "import", "--file"]).arg(&file);
+    let out = ok(import);
+    let cache = derived.path().join("answers.sqlite");
+    assert!(out.contains(&format!("imported 0 answers ({} <->", cache.display())), "{out}");
+    assert!(cache.exists(), "{out}");
+    let mut export = evicortex(&db.url, derived.path());
+    export.args(["eval", "answers", "export", "--file"]).arg(&file);
+    let out = ok(export);
+    assert!(out.contains(&format!("exported 0 answers ({} <->", cache.display())), "{out}");
+}
