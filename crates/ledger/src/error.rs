@@ -195,6 +195,16 @@ pub enum AppendError {
         /// The ledger file.
         path: PathBuf,
     },
+    /// The ledger is a read replica of another store (a PostgreSQL hot standby): it serves
+    /// reads of what it has replayed; appends and erasures go to its primary. Nothing was sent.
+    #[error(
+        "ledger {server} is a read replica (a hot standby): appends and erasures go to the \
+         primary; nothing was written"
+    )]
+    ReadOnlyReplica {
+        /// The replica's connection string, without its password.
+        server: String,
+    },
     /// A stored record the append had to read is malformed.
     #[error("ledger is corrupted at record {turn_id}: {detail}")]
     Corrupted {
@@ -297,6 +307,16 @@ pub enum EraseError {
     ReadOnly {
         /// The ledger file.
         path: PathBuf,
+    },
+    /// The ledger is a read replica of another store (a PostgreSQL hot standby): it serves
+    /// reads of what it has replayed; appends and erasures go to its primary. Nothing was sent.
+    #[error(
+        "ledger {server} is a read replica (a hot standby): appends and erasures go to the \
+         primary; nothing was written"
+    )]
+    ReadOnlyReplica {
+        /// The replica's connection string, without its password.
+        server: String,
     },
     /// A stored record is malformed.
     #[error("ledger is corrupted at record {turn_id}: {detail}")]

@@ -317,7 +317,8 @@ pub(crate) fn append_class(e: &AppendError) -> ErrorClass {
         AppendError::InvalidTurn { .. }
         | AppendError::Conflict { .. }
         | AppendError::Erased { .. }
-        | AppendError::ReadOnly { .. } => ErrorClass::BadInput,
+        | AppendError::ReadOnly { .. }
+        | AppendError::ReadOnlyReplica { .. } => ErrorClass::BadInput,
         AppendError::Corrupted { .. } => ErrorClass::Integrity,
         AppendError::Storage(s) => storage_class(s),
         _ => ErrorClass::Internal,
@@ -353,7 +354,10 @@ pub(crate) fn ledger_open_class(e: &evicortex_ledger::OpenError) -> ErrorClass {
 fn ledger_erase_class(e: &evicortex_ledger::EraseError) -> ErrorClass {
     use evicortex_ledger::EraseError as L;
     match e {
-        L::NotFound { .. } | L::WrongNamespace { .. } | L::ReadOnly { .. } => ErrorClass::BadInput,
+        L::NotFound { .. }
+        | L::WrongNamespace { .. }
+        | L::ReadOnly { .. }
+        | L::ReadOnlyReplica { .. } => ErrorClass::BadInput,
         L::Corrupted { .. } => ErrorClass::Integrity,
         L::ScrubIncomplete { .. } => ErrorClass::Io,
         L::Storage(s) => storage_class(s),
@@ -364,7 +368,7 @@ fn ledger_erase_class(e: &evicortex_ledger::EraseError) -> ErrorClass {
 pub(crate) fn postgres_connect_class(e: &evicortex_postgres::ConnectError) -> ErrorClass {
     use evicortex_postgres::ConnectError as C;
     match e {
-        C::InvalidUrl { .. } => ErrorClass::BadInput,
+        C::InvalidUrl { .. } | C::ReplicaWithoutLedger { .. } => ErrorClass::BadInput,
         C::UnsupportedSchema { .. } | C::Corrupted { .. } => ErrorClass::Integrity,
         C::Unreachable { .. } | C::Refused { .. } | C::ScrubPending { .. } | C::Database(_) => {
             ErrorClass::Io

@@ -2,7 +2,8 @@
 //! Every method has the embedded ledger's signature and errors, so the rest of the facade (and
 //! every front end's error classification) does not know which one it talks to: a PostgreSQL
 //! failure becomes the embedded enum's variant of the same class (a refusal stays a refusal,
-//! a corruption a corruption, a server failure a storage failure naming the server).
+//! a corruption a corruption, a server failure a storage failure naming the server, and a
+//! write sent to a read replica the embedded enum's `ReadOnlyReplica` refusal).
 
 use std::path::Path;
 
@@ -242,6 +243,7 @@ fn append_error(e: evicortex_postgres::AppendError) -> AppendError {
         P::Corrupted { position, detail } => {
             AppendError::Corrupted { turn_id: record_at(position), detail }
         }
+        P::ReadOnlyReplica { url } => AppendError::ReadOnlyReplica { server: url },
         P::Database(d) => AppendError::Storage(storage(d)),
         other => AppendError::Storage(unknown("", other)),
     }
@@ -268,6 +270,7 @@ fn erase_error(e: evicortex_postgres::EraseError, url: &str) -> EraseError {
             EraseError::Corrupted { turn_id: record_at(position), detail }
         }
         P::ScrubIncomplete { detail } => EraseError::ScrubIncomplete { path: url.into(), detail },
+        P::ReadOnlyReplica { url } => EraseError::ReadOnlyReplica { server: url },
         P::Database(d) => EraseError::Storage(storage(d)),
         // The server's settings would keep the texts (nothing was erased): a storage refusal,
         // with the settings to change in its message.

@@ -64,14 +64,16 @@ pub fn migrate_to_postgres(
 }
 
 impl MigrateToPostgresError {
-    /// What kind of failure this is: a non-empty target or an unstorable text is bad input, a
+    /// What kind of failure this is: a non-empty or replica target or an unstorable text is bad
+    /// input, a
     /// source that does not verify or two verifies that disagree an integrity failure.
     pub fn class(&self) -> ErrorClass {
         match self {
             MigrateToPostgresError::Open { source, .. } => ledger_open_class(source),
             MigrateToPostgresError::Connect(e) => postgres_connect_class(e),
             MigrateToPostgresError::Import(ImportError::NotEmpty { .. })
-            | MigrateToPostgresError::Import(ImportError::Unstorable { .. }) => {
+            | MigrateToPostgresError::Import(ImportError::Unstorable { .. })
+            | MigrateToPostgresError::Import(ImportError::ReadOnlyReplica { .. }) => {
                 ErrorClass::BadInput
             }
             MigrateToPostgresError::Import(ImportError::Database(_)) => ErrorClass::Io,

@@ -31,7 +31,11 @@ impl PgLedger {
     /// content is an [`AppendError::Conflict`] naming the stored record; an erased turn cannot
     /// be appended again; new records are numbered within their namespace. The last record and
     /// every stored turn answered as present are checked against their digests first.
+    /// On a read replica it is refused before anything is sent ([`AppendError::ReadOnlyReplica`]).
     pub fn append(&self, turns: &[Turn]) -> Result<AppendReceipt, AppendError> {
+        if self.is_replica() {
+            return Err(AppendError::ReadOnlyReplica { url: self.url().to_owned() });
+        }
         let metas = validated_metas(turns)?;
         let mut client = self.client();
         let mut tx = client.transaction().map_err(self.db("starting an append"))?;

@@ -12,7 +12,9 @@ use crate::{
 impl PgLedger {
     /// Checks `turns` exactly as [`PgLedger::append`] would (validity, conflicts within the batch
     /// and with stored turns, erased turns, the stored turns it would answer as present) against
-    /// one snapshot, writing nothing. Returns how many turns would be new.
+    /// one snapshot, writing nothing. Returns how many turns would be new. On a read replica a
+    /// batch that would write (any new turn) is [`AppendError::ReadOnlyReplica`], as its append
+    /// would be; one whose turns are all present is answered from what the replica has replayed.
     pub fn check_append(&self, turns: &[Turn]) -> Result<usize, AppendError> {
         let metas = validated_metas(turns)?;
         let mut client = self.client();
@@ -20,13 +22,18 @@ impl PgLedger {
             .map_err(self.db("starting an append check"))?;
         let plans = self.plan(&mut tx, turns, &metas)?;
         tx.commit().map_err(self.db("ending an append check"))?;
-        Ok(plans.iter().filter(|p| matches!(p, Plan::New)).count())
+        let new = plans.iter().filter(|p| matches!(p, Plan::New)).count();
+        if new > 0 && self.is_replica() {
+            return Err(AppendError::ReadOnlyReplica { url: self.url().to_owned() });
+        }
+        Ok(new)
     }
 
     /// Appends each batch as [`PgLedger::append`] does, in order, each refused or committed on
     /// its own. Unlike the embedded ledger's group commit this is one transaction per batch
     /// (this slice has no group commit), so the outer `Err` is never returned: a server failure
-    /// is the failing batch's own error, and the batches after it are still tried.
+    /// is the failing batch's own error, and the batches after it are still tried. On a read
+    /// replica every batch is refused, none sent.
     pub fn append_group(
         &self,
         batches: &[&[Turn]],

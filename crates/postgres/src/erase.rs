@@ -36,7 +36,12 @@ impl PgLedger {
     /// [`PgLedger::scrub`]). A target whose turns were all erased before appends nothing and
     /// scrubs again. The last record and every erased record are checked against their digests
     /// first.
+    ///
+    /// On a read replica it is refused before anything is sent ([`EraseError::ReadOnlyReplica`]).
     pub fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
+        if self.is_replica() {
+            return Err(EraseError::ReadOnlyReplica { url: self.url().to_owned() });
+        }
         // Checked before anything is written: on such a server the erasure could not keep its
         // promise, and a committed redaction with texts left in the files is worse than none.
         let problems = retained_bytes(&mut *self.client())
@@ -242,10 +247,15 @@ impl PgLedger {
     /// rather than keeping or recycling them: `wal_recycle = off`, `wal_keep_size = 0`, no
     /// replication slot or archiver holding them, and no statement logging with parameters
     /// ([`PgLedger::erase`] refuses such a server before writing anything; the scrub reports it
-    /// as incomplete and leaves its mark for the next connect). A standby keeps its own copies:
-    /// this slice scrubs the primary only. `VACUUM FULL` locks the table (reads and
-    /// writes wait) while it copies it: its cost grows with the whole ledger.
+    /// as incomplete and leaves its mark for the next connect). A standby replays the rewrite
+    /// but keeps the WAL it received until its next restartpoint (`CHECKPOINT` on the standby
+    /// once it has replayed the erasure); on a read replica's handle this is refused, nothing
+    /// sent. `VACUUM FULL` locks the table (reads and writes wait) while it copies it: its cost
+    /// grows with the whole ledger.
     pub fn scrub(&self) -> Result<(), EraseError> {
+        if self.is_replica() {
+            return Err(EraseError::ReadOnlyReplica { url: self.url().to_owned() });
+        }
         let mut client = self.client();
         let pending = crate::schema::meta_value(&mut *client, SCRUB_PENDING)
             .map_err(self.db("reading ledger_meta"))?;

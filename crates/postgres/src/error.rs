@@ -78,6 +78,16 @@ pub enum ConnectError {
         /// Why the scrub failed.
         detail: String,
     },
+    /// The server is a hot standby whose database holds no ledger tables: a replica cannot
+    /// create them, and its primary has none yet (or the standby has not replayed them).
+    #[error(
+        "the database at {url} is on a read replica (a hot standby) and the replica has no \
+         ledger yet; create it on the primary"
+    )]
+    ReplicaWithoutLedger {
+        /// The connection string, without its password.
+        url: String,
+    },
     /// The server failed while the schema was checked or created.
     #[error(transparent)]
     Database(#[from] DatabaseError),
@@ -142,6 +152,16 @@ pub enum AppendError {
         position: LedgerPosition,
         /// What is wrong with it.
         detail: String,
+    },
+    /// The handle is connected to a read replica (see [`crate::PgLedger::is_replica`]):
+    /// nothing was sent to the server.
+    #[error(
+        "the PostgreSQL ledger at {url} is a read replica (a hot standby): appends and erasures \
+         go to the primary; nothing was written"
+    )]
+    ReadOnlyReplica {
+        /// The connection string, without its password.
+        url: String,
     },
     /// The operating system's random source failed, so no content salt could be drawn;
     /// nothing of the batch was stored.
@@ -234,6 +254,16 @@ pub enum EraseError {
     ServerRetainsBytes {
         /// Each setting at fault, with what to change.
         problems: Vec<String>,
+    },
+    /// The handle is connected to a read replica (see [`crate::PgLedger::is_replica`]):
+    /// nothing was sent to the server.
+    #[error(
+        "the PostgreSQL ledger at {url} is a read replica (a hot standby): appends and erasures \
+         go to the primary; nothing was written"
+    )]
+    ReadOnlyReplica {
+        /// The connection string, without its password.
+        url: String,
     },
     /// The redaction is committed, but the old bytes could not yet be scrubbed from the
     /// server's files. Erasing the same target again, or connecting again, retries the scrub.

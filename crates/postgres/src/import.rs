@@ -73,6 +73,16 @@ pub enum ImportError {
         /// What does not match.
         detail: String,
     },
+    /// The handle is connected to a read replica: nothing was sent to the server; a migration
+    /// copies into the primary.
+    #[error(
+        "the PostgreSQL ledger at {url} is a read replica (a hot standby): a migration copies \
+         into the primary; nothing was written"
+    )]
+    ReadOnlyReplica {
+        /// The connection string, without its password.
+        url: String,
+    },
     /// The server failed; the transaction was rolled back.
     #[error(transparent)]
     Database(#[from] DatabaseError),
@@ -91,6 +101,9 @@ impl PgLedger {
         source: &Ledger,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<ImportReport, ImportError> {
+        if self.is_replica() {
+            return Err(ImportError::ReadOnlyReplica { url: self.url().to_owned() });
+        }
         let total = source.head().map_err(|e| {
             ImportError::Source(evicortex_ledger::VerifyError::BadHead { detail: e.to_string() })
         })?;

@@ -20,11 +20,16 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct PgLedger {
     client: ClientCell,
     url: String,
+    /// Connected to a hot standby: every write is refused before it reaches the server.
+    replica: bool,
 }
 
 impl std::fmt::Debug for PgLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgLedger").field("url", &self.url).finish_non_exhaustive()
+        f.debug_struct("PgLedger")
+            .field("url", &self.url)
+            .field("replica", &self.replica)
+            .finish_non_exhaustive()
     }
 }
 
@@ -35,6 +40,11 @@ impl PgLedger {
     /// a refused login, a schema of another version (left unchanged) or a head that does not
     /// match are errors naming the server (never its password). An erasure whose scrub was
     /// interrupted is scrubbed before this returns.
+    ///
+    /// On a read replica (a hot standby: `pg_is_in_recovery()`) nothing is written: the schema
+    /// and head are only checked, a database without the ledger is
+    /// [`ConnectError::ReplicaWithoutLedger`], an unfinished scrub is left to the primary, and
+    /// the handle refuses appends, imports and erasures (see [`PgLedger::is_replica`]).
     pub fn connect(url: &str) -> Result<PgLedger, ConnectError> {
         let shown = redact_password(url);
         let mut config = Config::from_str(url)
@@ -52,32 +62,37 @@ impl PgLedger {
                 ConnectError::Unreachable { url: shown.clone(), source }
             }
         })?;
-        // An acknowledged append must survive a crash of the server: a database or role whose
-        // default waits for no flush is overridden for this session (stronger settings, which
-        // wait for standbys, are kept).
-        let commit: String = client
-            .query_one("SELECT current_setting('synchronous_commit')", &[])
+        let replica: bool = client
+            .query_one("SELECT pg_is_in_recovery()", &[])
             .map_err(|source| DatabaseError {
                 url: shown.clone(),
-                op: "reading synchronous_commit",
+                op: "asking whether the server is a standby",
                 source,
             })?
             .get(0);
-        if commit == "off" {
-            client.batch_execute("SET synchronous_commit = on").map_err(|source| {
-                DatabaseError { url: shown.clone(), op: "setting synchronous_commit", source }
-            })?;
+        if replica {
+            schema::check_on_replica(&mut client, &shown)?;
+        } else {
+            set_durable_commit(&mut client, &shown)?;
+            schema::ensure(&mut client, &shown)?;
         }
-        schema::ensure(&mut client, &shown)?;
-        let ledger = PgLedger { client: ClientCell::new(client), url: shown };
+        let ledger = PgLedger { client: ClientCell::new(client), url: shown, replica };
         ledger.check_head()?;
-        if ledger.scrub_pending()? {
+        // A replica replays the primary's scrub when the primary finishes it.
+        if !replica && ledger.scrub_pending()? {
             ledger.scrub().map_err(|e| ConnectError::ScrubPending {
                 url: ledger.url.clone(),
                 detail: e.to_string(),
             })?;
         }
         Ok(ledger)
+    }
+
+    /// Whether this handle is connected to a read replica (a hot standby, as found on
+    /// connect): it reads and verifies what the standby has replayed, and refuses appends,
+    /// imports and erasures before sending anything (they go to the primary).
+    pub fn is_replica(&self) -> bool {
+        self.replica
     }
 
     /// The connection string, without its password.
@@ -116,4 +131,26 @@ impl PgLedger {
             .map_err(self.db("reading ledger_meta"))?
             .is_some())
     }
+}
+
+/// An acknowledged append must survive a crash of the server: a database or role whose default
+/// waits for no flush is overridden for this session (stronger settings, which wait for
+/// standbys, are kept).
+fn set_durable_commit(client: &mut postgres::Client, url: &str) -> Result<(), DatabaseError> {
+    let commit: String = client
+        .query_one("SELECT current_setting('synchronous_commit')", &[])
+        .map_err(|source| DatabaseError {
+            url: url.to_owned(),
+            op: "reading synchronous_commit",
+            source,
+        })?
+        .get(0);
+    if commit == "off" {
+        client.batch_execute("SET synchronous_commit = on").map_err(|source| DatabaseError {
+            url: url.to_owned(),
+            op: "setting synchronous_commit",
+            source,
+        })?;
+    }
+    Ok(())
 }

@@ -57,42 +57,89 @@ CREATE TABLE records (
 );
 ";
 
-/// Creates the schema in an empty database, or checks the one found. Refuses (unchanged) a
-/// database with a ledger of another version or with tables of ours that are not a ledger.
-pub(crate) fn ensure(client: &mut postgres::Client, url: &str) -> Result<(), ConnectError> {
-    let db = |op| {
-        let url = url.to_owned();
-        move |source| DatabaseError { url, op, source }
-    };
-    let unsupported = |what: String| ConnectError::UnsupportedSchema {
+fn db(url: &str, op: &'static str) -> impl FnOnce(postgres::Error) -> DatabaseError {
+    let url = url.to_owned();
+    move |source| DatabaseError { url, op, source }
+}
+
+fn unsupported(url: &str, what: String) -> ConnectError {
+    ConnectError::UnsupportedSchema {
         url: url.to_owned(),
         what,
         expected: format!(
             "a ledger of schema version {SCHEMA_VERSION} (record format {RECORD_FORMAT}), or \
              an empty database"
         ),
-    };
+    }
+}
+
+/// Texts are stored and digested byte for byte; another encoding would transcode them.
+fn check_encoding(client: &mut postgres::Client, url: &str) -> Result<(), ConnectError> {
     let encoding: String = client
         .query_one("SHOW server_encoding", &[])
-        .map_err(db("reading the server encoding"))?
+        .map_err(db(url, "reading the server encoding"))?
         .get(0);
     if encoding != "UTF8" {
-        // Texts are stored and digested byte for byte; another encoding would transcode them.
-        return Err(unsupported(format!("a database encoded in {encoding}, not UTF8")));
+        return Err(unsupported(url, format!("a database encoded in {encoding}, not UTF8")));
     }
-    let mut tx = client.transaction().map_err(db("starting the schema transaction"))?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
-        .map_err(db("locking schema creation"))?;
-    let row = tx
+    Ok(())
+}
+
+/// Which of the two ledger tables exist: (`ledger_meta`, `records`).
+fn tables_found(client: &mut impl GenericClient, url: &str) -> Result<(bool, bool), ConnectError> {
+    let row = client
         .query_one(
             "SELECT to_regclass('ledger_meta') IS NOT NULL, to_regclass('records') IS NOT NULL",
             &[],
         )
-        .map_err(db("looking for the ledger tables"))?;
-    let (has_meta, has_records): (bool, bool) = (row.get(0), row.get(1));
-    match (has_meta, has_records) {
+        .map_err(db(url, "looking for the ledger tables"))?;
+    Ok((row.get(0), row.get(1)))
+}
+
+/// Refuses tables that are not a ledger of this schema version and record format.
+fn check_found(
+    client: &mut impl GenericClient,
+    url: &str,
+    found: (bool, bool),
+) -> Result<(), ConnectError> {
+    match found {
+        (true, true) => {
+            let version =
+                meta_value(client, "schema_version").map_err(db(url, "reading ledger_meta"))?;
+            let format =
+                meta_value(client, "record_format").map_err(db(url, "reading ledger_meta"))?;
+            if version.as_deref() != Some(&SCHEMA_VERSION.to_string())
+                || format.as_deref() != Some(&RECORD_FORMAT.to_string())
+            {
+                return Err(unsupported(
+                    url,
+                    format!(
+                        "a ledger of schema version {} (record format {})",
+                        version.as_deref().unwrap_or("(none)"),
+                        format.as_deref().unwrap_or("(none)")
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        (true, false) => {
+            Err(unsupported(url, "a ledger_meta table without a records table".to_owned()))
+        }
+        (false, true) => Err(unsupported(url, "a records table that is not a ledger's".to_owned())),
+        (false, false) => Err(unsupported(url, "no ledger tables".to_owned())),
+    }
+}
+
+/// Creates the schema in an empty database, or checks the one found. Refuses (unchanged) a
+/// database with a ledger of another version or with tables of ours that are not a ledger.
+pub(crate) fn ensure(client: &mut postgres::Client, url: &str) -> Result<(), ConnectError> {
+    check_encoding(client, url)?;
+    let mut tx = client.transaction().map_err(db(url, "starting the schema transaction"))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .map_err(db(url, "locking schema creation"))?;
+    match tables_found(&mut tx, url)? {
         (false, false) => {
-            tx.batch_execute(CREATE).map_err(db("creating the ledger tables"))?;
+            tx.batch_execute(CREATE).map_err(db(url, "creating the ledger tables"))?;
             let created = chrono::Utc::now().timestamp_micros().to_string();
             let zeros = evicortex_ledger::ChainHash::GENESIS.to_hex();
             for (key, value) in [
@@ -103,31 +150,30 @@ pub(crate) fn ensure(client: &mut postgres::Client, url: &str) -> Result<(), Con
                 ("created_utc_us", created),
             ] {
                 tx.execute("INSERT INTO ledger_meta (key, value) VALUES ($1, $2)", &[&key, &value])
-                    .map_err(db("initialising ledger_meta"))?;
+                    .map_err(db(url, "initialising ledger_meta"))?;
             }
         }
-        (true, true) => {
-            let version =
-                meta_value(&mut tx, "schema_version").map_err(db("reading ledger_meta"))?;
-            let format = meta_value(&mut tx, "record_format").map_err(db("reading ledger_meta"))?;
-            if version.as_deref() != Some(&SCHEMA_VERSION.to_string())
-                || format.as_deref() != Some(&RECORD_FORMAT.to_string())
-            {
-                return Err(unsupported(format!(
-                    "a ledger of schema version {} (record format {})",
-                    version.as_deref().unwrap_or("(none)"),
-                    format.as_deref().unwrap_or("(none)")
-                )));
-            }
-        }
-        (true, false) => {
-            return Err(unsupported("a ledger_meta table without a records table".to_owned()));
-        }
-        (false, true) => {
-            return Err(unsupported("a records table that is not a ledger's".to_owned()));
-        }
+        found => check_found(&mut tx, url, found)?,
     }
-    tx.commit().map_err(db("committing the schema"))?;
+    tx.commit().map_err(db(url, "committing the schema"))?;
+    Ok(())
+}
+
+/// Checks the schema on a hot standby, in a read-only transaction: a database without the
+/// ledger tables is [`ConnectError::ReplicaWithoutLedger`], since only the primary can create
+/// them.
+pub(crate) fn check_on_replica(
+    client: &mut postgres::Client,
+    url: &str,
+) -> Result<(), ConnectError> {
+    check_encoding(client, url)?;
+    let mut tx =
+        crate::client_cell::read_snapshot(client).map_err(db(url, "starting the schema check"))?;
+    match tables_found(&mut tx, url)? {
+        (false, false) => return Err(ConnectError::ReplicaWithoutLedger { url: url.to_owned() }),
+        found => check_found(&mut tx, url, found)?,
+    }
+    tx.commit().map_err(db(url, "ending the schema check"))?;
     Ok(())
 }
 

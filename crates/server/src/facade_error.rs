@@ -40,7 +40,9 @@ fn bad_input(err: &(dyn Error + 'static), message: String) -> ApiError {
             AppendError::Erased { index, .. } => {
                 ApiError::Conflict { field: Some(format!("turns[{index}]")), message }
             }
-            AppendError::ReadOnly { .. } => ApiError::Unavailable { message },
+            AppendError::ReadOnly { .. } | AppendError::ReadOnlyReplica { .. } => {
+                ApiError::Unavailable { message }
+            }
             _ => ApiError::invalid("turns", message),
         };
     }
@@ -58,7 +60,7 @@ fn bad_input(err: &(dyn Error + 'static), message: String) -> ApiError {
                     evicortex::EraseTarget::Record(namespace.clone(), *turn_id)
                 ),
             },
-            L::ReadOnly { .. } => ApiError::Unavailable { message },
+            L::ReadOnly { .. } | L::ReadOnlyReplica { .. } => ApiError::Unavailable { message },
             _ => ApiError::invalid("body", message),
         };
     }

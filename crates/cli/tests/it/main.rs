@@ -44,6 +44,8 @@ mod model_embed;
 mod permissions;
 /// `serve` and `mcp` on a PostgreSQL store: append, compile from pgvector, erase, verify.
 mod postgres_front_ends;
+/// `--store postgres://<hot standby>`: reads what the primary wrote; writes refused, exit 2.
+mod postgres_replica;
 /// The evaluation's compiled contexts are `evicortex compile --json`'s, byte for byte.
 mod product_path;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.

@@ -24,6 +24,8 @@ mod fused_encoders;
 mod incremental_indexes;
 /// The same scenario on the embedded ledger and on PostgreSQL.
 mod postgres_backend;
+/// A store over a PostgreSQL hot standby: compiles what the primary compiles, refuses writes.
+mod postgres_replica;
 /// A PostgreSQL store's dense candidates from pgvector, and its vectors purged on erasure.
 mod postgres_vectors;
 /// The store directory and the embedding cache are private to their owner.

@@ -24,7 +24,7 @@ fn data_directory() -> PathBuf {
 
 /// Every regular file under `dir` holding `needle`. Files removed while the scan runs (other
 /// tests share the server) are skipped; any other failure to read is a failure of the test.
-fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+pub(crate) fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut pending = vec![dir.to_owned()];
     let finder = memchr::memmem::Finder::new(needle);

@@ -1,6 +1,7 @@
 //! Integration tests of the PostgreSQL ledger. They need a server: set
-//! `EVICORTEX_TEST_POSTGRES_URL` (started by `scripts/postgres start`); without it every test
-//! that needs one panics saying so. Each test works in a database of its own, dropped at the
+//! `EVICORTEX_TEST_POSTGRES_URL` (started by `scripts/postgres start`), and for the read-replica
+//! tests the pair `scripts/postgres start-replicated` prints; without them every test that needs
+//! one panics saying so. Each test works in a database of its own, dropped at the
 //! end, so the tests run in parallel.
 
 mod append;
@@ -9,6 +10,7 @@ mod connect;
 mod erase;
 mod erase_readback;
 mod migrate;
+mod replica;
 mod round_trip;
 mod schema;
 mod support;
