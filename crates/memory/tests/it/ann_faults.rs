@@ -4,6 +4,7 @@
 //! the failure is one the save does not see, completes; either way the ledger verifies, no
 //! temporary file outlives the next open, any file left in place is complete, and the next
 //! compile packs exactly what a clean store packs.
+//! Embedded only: a PostgreSQL store keeps no graph file (pgvector serves its dense list).
 
 use std::{
     path::{Path, PathBuf},

@@ -1,6 +1,7 @@
 //! The HNSW candidate layer behind compile, with the pinned encoder on the sample conversation:
 //! the same packed context as the exact scan, the index file loaded on restart rather than
 //! rebuilt, rebuilt when stale, and erasure leaving no erased vector in any index file.
+//! Embedded only: a PostgreSQL store keeps no graph file (pgvector serves its dense list).
 
 use std::{os::unix::fs::MetadataExt, path::Path, sync::Arc};
 

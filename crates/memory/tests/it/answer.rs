@@ -9,6 +9,8 @@ use evicortex::{
     parse_jsonl,
 };
 
+use crate::test_store::TestStore;
+
 const TEST_READER: &str = "smollm2-135m-instruct-q4_1";
 
 fn reader() -> &'static LocalGgufReader {
@@ -24,8 +26,8 @@ fn reader() -> &'static LocalGgufReader {
 }
 
 /// A lexical-only memory holding `turns` turns about Lisbon in namespace alice.
-fn memory_with(dir: &std::path::Path, turns: usize) -> Memory {
-    let memory = Memory::open(dir).expect("open");
+fn memory_with(store: &TestStore, turns: usize) -> Memory {
+    let memory = store.open();
     let mut jsonl = String::new();
     for i in 0..turns {
         let text = if i == 0 {
@@ -56,8 +58,8 @@ fn query(question: &str, budget: u32) -> CompileQuery {
 
 #[test]
 fn answers_with_the_budget_counted_in_the_readers_own_tokens() {
-    let dir = tempfile::tempdir().unwrap();
-    let memory = memory_with(dir.path(), 1);
+    let store = TestStore::new();
+    let memory = memory_with(&store, 1);
     let config = CompileConfig::hybrid(10, DenseConfig::Off);
     let query = query("Where did I move in May?", 200);
     let request = AnswerRequest {
@@ -101,8 +103,8 @@ fn evicortex_reader_prompt(context: &str, question: &str) -> evicortex_reader::A
 #[test]
 fn a_prompt_over_the_window_is_refused_with_the_numbers() {
     let window = reader().context_window().expect("local window");
-    let dir = tempfile::tempdir().unwrap();
-    let memory = memory_with(dir.path(), 400);
+    let store = TestStore::new();
+    let memory = memory_with(&store, 400);
     let mut config = CompileConfig::hybrid(400, DenseConfig::Off);
     config.lexical.top_n = 400;
     // The budget alone, with the tokens to generate, already exceeds the window.
@@ -142,8 +144,8 @@ fn a_prompt_over_the_window_is_refused_with_the_numbers() {
 
 #[test]
 fn the_compilers_abstention_is_returned_without_reading() {
-    let dir = tempfile::tempdir().unwrap();
-    let memory = memory_with(dir.path(), 1);
+    let store = TestStore::new();
+    let memory = memory_with(&store, 1);
     let mut config = CompileConfig::hybrid(10, DenseConfig::Off);
     config.abstention.signal = SupportSignal::LexicalCoverage;
     config.abstention.threshold = Some(0.99);
@@ -164,8 +166,8 @@ fn the_compilers_abstention_is_returned_without_reading() {
 
 #[test]
 fn tokenizers_must_be_the_readers_own_or_named_for_an_endpoint() {
-    let dir = tempfile::tempdir().unwrap();
-    let memory = memory_with(dir.path(), 1);
+    let store = TestStore::new();
+    let memory = memory_with(&store, 1);
     let config = CompileConfig::hybrid(10, DenseConfig::Off);
     let query = query("Where did I move?", 200);
     let o200k = TiktokenReader::o200k_base();

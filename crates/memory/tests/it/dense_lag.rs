@@ -6,7 +6,10 @@ use evicortex::{
     parse_jsonl,
 };
 
-use crate::incremental_indexes::{compile_alice, pinned_encoder};
+use crate::{
+    incremental_indexes::{compile_alice, pinned_encoder},
+    test_store::TestStore,
+};
 
 fn compile(memory: &Memory, question: &str) -> CompiledContext {
     let config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
@@ -16,8 +19,8 @@ fn compile(memory: &Memory, question: &str) -> CompiledContext {
 #[test]
 fn a_compile_after_an_append_finds_the_turn_and_says_dense_lags() {
     let encoder = pinned_encoder();
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::builder(dir.path()).encoder(encoder).open().unwrap();
+    let store = TestStore::new();
+    let memory = store.builder().encoder(encoder).open().unwrap();
     let jsonl = concat!(
         r#"{"namespace":"alice","session":"s","turn":0,"role":"user","text":"My dog is called Biscuit.","time":"2024-01-01T00:00:00Z"}"#,
         "\n",
@@ -35,6 +38,7 @@ fn a_compile_after_an_append_finds_the_turn_and_says_dense_lags() {
     let caught_up = compile(&memory, "What is my dog called?");
     assert!(caught_up.text.contains("My dog is called Biscuit."), "{}", caught_up.text);
     assert_eq!(caught_up.coverage.dense_pending, Some(0));
+    store.assert_dense_from_exact_search(&caught_up);
 }
 
 /// While the embedder works through a backlog, a compile looks up only the turns whose texts
@@ -42,8 +46,8 @@ fn a_compile_after_an_append_finds_the_turn_and_says_dense_lags() {
 #[test]
 fn a_compile_during_a_catch_up_sees_every_vector_written_so_far() {
     let encoder = pinned_encoder();
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+    let store = TestStore::new();
+    let memory = store.builder().encoder(encoder.clone()).open().unwrap();
     let topics = ["my dog Biscuit", "the cello", "a trip to Kyoto", "sourdough", "the marathon"];
     let texts: Vec<String> =
         (0..30).map(|i| format!("Note {i}: today I thought about {}.", topics[i % 5])).collect();
@@ -70,7 +74,7 @@ fn a_compile_during_a_catch_up_sees_every_vector_written_so_far() {
         let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
         memory.embed_documents_cached(&chunk).unwrap();
         let warm = compile(&memory, question);
-        let fresh_memory = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+        let fresh_memory = store.builder().encoder(encoder.clone()).open().unwrap();
         let fresh = compile(&fresh_memory, question);
         assert_eq!(warm.text, fresh.text, "round {round}");
         assert_eq!(warm.items, fresh.items, "round {round}");

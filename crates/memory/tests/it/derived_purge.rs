@@ -1,7 +1,9 @@
 use std::sync::{Arc, Mutex};
 
-use evicortex::{DerivedStore, DerivedStoreError, EraseError, EraseReceipt, EraseTarget, Memory};
+use evicortex::{DerivedStore, DerivedStoreError, EraseError, EraseReceipt, EraseTarget};
 use evicortex::{EventTime, Namespace, Role, SessionId, TextDigest, Turn, TurnIndex};
+
+use crate::test_store::TestStore;
 
 /// A derived store keyed by text digest, held in memory: the smallest real implementation of
 /// the seam, with an optional injected failure.
@@ -43,8 +45,8 @@ fn turn(ns: &str, i: u32, text: &str) -> Turn {
 
 #[test]
 fn erase_purges_texts_no_live_turn_holds() {
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::open(dir.path()).unwrap();
+    let store = TestStore::new();
+    let memory = store.open();
     let turns = [turn("a", 0, "only a"), turn("a", 1, "shared"), turn("b", 0, "shared")];
     memory.append(&turns).unwrap();
     let store = Arc::new(TextKeyed::default());
@@ -60,8 +62,8 @@ fn erase_purges_texts_no_live_turn_holds() {
 
 #[test]
 fn a_failing_purge_is_reported_after_the_ledger_commits() {
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::open(dir.path()).unwrap();
+    let store = TestStore::new();
+    let memory = store.open();
     memory.append(&[turn("a", 0, "x")]).unwrap();
     memory.attach(Arc::new(TextKeyed { fail: true, ..TextKeyed::default() }));
     let err = memory.erase(&EraseTarget::Namespace(Namespace::new("a").unwrap())).unwrap_err();
@@ -73,7 +75,9 @@ fn a_failing_purge_is_reported_after_the_ledger_commits() {
 
 /// S1 for derived data: the embedding cache is keyed by an unsalted digest of the text, so after
 /// an erasure neither that key nor the vector may be left in any file of the store (not in a
-/// leaf, not as a divider key in an interior b-tree page, not in a WAL).
+/// leaf, not as a divider key in an interior b-tree page, not in a WAL). On PostgreSQL the files
+/// are those of the derived directory, where the embedding cache lives; the pgvector rows are
+/// postgres_vectors' concern.
 #[test]
 fn an_erased_texts_cache_key_and_vector_are_in_no_file() {
     let encoder = match evicortex_embed::load_pinned_minilm(
@@ -85,8 +89,8 @@ fn an_erased_texts_cache_key_and_vector_are_in_no_file() {
         }
     };
     let encoder = std::sync::Arc::new(encoder);
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+    let store = TestStore::new();
+    let memory = store.builder().encoder(encoder.clone()).open().unwrap();
     let secrets: Vec<String> =
         (0..60).map(|i| format!("secret number {i} is {}", i * 7919)).collect();
     let mut turns: Vec<Turn> =
@@ -102,7 +106,7 @@ fn an_erased_texts_cache_key_and_vector_are_in_no_file() {
         .collect();
 
     memory.erase(&EraseTarget::Namespace(Namespace::new("a").unwrap())).unwrap();
-    for entry in fs_err::read_dir(dir.path()).unwrap() {
+    for entry in fs_err::read_dir(store.files_dir()).unwrap() {
         let path = entry.unwrap().path();
         let bytes = fs_err::read(&path).unwrap();
         for (secret, blob) in secrets.iter().zip(&blobs) {

@@ -1,6 +1,8 @@
 use evicortex::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
-use evicortex::{IngestOptions, Memory, parse_jsonl};
+use evicortex::{IngestOptions, parse_jsonl};
 use proptest::prelude::*;
+
+use crate::test_store::TestStore;
 
 fn arb_turn() -> impl Strategy<Value = Turn> {
     (
@@ -33,8 +35,8 @@ proptest! {
         for (i, t) in turns.iter_mut().enumerate() {
             t.turn = TurnIndex::new(i as u32);
         }
-        let dir = tempfile::tempdir().unwrap();
-        let memory = Memory::open(dir.path().join("a")).unwrap();
+        let store = TestStore::new();
+        let memory = store.open();
         memory.append(&turns).unwrap();
         let mut exported = Vec::new();
         let summary = memory.export(None, &mut exported).unwrap();
@@ -48,7 +50,8 @@ proptest! {
         }
 
         // A second store fed the export exports the same bytes.
-        let copy = Memory::open(dir.path().join("b")).unwrap();
+        let copy_store = TestStore::new();
+        let copy = copy_store.open();
         copy.append(&parsed).unwrap();
         let mut again = Vec::new();
         copy.export(None, &mut again).unwrap();
@@ -59,8 +62,8 @@ proptest! {
 
 #[test]
 fn export_filters_by_namespace() {
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::open(dir.path()).unwrap();
+    let store = TestStore::new();
+    let memory = store.open();
     let input = concat!(
         r#"{"namespace":"a","session":"s","turn":0,"role":"user","text":"for a","time":"2024-01-01T00:00:00Z"}"#,
         "\n",

@@ -7,7 +7,7 @@ use evicortex::{
     IngestOptions, Memory, Namespace, Overlength, Retriever, parse_jsonl,
 };
 
-use crate::incremental_indexes::compile_alice;
+use crate::{incremental_indexes::compile_alice, test_store::TestStore};
 
 const TURNS: &str = r#"{"namespace":"alice","session":"s1","turn":0,"role":"user","speaker":"Ann","text":"I swam across Lake Tahoe last August.","time":"2024-05-01T10:00:00Z"}
 {"namespace":"alice","session":"s1","turn":1,"role":"assistant","speaker":"Bo","text":"That is a long swim; the water must have been cold.","time":"2024-05-01T10:01:00Z"}
@@ -17,8 +17,8 @@ const TURNS: &str = r#"{"namespace":"alice","session":"s1","turn":0,"role":"user
 
 const NAMES: [&str; 2] = ["all-minilm-l6-v2", "all-mpnet-base-v2"];
 
-fn store_encoders(dir: &std::path::Path) -> Vec<std::sync::Arc<dyn evicortex::Encoder>> {
-    evicortex::load_store_encoders(dir, Overlength::Refuse).unwrap_or_else(|e| {
+fn store_encoders(store: &TestStore) -> Vec<std::sync::Arc<dyn evicortex::Encoder>> {
+    evicortex::load_store_encoders(store.files_dir(), Overlength::Refuse).unwrap_or_else(|e| {
         panic!(
             "{e}\nthis test needs both encoders: run `evicortex model fetch` and \
              `evicortex model fetch all-mpnet-base-v2`"
@@ -26,16 +26,38 @@ fn store_encoders(dir: &std::path::Path) -> Vec<std::sync::Arc<dyn evicortex::En
     })
 }
 
-fn open(dir: &std::path::Path) -> Memory {
-    Memory::builder(dir).encoders(store_encoders(dir)).open().unwrap()
+fn open(store: &TestStore) -> Memory {
+    store.builder().encoders(store_encoders(store)).open().unwrap()
+}
+
+/// The number of vectors in each encoder's pgvector table, in the order the encoders were
+/// registered.
+fn pgvector_rows(url: &str) -> Vec<i64> {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let tables: Vec<String> = client
+        .query("SELECT format('vectors_e%s', id) FROM vector_encoders ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    tables
+        .iter()
+        .map(|table| {
+            client.query_one(&format!("SELECT COUNT(*) FROM {table}"), &[]).unwrap().get(0)
+        })
+        .collect()
 }
 
 #[test]
 fn two_encoders_are_embedded_fused_named_and_purged_together() {
-    let dir = tempfile::tempdir().unwrap();
+    let store = TestStore::new();
     let names: Vec<String> = NAMES.iter().map(|s| (*s).to_owned()).collect();
-    evicortex::set_store_encoders(dir.path(), &names).unwrap();
-    let memory = open(dir.path());
+    // A PostgreSQL store's derived directory holding files before it names its database is
+    // refused at open; the test's directory reaches the store through the builder, not a URL
+    // (whose `store_files_dir` claims it), so an open claims it before the list is written.
+    drop(store.open());
+    evicortex::set_store_encoders(store.files_dir(), &names).unwrap();
+    let memory = open(&store);
     assert_eq!(memory.encoders().len(), 2);
     let turns = parse_jsonl("test", TURNS.as_bytes(), &IngestOptions::default()).unwrap();
     memory.append(&turns).unwrap();
@@ -88,11 +110,10 @@ fn two_encoders_are_embedded_fused_named_and_purged_together() {
 
     // A memory opened afresh from the store's list compiles the same bytes; one opened with the
     // first encoder alone names none further and differs.
-    let fresh = open(dir.path());
+    let fresh = open(&store);
     let again = compile_alice(&fresh, question, &config, 400).unwrap();
     assert_eq!(serde_json::to_string(&again).unwrap(), serde_json::to_string(&context).unwrap());
-    let single =
-        Memory::builder(dir.path()).encoder(store_encoders(dir.path()).remove(0)).open().unwrap();
+    let single = store.builder().encoder(store_encoders(&store).remove(0)).open().unwrap();
     let alone = compile_alice(&single, question, &config, 400).unwrap();
     assert!(alone.also_dense.is_empty());
     assert!(alone.items.iter().all(|i| i.lists.iter().all(|l| l.list != Retriever::DenseAlso(0))));
@@ -102,12 +123,16 @@ fn two_encoders_are_embedded_fused_named_and_purged_together() {
     let cello_record = cello.record;
     memory.erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), cello_record)).unwrap();
     drop(memory);
-    let db = rusqlite::Connection::open(dir.path().join(evicortex::EMBEDDINGS_FILE)).unwrap();
+    let db =
+        rusqlite::Connection::open(store.files_dir().join(evicortex::EMBEDDINGS_FILE)).unwrap();
     let identities: i64 =
         db.query_row("SELECT COUNT(DISTINCT identity) FROM vectors", [], |r| r.get(0)).unwrap();
     let rows: i64 = db.query_row("SELECT COUNT(*) FROM vectors", [], |r| r.get(0)).unwrap();
     assert_eq!((identities, rows), (2, 8), "4 live texts under each of the 2 encoders");
-    let reopened = open(dir.path());
+    if let Some(url) = store.postgres_url() {
+        assert_eq!(pgvector_rows(url), [4, 4], "4 live turns under each of the 2 encoders");
+    }
+    let reopened = open(&store);
     let after = compile_alice(&reopened, question, &config, 400).unwrap();
     assert!(after.items.iter().all(|i| i.record != cello_record));
     assert!(after.also_dense[0].pending == 0);
@@ -115,13 +140,13 @@ fn two_encoders_are_embedded_fused_named_and_purged_together() {
 
 #[test]
 fn encoders_that_cannot_be_fused_are_refused_at_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let minilm = store_encoders(dir.path()).remove(0);
-    let twice = Memory::builder(dir.path()).encoders(vec![minilm.clone(), minilm.clone()]).open();
+    let store = TestStore::new();
+    let minilm = store_encoders(&store).remove(0);
+    let twice = store.builder().encoders(vec![minilm.clone(), minilm.clone()]).open();
     let err = twice.expect_err("the same encoder twice is refused");
     assert_eq!(ErrorClass::of(&err), Some(ErrorClass::BadInput), "{err}");
     assert!(err.to_string().contains("twice"), "{err}");
-    let mut builder = Memory::builder(dir.path());
+    let mut builder = store.builder();
     builder.also_encoder(minilm);
     let err = builder.open().expect_err("a further encoder needs a first one");
     assert!(err.to_string().contains("without a first"), "{err}");

@@ -8,6 +8,8 @@ use evicortex::{
     TokenBudget, parse_jsonl,
 };
 
+use crate::test_store::TestStore;
+
 const QUESTIONS: [&str; 4] = [
     "Where did Ann swim last summer?",
     "What did Bo say about the cello lessons?",
@@ -70,8 +72,8 @@ fn turn(i: usize) -> String {
 #[test]
 fn compiles_between_appends_equal_a_fresh_memory_s() {
     let encoder = pinned_encoder();
-    let dir = tempfile::tempdir().unwrap();
-    let warm = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+    let store = TestStore::new();
+    let warm = store.builder().encoder(encoder.clone()).open().unwrap();
     let namespace = Namespace::new("alice").unwrap();
     let mut appended = 0;
     for step in 0..8 {
@@ -84,7 +86,7 @@ fn compiles_between_appends_equal_a_fresh_memory_s() {
         if step % 2 == 1 {
             warm.catch_up(Some(&namespace), CatchUpLimits { chunk_texts: 5 }, &mut |_| {}).unwrap();
         }
-        let fresh = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+        let fresh = store.builder().encoder(encoder.clone()).open().unwrap();
         for question in QUESTIONS {
             let warm_context = compile(&warm, question);
             let fresh_context = compile(&fresh, question);
@@ -97,11 +99,11 @@ fn compiles_between_appends_equal_a_fresh_memory_s() {
     }
 
     // An erasure made through another handle (another process, say) reaches the warm indexes.
-    let other = Memory::builder(dir.path()).encoder(encoder.clone()).open().unwrap();
+    let other = store.builder().encoder(encoder.clone()).open().unwrap();
     let before = compile(&warm, QUESTIONS[0]);
     let cited = before.items.first().expect("the question finds evidence").record;
     other.erase(&EraseTarget::Record(namespace.clone(), cited)).unwrap();
-    let fresh = Memory::builder(dir.path()).encoder(encoder).open().unwrap();
+    let fresh = store.builder().encoder(encoder).open().unwrap();
     for question in QUESTIONS {
         let warm_context = compile(&warm, question);
         assert!(warm_context.items.iter().all(|item| item.record != cited));
@@ -115,8 +117,8 @@ fn compiles_between_appends_equal_a_fresh_memory_s() {
 
 #[test]
 fn compiles_racing_appends_never_fail_and_end_where_a_fresh_memory_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::open(dir.path()).unwrap();
+    let store = TestStore::new();
+    let memory = store.open();
     let lexical =
         |memory: &Memory, question: &str| compile_default(memory, question, DenseConfig::Off);
     let first = parse_jsonl("test", turn(0).as_bytes(), &IngestOptions::default()).unwrap();
@@ -137,7 +139,7 @@ fn compiles_racing_appends_never_fail_and_end_where_a_fresh_memory_does() {
             compiles += 1;
         }
     });
-    let fresh = Memory::open(dir.path()).unwrap();
+    let fresh = store.open();
     for question in QUESTIONS {
         assert_eq!(
             serde_json::to_string(&lexical(&memory, question).unwrap()).unwrap(),

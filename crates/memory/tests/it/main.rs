@@ -35,3 +35,5 @@ mod private_files;
 mod second_stage;
 /// One `Memory` shared by threads.
 mod shared;
+/// Each test's store on the backend EVICORTEX_TEST_BACKEND names.
+mod test_store;

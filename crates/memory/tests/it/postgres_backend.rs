@@ -3,80 +3,18 @@
 //! reopen. Both must cite the same turns at every step. The PostgreSQL side needs a server:
 //! `scripts/postgres start`, then export the URL it prints as EVICORTEX_TEST_POSTGRES_URL.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use evicortex::{
     AppendError, CatchUpLimits, CompileConfig, DenseConfig, EraseTarget, IngestOptions, Memory,
     Namespace, SessionId, parse_jsonl,
 };
 
-use crate::incremental_indexes::{compile_alice, pinned_encoder};
+use crate::{
+    incremental_indexes::{compile_alice, pinned_encoder},
+    test_store::{TestDb, TestStore},
+};
 
-/// A database of its own on the test server, dropped with its connections at the end.
-pub(crate) struct TestDb {
-    pub(crate) url: String,
-    name: String,
-    server: String,
-}
-
-impl TestDb {
-    pub(crate) fn new() -> TestDb {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let server = std::env::var("EVICORTEX_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-            panic!(
-                "EVICORTEX_TEST_POSTGRES_URL is not set: the PostgreSQL side of these tests \
-                 needs a server. Run `scripts/postgres start` and export the URL it prints"
-            )
-        });
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let name = format!(
-            "evicortex_memory_{}_{}_{nanos}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut admin = postgres::Client::connect(&server, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("connecting to the test server: {e}"));
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"))
-            .unwrap_or_else(|e| panic!("creating database {name}: {e}"));
-        let scheme_end = server.find("://").map(|i| i + 3).expect("a postgres:// URL");
-        let path_start = server[scheme_end..].find('/').map_or(server.len(), |i| scheme_end + i);
-        let query = server.find('?').map_or("", |q| &server[q..]);
-        let url = format!("{}/{name}{query}", &server[..path_start]);
-        TestDb { url, name, server }
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Ok(mut admin) = postgres::Client::connect(&self.server, postgres::NoTls) {
-            let _ =
-                admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
-    }
-}
-
-/// Where a store of the scenario lives.
-enum Backend {
-    Embedded(tempfile::TempDir),
-    Postgres { db: TestDb, derived: tempfile::TempDir },
-}
-
-impl Backend {
-    fn open(&self) -> Memory {
-        let mut builder = match self {
-            Backend::Embedded(dir) => Memory::builder(dir.path()),
-            Backend::Postgres { db, derived } => {
-                let mut builder = Memory::builder(&db.url);
-                builder.derived_dir(derived.path());
-                builder
-            }
-        };
-        builder.encoder(pinned_encoder()).open().expect("opening the store")
-    }
+fn open(store: &TestStore) -> Memory {
+    store.builder().encoder(pinned_encoder()).open().expect("opening the store")
 }
 
 pub(crate) const TURNS: &str = r#"{"namespace":"alice","session":"s1","turn":0,"role":"user","speaker":"Ann","text":"I swam across Lake Tahoe last summer.","time":"2024-06-02T10:00:00Z"}
@@ -97,10 +35,10 @@ fn cited(memory: &Memory, question: &str) -> Vec<(String, u32)> {
     context.items.iter().map(|i| (i.session.as_str().to_owned(), i.turn.raw())).collect()
 }
 
-/// Runs the scenario on `backend`, returning what each step cited.
-fn scenario(backend: &Backend) -> Vec<Vec<(String, u32)>> {
+/// Runs the scenario on `store`, returning what each step cited.
+fn scenario(store: &TestStore) -> Vec<Vec<(String, u32)>> {
     let mut seen = Vec::new();
-    let memory = backend.open();
+    let memory = open(store);
     let receipt = memory.append(&turns(TURNS)).unwrap();
     assert_eq!(receipt.appended(), 5);
     // The same turn again is already present; the same key with another text is refused.
@@ -127,7 +65,7 @@ fn scenario(backend: &Backend) -> Vec<Vec<(String, u32)>> {
     assert_eq!(memory.stats().unwrap().ledger.turns, 3);
     drop(memory);
 
-    let reopened = backend.open();
+    let reopened = open(store);
     seen.push(cited(&reopened, "Where did Ann swim?"));
     seen.push(cited(&reopened, "What did Bo say about the cello lessons?"));
     assert_eq!(reopened.evidence(&alice).unwrap().len(), 3);
@@ -137,9 +75,8 @@ fn scenario(backend: &Backend) -> Vec<Vec<(String, u32)>> {
 
 #[test]
 fn both_ledgers_cite_the_same_turns_through_appends_erasure_and_reopen() {
-    let embedded = scenario(&Backend::Embedded(tempfile::tempdir().unwrap()));
-    let postgres =
-        scenario(&Backend::Postgres { db: TestDb::new(), derived: tempfile::tempdir().unwrap() });
+    let embedded = scenario(&TestStore::embedded());
+    let postgres = scenario(&TestStore::postgres());
     assert!(embedded[0].contains(&("s1".to_owned(), 0)), "{embedded:?}");
     assert!(embedded[1].contains(&("s2".to_owned(), 0)), "{embedded:?}");
     assert_eq!(embedded, postgres);

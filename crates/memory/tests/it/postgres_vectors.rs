@@ -11,7 +11,8 @@ use evicortex::{
 
 use crate::{
     incremental_indexes::pinned_encoder,
-    postgres_backend::{TURNS, TestDb, turns},
+    postgres_backend::{TURNS, turns},
+    test_store::TestDb,
 };
 
 fn open(db: &TestDb, derived: &tempfile::TempDir) -> Memory {

@@ -1,4 +1,5 @@
 //! S4: the store directory and the embedding cache are private to their owner.
+//! Embedded only: the modes of the store directory's own files (a PostgreSQL store has none).
 
 use std::os::unix::fs::PermissionsExt;
 

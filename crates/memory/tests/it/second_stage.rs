@@ -2,10 +2,12 @@ use std::sync::Arc;
 
 use evicortex::{
     CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, DenseConfig, ErasableVectors,
-    EraseTarget, EventTime, LoadedReranker, Memory, Namespace, RerankConfig, RerankerSpec, Role,
-    SessionId, TextDigest, TiktokenReader, TokenBudget, Turn, TurnIndex,
+    EraseTarget, EventTime, LoadedReranker, Namespace, RerankConfig, RerankerSpec, Role, SessionId,
+    TextDigest, TiktokenReader, TokenBudget, Turn, TurnIndex,
 };
 use evicortex_rerank::{CandidateVectors, CosineReranker, Reranker};
+
+use crate::test_store::TestStore;
 
 fn turn(ns: &str, i: u32, text: &str) -> Turn {
     Turn {
@@ -58,8 +60,9 @@ fn the_mpnet_second_stage_reranks_records_its_identity_and_forgets_erased_texts(
     let vectors = Arc::new(ErasableVectors::new(1000));
     let reranker = Arc::new(CosineReranker::new(mpnet.clone(), vectors.clone()));
     let minilm = need(evicortex::load_pinned_encoder(evicortex::Overlength::Refuse));
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::builder(dir.path())
+    let store = TestStore::new();
+    let memory = store
+        .builder()
         .encoder(minilm)
         .loaded_reranker(LoadedReranker {
             reranker: reranker.clone(),

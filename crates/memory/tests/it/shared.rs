@@ -1,11 +1,13 @@
 use std::sync::Arc;
 
-use evicortex::{IngestOptions, Memory, Namespace, parse_jsonl};
+use evicortex::{IngestOptions, Namespace, parse_jsonl};
+
+use crate::test_store::TestStore;
 
 #[test]
 fn one_memory_serves_many_threads() {
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Arc::new(Memory::open(dir.path()).unwrap());
+    let store = TestStore::new();
+    let memory = Arc::new(store.open());
     let handles: Vec<_> = (0..4)
         .map(|t| {
             let memory = Arc::clone(&memory);
@@ -36,8 +38,8 @@ fn one_memory_serves_many_threads() {
 fn concurrent_appends_are_all_stored_and_grouped() {
     const THREADS: usize = 32;
     const PER_THREAD: usize = 8;
-    let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::open(dir.path()).unwrap();
+    let store = TestStore::new();
+    let memory = store.open();
     let start = Arc::new(std::sync::Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
