@@ -373,8 +373,15 @@ pub(crate) fn postgres_connect_class(e: &evicortex_postgres::ConnectError) -> Er
         C::Unreachable { .. } | C::Refused { .. } | C::ScrubPending { .. } | C::Database(_) => {
             ErrorClass::Io
         }
+        C::Tls(e) => postgres_tls_class(e),
         _ => ErrorClass::Internal,
     }
+}
+
+/// A TLS parameter or CA file the user wrote wrong is bad input; a handshake the server or
+/// network failed (untrusted certificate, no TLS offered) or an unreadable CA file is I/O.
+pub(crate) fn postgres_tls_class(e: &evicortex_postgres::TlsError) -> ErrorClass {
+    if e.is_configuration() { ErrorClass::BadInput } else { ErrorClass::Io }
 }
 
 fn storage_class(s: &StorageError) -> ErrorClass {

@@ -251,6 +251,7 @@ pub(crate) fn vector_store_class(e: &VectorStoreError) -> ErrorClass {
         VectorStoreError::EncoderMismatch { .. } | VectorStoreError::Inconsistent { .. } => {
             ErrorClass::Integrity
         }
+        VectorStoreError::Tls(e) => crate::error::postgres_tls_class(e),
         _ => ErrorClass::Internal,
     }
 }

@@ -18,13 +18,22 @@ pub struct DatabaseError {
     pub source: postgres::Error,
 }
 
+/// The client's error with its cause: its own message is only the kind ("invalid connection
+/// string"), the cause says which option.
+fn with_cause(error: &postgres::Error) -> String {
+    match std::error::Error::source(error) {
+        Some(cause) => format!("{error}: {cause}"),
+        None => error.to_string(),
+    }
+}
+
 /// Why [`crate::PgLedger::connect`] failed. Nothing is left half-created: the schema is created
 /// in one transaction.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {
     /// The connection string does not parse.
-    #[error("invalid PostgreSQL connection string {url}: {source}")]
+    #[error("invalid PostgreSQL connection string {url}: {}", with_cause(source))]
     InvalidUrl {
         /// The connection string, without its password.
         url: String,
@@ -88,6 +97,10 @@ pub enum ConnectError {
         /// The connection string, without its password.
         url: String,
     },
+    /// The connection string's TLS parameters, the CA file it names, or the TLS handshake
+    /// (the server does not offer TLS, its certificate is not trusted or names another host).
+    #[error(transparent)]
+    Tls(#[from] crate::TlsError),
     /// The server failed while the schema was checked or created.
     #[error(transparent)]
     Database(#[from] DatabaseError),

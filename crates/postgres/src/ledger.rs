@@ -1,18 +1,11 @@
 //! The handle: one connection to the server, shared behind a mutex.
 
-use std::{str::FromStr, time::Duration};
-
-use postgres::{Config, NoTls};
-
 use crate::{
     ConnectError, DatabaseError,
     client_cell::{ClientCell, ClientGuard},
+    connect::{ConnectFailure, connect},
     erase, head, redact_password, schema,
 };
-
-/// How long a connection attempt waits for a server that does not answer, unless the
-/// connection string says otherwise: a black-holed address fails instead of hanging.
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A ledger in a PostgreSQL database. `Send + Sync`: its one connection is used by one call at
 /// a time. Several handles (processes, machines) may write the same database: each write locks
@@ -35,8 +28,9 @@ impl std::fmt::Debug for PgLedger {
 
 impl PgLedger {
     /// Connects to the database named by `url` (a `postgres://` URL or a key-value connection
-    /// string; no TLS), creates the ledger schema in an empty database or checks the one found,
-    /// and checks the recorded head against the last record. Fails closed: no server answering,
+    /// string; TLS as its `sslmode` and `sslrootcert` say, the certificate always verified:
+    /// see the crate's documentation), creates the ledger schema in an empty database or checks
+    /// the one found, and checks the recorded head against the last record. Fails closed: no server answering,
     /// a refused login, a schema of another version (left unchanged) or a head that does not
     /// match are errors naming the server (never its password). An erasure whose scrub was
     /// interrupted is scrubbed before this returns.
@@ -47,18 +41,15 @@ impl PgLedger {
     /// the handle refuses appends, imports and erasures (see [`PgLedger::is_replica`]).
     pub fn connect(url: &str) -> Result<PgLedger, ConnectError> {
         let shown = redact_password(url);
-        let mut config = Config::from_str(url)
-            .map_err(|source| ConnectError::InvalidUrl { url: shown.clone(), source })?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("evicortex");
-        }
-        let mut client = config.connect(NoTls).map_err(|source| {
-            if source.as_db_error().is_some() {
+        let mut client = connect(url, &shown).map_err(|failure| match failure {
+            ConnectFailure::InvalidUrl(source) => {
+                ConnectError::InvalidUrl { url: shown.clone(), source }
+            }
+            ConnectFailure::Tls(e) => ConnectError::Tls(e),
+            ConnectFailure::Server(source) if source.as_db_error().is_some() => {
                 ConnectError::Refused { url: shown.clone(), source }
-            } else {
+            }
+            ConnectFailure::Server(source) => {
                 ConnectError::Unreachable { url: shown.clone(), source }
             }
         })?;

@@ -11,8 +11,17 @@
 //! and retires the write-ahead log, so the texts are left in no file of the server.
 //!
 //! The schema (tables `ledger_meta` and `records` in the connection's default schema) is
-//! described in `schema.rs`; its version is [`SCHEMA_VERSION`]. This slice has no TLS, no
-//! connection pool and no group commit.
+//! described in `schema.rs`; its version is [`SCHEMA_VERSION`]. This slice has no connection
+//! pool and no group commit.
+//!
+//! Connections honour the connection string's `sslmode` and `sslrootcert` (libpq's names),
+//! with one rule: TLS is never unverified and plaintext is never a silent fallback.
+//! `disable` is plaintext; `require` and `verify-full` verify the server's certificate
+//! against the system's roots, or only the PEM file `sslrootcert=PATH` names, and its host
+//! name (libpq's `require` checks neither); `verify-ca` skips the host name and needs a CA
+//! file. Without `sslmode` (or with `prefer`), a connection is plaintext when every host is a
+//! loopback address, `localhost` or a Unix socket, and `verify-full` otherwise. Failures are
+//! [`TlsError`]s naming the server and what failed.
 //!
 //! ```no_run
 //! use evicortex_postgres::PgLedger;
@@ -26,6 +35,7 @@
 mod append;
 mod append_checks;
 mod client_cell;
+mod connect;
 mod erase;
 mod error;
 mod head;
@@ -39,6 +49,9 @@ mod redacted_url;
 mod retention_check;
 mod schema;
 mod summary_reads;
+mod tls;
+mod tls_error;
+mod tls_params;
 mod vectors;
 mod verify;
 
@@ -53,4 +66,5 @@ pub use crate::{
     migration_check::{MigrationCheck, MigrationCheckError, verify_migration},
     redacted_url::redact_password,
     schema::SCHEMA_VERSION,
+    tls_error::{TlsError, TlsFailure},
 };

@@ -26,6 +26,8 @@ mod incremental_indexes;
 mod postgres_backend;
 /// A store over a PostgreSQL hot standby: compiles what the primary compiles, refuses writes.
 mod postgres_replica;
+/// A PostgreSQL store over verified TLS.
+mod postgres_tls;
 /// A PostgreSQL store's dense candidates from pgvector, and its vectors purged on erasure.
 mod postgres_vectors;
 /// The store directory and the embedding cache are private to their owner.

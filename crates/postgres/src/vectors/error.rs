@@ -18,6 +18,9 @@ pub enum VectorStoreError {
         #[source]
         source: postgres::Error,
     },
+    /// The connection string's TLS parameters, the CA file it names, or the TLS handshake.
+    #[error(transparent)]
+    Tls(crate::TlsError),
     /// The database has no `vector` extension, or one without HNSW indexes.
     #[error(
         "the database at {url} has {found}; the vector store needs the vector extension 0.5 or \

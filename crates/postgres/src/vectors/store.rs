@@ -2,13 +2,11 @@
 
 use std::{
     collections::HashMap,
-    str::FromStr,
     sync::{Mutex, MutexGuard},
-    time::Duration,
 };
 
 use evicortex_core::{Namespace, TurnId};
-use postgres::{Client, Config, NoTls};
+use postgres::Client;
 
 use super::{
     EncoderSpace, HnswBuild, VectorStoreError, literal,
@@ -16,11 +14,9 @@ use super::{
 };
 use crate::{
     client_cell::{ClientCell, ClientGuard},
+    connect::{ConnectFailure, connect},
     redact_password,
 };
-
-/// How long a connection attempt waits for a server that does not answer (as the ledger).
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// pgvector accepts `hnsw.ef_search` in 1..=1000.
 pub(crate) const MAX_EF_SEARCH: u32 = 1000;
@@ -60,9 +56,10 @@ impl std::fmt::Debug for PgVectors {
 }
 
 impl PgVectors {
-    /// Connects to the database named by `url` (a `postgres://` URL or a key-value string; no
-    /// TLS), checks the `vector` extension, creates the store's registry tables if missing and
-    /// finishes any rewrite a removal still owes ([`PgVectors::scrub`]).
+    /// Connects to the database named by `url` (a `postgres://` URL or a key-value string; TLS
+    /// as for [`crate::PgLedger::connect`]), checks the `vector` extension, creates the store's
+    /// registry tables if missing and finishes any rewrite a removal still owes
+    /// ([`PgVectors::scrub`]).
     pub fn connect(url: &str) -> Result<PgVectors, VectorStoreError> {
         let (client, shown) = connect_client(url)?;
         PgVectors::open(client, &shown)
@@ -324,14 +321,11 @@ fn record_number(record: TurnId) -> Result<i64, VectorStoreError> {
 /// A connection to `url`, with the URL as errors show it (without its password).
 pub(crate) fn connect_client(url: &str) -> Result<(Client, String), VectorStoreError> {
     let shown = redact_password(url);
-    let mut config = Config::from_str(url).map_err(database(&shown, "parsing the URL"))?;
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
-    }
-    if config.get_application_name().is_none() {
-        config.application_name("evicortex");
-    }
-    let client = config.connect(NoTls).map_err(database(&shown, "connecting"))?;
+    let client = connect(url, &shown).map_err(|failure| match failure {
+        ConnectFailure::InvalidUrl(source) => database(&shown, "parsing the URL")(source),
+        ConnectFailure::Tls(e) => VectorStoreError::Tls(e),
+        ConnectFailure::Server(source) => database(&shown, "connecting")(source),
+    })?;
     Ok((client, shown))
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests of the PostgreSQL ledger. They need a server: set
 //! `EVICORTEX_TEST_POSTGRES_URL` (started by `scripts/postgres start`), and for the read-replica
-//! tests the pair `scripts/postgres start-replicated` prints; without them every test that needs
+//! tests the pair `scripts/postgres start-replicated` prints, for the TLS tests the server
+//! `scripts/postgres start-tls` prints; without them every test that needs
 //! one panics saying so. Each test works in a database of its own, dropped at the
 //! end, so the tests run in parallel.
 
@@ -15,6 +16,7 @@ mod round_trip;
 mod schema;
 mod support;
 mod tamper;
+mod tls;
 mod vectors_erase;
 mod vectors_exact;
 mod vectors_fixture;
