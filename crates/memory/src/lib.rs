@@ -50,6 +50,7 @@ mod background;
 mod catch_up;
 mod compile;
 mod compile_options;
+mod dense_candidates;
 mod derived;
 mod embedding_cache;
 mod encoder;
@@ -76,6 +77,7 @@ pub use crate::{
     catch_up::{CatchUpLimits, EmbedProgress, EmbedReport, RefusedTurn},
     compile::{CompileError, CompileReport, CompileRequest},
     compile_options::CompileOptionsError,
+    dense_candidates::DenseCandidates,
     derived::{DerivedStore, DerivedStoreError},
     embedding_cache::{EMBEDDINGS_FILE, EmbeddingCacheError},
     encoder::{
@@ -121,7 +123,7 @@ pub use evicortex_ledger::{
 };
 
 /// The HNSW graph's parameters ([`AnnSettings::params`]).
-pub use evicortex_vector::HnswParams;
+pub use evicortex_vector::{HnswParams, VectorHit};
 
 /// A PostgreSQL URL with its password replaced, for messages.
 pub use evicortex_postgres::redact_password as redact_postgres_password;

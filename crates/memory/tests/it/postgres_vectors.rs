@@ -23,15 +23,19 @@ fn open(db: &TestDb, derived: &tempfile::TempDir) -> Memory {
         .expect("opening the PostgreSQL store")
 }
 
-fn compile(memory: &Memory, question: &str, as_of: Option<&str>) -> CompiledContext {
-    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: 10 });
-    let reader = TiktokenReader::o200k_base();
-    let query = CompileQuery {
+fn query_of(question: &str, as_of: Option<&str>) -> CompileQuery {
+    CompileQuery {
         namespace: Namespace::new("alice").unwrap(),
         question: question.to_owned(),
         as_of: as_of.map(|t| EventTime::parse_rfc3339(t).unwrap()),
         budget: TokenBudget::new(200),
-    };
+    }
+}
+
+fn compile(memory: &Memory, question: &str, as_of: Option<&str>) -> CompiledContext {
+    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: 10 });
+    let reader = TiktokenReader::o200k_base();
+    let query = query_of(question, as_of);
     let request =
         CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
     memory.compile(&request).unwrap()
@@ -100,6 +104,16 @@ fn the_dense_list_comes_from_pgvector_and_matches_the_embedded_exact_scan() {
         assert_eq!(on_disk.dense_index, Some(DenseIndexRef::Exact));
         assert_eq!(dense_list(&memory, &on_pg), dense_list(&embedded, &on_disk), "{question}");
         assert!(!dense_list(&memory, &on_pg).is_empty());
+        // The whole dense list, not only what was packed: the same turns in the same order.
+        let query = query_of(question, None);
+        let vector = memory.embed_query(question).unwrap().vector;
+        // Asked for as many as compile asks for, so that pgvector takes the same path.
+        let from_pg = memory.dense_candidates(&query, &vector, 10).unwrap();
+        let from_disk = embedded.dense_candidates(&query, &vector, 10).unwrap();
+        assert_eq!(from_pg.hits.len(), 5);
+        let keys = |c: &evicortex::DenseCandidates| c.hits.iter().map(|h| h.key).collect::<Vec<_>>();
+        assert_eq!(keys(&from_pg), keys(&from_disk), "{question}");
+        assert_eq!(from_pg.index, on_pg.dense_index.clone().unwrap());
     }
     assert_eq!(stored_numbers(&db), vec![1, 2, 3, 4, 5]);
 
