@@ -275,6 +275,8 @@ impl Memory {
             let asked = DenseQuery { vector, top_n, as_of_micros: as_of };
             Some(pg.candidates(d, namespace, &asked, &admission, &local.index))
         };
+        // pgvector answers before the compiler runs; its time is the dense stage's.
+        let pg_started = Instant::now();
         let pg_leading = match (dense, &query_vector, &indexes.dense) {
             (Some(dense), Some(vector), Some(index)) => {
                 from_pg(dense, vector, index).transpose()?
@@ -289,6 +291,8 @@ impl Memory {
                 index.as_ref().and_then(|index| from_pg(d, vector, index)).transpose()
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let pg_fetch =
+            if self.inner.pg_dense.is_some() { pg_started.elapsed() } else { Duration::ZERO };
 
         let encoder_ref;
         let dense_input = match (dense, &query_vector, &indexes.dense) {
@@ -332,7 +336,8 @@ impl Memory {
             reader,
             reranker,
         };
-        let (context, stages) = compile_timed(&inputs, query, config)?;
+        let (context, mut stages) = compile_timed(&inputs, query, config)?;
+        stages.dense += pg_fetch;
         Ok(CompileReport { context, stages, index_refresh, query_embedding })
     }
 }
