@@ -6,7 +6,9 @@
 //! `embedding` column has the encoder's dimension, so vectors of two encoders can never meet in
 //! one search. That table is LIST-partitioned by namespace, one partition per namespace, and
 //! every partition carries an HNSW index (`vector_cosine_ops`) and a btree on the event time.
-//! A search reads one partition only, so the namespace filter is the partition itself.
+//! A search reads one partition only, so the namespace filter is the partition itself. A
+//! partition's HNSW index is built over its first rows once they are stored (a bulk build), and
+//! rows stored later are linked into it as they arrive.
 //!
 //! pgvector 0.6 applies a WHERE clause after its HNSW scan has collected `hnsw.ef_search`
 //! candidates, so a selective as-of filter could leave fewer than `n` rows. The search

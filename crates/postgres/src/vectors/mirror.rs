@@ -130,6 +130,8 @@ impl PgVectors {
                 .execute(&statement, &[&namespace.as_str(), &numbers, &segments, &times, &texts])
                 .map_err(self.db("mirroring vectors"))?;
         }
+        schema::ensure_hnsw_index(&mut tx, &encoder, &partition)
+            .map_err(self.db("building the partition's HNSW index"))?;
         tx.commit().map_err(self.db("committing the mirror"))?;
         Ok(stored)
     }

@@ -185,7 +185,8 @@ fn create_encoder_table(
         .get(0);
     let registered = Registered { id, dim: space.dim, hnsw: space.hnsw };
     let table = registered.table();
-    // Indexes made on the parent are made on every partition as it is created.
+    // Indexes made on the parent are made on every partition as it is created; the HNSW index
+    // is each partition's own, built once its first rows are in (`ensure_hnsw_index`).
     tx.batch_execute(&format!(
         "CREATE TABLE {table} (
              namespace    TEXT NOT NULL,
@@ -195,8 +196,6 @@ fn create_encoder_table(
              embedding    vector({dim}) NOT NULL,
              PRIMARY KEY (namespace, number, segment)
          ) PARTITION BY LIST (namespace);
-         CREATE INDEX {table}_hnsw ON {table}
-             USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {ef});
          CREATE INDEX {table}_time ON {table} (event_utc_us);
          ALTER TABLE {table} ALTER COLUMN embedding SET STATISTICS 0;"
     ))?;
@@ -246,6 +245,39 @@ fn check_column(
         }));
     }
     Ok(())
+}
+
+/// Builds `partition`'s HNSW index when it has none yet, over the rows just stored. A
+/// partition's first rows arrive together (a namespace's vectors stored at once, as after a
+/// migration), and pgvector builds an index over rows already there far faster than it inserts
+/// them one by one into an existing graph; rows stored later are linked into the graph as they
+/// arrive. The build's memory is sized to hold the graph (pgvector builds slowly once it no
+/// longer fits), within 64 MiB to 1 GiB.
+pub(crate) fn ensure_hnsw_index(
+    tx: &mut Transaction<'_>,
+    encoder: &Registered,
+    partition: &str,
+) -> Result<(), postgres::Error> {
+    let index = format!("{partition}_hnsw");
+    let exists: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() \
+             AND tablename = $1 AND indexname = $2)",
+            &[&partition, &index],
+        )?
+        .get(0);
+    if exists {
+        return Ok(());
+    }
+    let rows: i64 = tx.query_one(&format!("SELECT count(*) FROM {partition}"), &[])?.get(0);
+    let per_row = encoder.dim as u64 * 4 + u64::from(encoder.hnsw.m) * 2 * 8 + 64;
+    let mib = (u64::try_from(rows).unwrap_or(0) * per_row * 2 / (1 << 20)).clamp(64, 1024);
+    let HnswBuild { m, ef_construction } = encoder.hnsw;
+    tx.batch_execute(&format!(
+        "SET LOCAL maintenance_work_mem = '{mib}MB'; \
+         CREATE INDEX {index} ON {partition} \
+             USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {ef_construction})"
+    ))
 }
 
 /// The partition holding `namespace`'s vectors of `encoder`, if it exists.

@@ -187,6 +187,8 @@ impl PgVectors {
                 });
             }
         }
+        schema::ensure_hnsw_index(&mut tx, &encoder, &partition)
+            .map_err(self.db("building the partition's HNSW index"))?;
         tx.commit().map_err(self.db("committing the insert"))?;
         Ok(())
     }
