@@ -111,7 +111,8 @@ fn the_dense_list_comes_from_pgvector_and_matches_the_embedded_exact_scan() {
         let from_pg = memory.dense_candidates(&query, &vector, 10).unwrap();
         let from_disk = embedded.dense_candidates(&query, &vector, 10).unwrap();
         assert_eq!(from_pg.hits.len(), 5);
-        let keys = |c: &evicortex::DenseCandidates| c.hits.iter().map(|h| h.key).collect::<Vec<_>>();
+        let keys =
+            |c: &evicortex::DenseCandidates| c.hits.iter().map(|h| h.key).collect::<Vec<_>>();
         assert_eq!(keys(&from_pg), keys(&from_disk), "{question}");
         assert_eq!(from_pg.index, on_pg.dense_index.clone().unwrap());
     }

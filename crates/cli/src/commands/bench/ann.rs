@@ -2,6 +2,7 @@
 //! real embeddings, and its compile-path latency beside the exact scan measured in the same run.
 
 mod audit_set;
+mod pgvector;
 mod prepare;
 mod run;
 

@@ -50,13 +50,18 @@ pub struct RunArgs {
     /// The graph's search beam (default: the product's, `HnswParams::default()`).
     #[arg(long, value_name = "N")]
     pub ef_search: Option<usize>,
+    /// Also audit a store whose ledger is on this PostgreSQL server (a database
+    /// `evicortex_ann_audit_<size>` is dropped and made afresh at each size): pgvector's dense
+    /// list against the exact scan, ingest and compile latency beside the embedded store's.
+    #[arg(long, value_name = "URL")]
+    pub postgres: Option<String>,
 }
 
 /// The gate on recall@50.
 const RECALL_GATE: f64 = 0.99;
 
 /// Candidates compared.
-const RECALL_AT: usize = 50;
+pub(super) const RECALL_AT: usize = 50;
 
 /// Runs `run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
@@ -109,6 +114,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     )?;
     outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     let mut failed = false;
+    let mut pg_rows = Vec::new();
     for &size in &args.sizes {
         let mut vectors = 0usize;
         let take = windows.iter().take_while(|&&w| {
@@ -142,6 +148,27 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 pair(&outcome.dense_graph),
                 load_average(),
             )?;
+        }
+        if let Some(server) = &args.postgres {
+            pg_rows.extend(super::pgvector::measure(&super::pgvector::PgAudit {
+                server,
+                audit_store: &args.audit_store,
+                size_dir: &dir,
+                size,
+                vectors,
+                turns: &turns[..keep],
+                encoder: &encoder,
+                questions: &questions,
+                as_of_fraction: args.as_of_fraction,
+            })?);
+        }
+    }
+    if !pg_rows.is_empty() {
+        outln!("\nthe same sizes on PostgreSQL (dense candidates from pgvector):")?;
+        outln!("{}", super::pgvector::PgRow::HEADER)?;
+        for row in &pg_rows {
+            failed |= row.recall() < RECALL_GATE;
+            outln!("{}", row.line(RECALL_GATE))?;
         }
     }
     anyhow::ensure!(!failed, "recall@50 below {RECALL_GATE} at some size");
@@ -379,14 +406,14 @@ fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
-fn pair(times: &[Duration]) -> String {
+pub(super) fn pair(times: &[Duration]) -> String {
     let mut ms: Vec<f64> = times.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
     ms.sort_by(f64::total_cmp);
     let at = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
     format!("{:.2} / {:.2} ms", at(0.5), at(0.99))
 }
 
-fn load_average() -> String {
+pub(super) fn load_average() -> String {
     fs_err::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next().map(str::to_owned))

@@ -1,0 +1,220 @@
+//! `bench ann run --postgres URL`: the audit on a store whose ledger is a PostgreSQL database
+//! (dense candidates from pgvector), beside the embedded store's exact scan in the same run. At
+//! each size a fresh database `evicortex_ann_audit_<size>` on the server holds the size's turns,
+//! its derived directory seeded with the audit store's embedding cache (nothing is embedded
+//! again); then, through the `Memory` facade on both stores:
+//! - ingest: the turns appended (no embedding) into the database and into a fresh embedded
+//!   store;
+//! - the first compile on PostgreSQL, which stores every vector in pgvector (its HNSW index is
+//!   maintained row by row);
+//! - recall@50 of pgvector's dense list against the embedded exact scan, without a filter and
+//!   with the as-of filter, and which path served;
+//! - compile and dense-stage p50/p99 on both, the question embedded beforehand.
+
+use std::{
+    collections::BTreeMap,
+    path::Path,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use evicortex::{
+    CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, DenseConfig, Encoder, EventTime,
+    Evidence, Memory, Namespace, TokenBudget, Turn, reader_tokenizer,
+};
+
+use super::run::{RECALL_AT, load_average, pair};
+
+/// One row of the PostgreSQL table.
+pub(super) struct PgRow {
+    vectors: usize,
+    admitted: String,
+    recall: f64,
+    served: String,
+    ingest_embedded: Duration,
+    ingest_pg: Duration,
+    first_compile: Option<Duration>,
+    compile_embedded: Vec<Duration>,
+    compile_pg: Vec<Duration>,
+    dense_embedded: Vec<Duration>,
+    dense_pg: Vec<Duration>,
+}
+
+impl PgRow {
+    pub(super) const HEADER: &str = "| vectors | as-of admits | recall@50 pgvector vs exact | gate | served by | ingest embedded / PostgreSQL | first compile on PostgreSQL (stores the vectors) | compile p50 / p99 embedded exact | compile p50 / p99 PostgreSQL | dense p50 / p99 embedded exact | dense p50 / p99 PostgreSQL | load avg |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
+
+    pub(super) fn recall(&self) -> f64 {
+        self.recall
+    }
+
+    pub(super) fn line(&self, gate: f64) -> String {
+        let secs = |d: Duration| format!("{:.2} s", d.as_secs_f64());
+        format!(
+            "| {} | {} | {:.4} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} |",
+            self.vectors,
+            self.admitted,
+            self.recall,
+            if self.recall >= gate { "pass" } else { "FAIL" },
+            self.served,
+            secs(self.ingest_embedded),
+            secs(self.ingest_pg),
+            self.first_compile.map_or("-".to_owned(), secs),
+            pair(&self.compile_embedded),
+            pair(&self.compile_pg),
+            pair(&self.dense_embedded),
+            pair(&self.dense_pg),
+            load_average(),
+        )
+    }
+}
+
+/// What one size's PostgreSQL audit needs.
+pub(super) struct PgAudit<'a> {
+    pub server: &'a str,
+    pub audit_store: &'a Path,
+    /// The embedded store of this size (the exact scan's side), already filled.
+    pub size_dir: &'a Path,
+    pub size: usize,
+    pub vectors: usize,
+    pub turns: &'a [Evidence],
+    pub encoder: &'a Arc<dyn Encoder>,
+    pub questions: &'a [String],
+    pub as_of_fraction: f64,
+}
+
+/// The rows of one size: without a filter, then with the as-of filter.
+pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<Vec<PgRow>> {
+    let name = format!("evicortex_ann_audit_{}", audit.size);
+    let url = fresh_database(audit.server, &name)?;
+    let derived = audit.size_dir.with_file_name(format!("{name}-derived"));
+    if derived.exists() {
+        fs_err::remove_dir_all(&derived)?;
+    }
+    // Opening without an encoder claims the directory for the database; the audit store's
+    // embedding cache is then copied in, so the vectors are found rather than computed.
+    Memory::builder(&url).derived_dir(&derived).open()?;
+    fs_err::copy(
+        audit.audit_store.join(evicortex::EMBEDDINGS_FILE),
+        derived.join(evicortex::EMBEDDINGS_FILE),
+    )?;
+    let owned: Vec<Turn> = audit.turns.iter().map(|e| e.turn.clone()).collect();
+    let ingest_embedded = {
+        let scratch = tempfile::tempdir()?;
+        let memory = Memory::builder(scratch.path().join("store")).open()?;
+        append_timed(&memory, &owned)?
+    };
+    let pg =
+        Memory::builder(&url).derived_dir(&derived).encoder(Arc::clone(audit.encoder)).open()?;
+    let ingest_pg = append_timed(&pg, &owned)?;
+    let report = pg.catch_up(None, CatchUpLimits::default(), &mut |_| {})?;
+    anyhow::ensure!(
+        report.embedded_texts == 0,
+        "{} texts had no vector in the audit store's cache",
+        report.embedded_texts
+    );
+    let exact =
+        Memory::builder(audit.size_dir).encoder(Arc::clone(audit.encoder)).ann(None).open()?;
+    let namespace = Namespace::new(super::audit_set::AUDIT_NAMESPACE)?;
+    let vectors: Vec<evicortex::IdentifiedVector> =
+        audit.questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?;
+    let reader = reader_tokenizer("o200k_base")?;
+    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT });
+    let mut rows = Vec::new();
+    for filtered in [false, true] {
+        let as_of = filtered.then(|| as_of_time(audit.turns, audit.as_of_fraction));
+        let admitted = audit
+            .turns
+            .iter()
+            .filter(|e| as_of.is_none_or(|t| e.turn.time.utc_micros() <= t.utc_micros()))
+            .count();
+        let query_of = |i: usize| CompileQuery {
+            namespace: namespace.clone(),
+            question: audit.questions[i].clone(),
+            as_of,
+            budget: TokenBudget::new(2048),
+        };
+        let compile = |memory: &Memory, i: usize| -> anyhow::Result<(Duration, Duration)> {
+            let query = query_of(i);
+            let started = Instant::now();
+            let report = memory.compile_report(&CompileRequest {
+                query: &query,
+                config: &config,
+                reader: &*reader,
+                query_vectors: std::slice::from_ref(&vectors[i]),
+            })?;
+            Ok((started.elapsed(), report.stages.dense))
+        };
+        let started = Instant::now();
+        compile(&pg, 0)?;
+        let first_compile = (!filtered).then(|| started.elapsed());
+
+        let mut recall_sum = 0.0;
+        let mut served: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, vector) in vectors.iter().enumerate() {
+            let query = query_of(i);
+            let truth = exact.dense_candidates(&query, &vector.vector, RECALL_AT)?;
+            let found = pg.dense_candidates(&query, &vector.vector, RECALL_AT)?;
+            let hit =
+                found.hits.iter().filter(|h| truth.hits.iter().any(|t| t.key == h.key)).count();
+            recall_sum += hit as f64 / truth.hits.len().max(1) as f64;
+            *served.entry(found.index.to_string()).or_default() += 1;
+        }
+        let mut row = PgRow {
+            vectors: audit.vectors,
+            admitted: format!("{:.1}%", 100.0 * admitted as f64 / audit.turns.len() as f64),
+            recall: recall_sum / vectors.len() as f64,
+            served: served.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", "),
+            ingest_embedded,
+            ingest_pg,
+            first_compile,
+            compile_embedded: Vec::new(),
+            compile_pg: Vec::new(),
+            dense_embedded: Vec::new(),
+            dense_pg: Vec::new(),
+        };
+        for i in 0..vectors.len() {
+            let (total, dense) = compile(&exact, i)?;
+            row.compile_embedded.push(total);
+            row.dense_embedded.push(dense);
+            let (total, dense) = compile(&pg, i)?;
+            row.compile_pg.push(total);
+            row.dense_pg.push(dense);
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Appends `turns` in batches as ingest does, returning the time taken.
+fn append_timed(memory: &Memory, turns: &[Turn]) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    for batch in turns.chunks(20_000) {
+        memory.append(batch)?;
+    }
+    Ok(started.elapsed())
+}
+
+/// The event time admitting `fraction` of `turns`.
+fn as_of_time(turns: &[Evidence], fraction: f64) -> EventTime {
+    let mut times: Vec<EventTime> = turns.iter().map(|e| e.turn.time).collect();
+    times.sort_unstable_by_key(|t| t.utc_micros());
+    times[((times.len() as f64 * fraction) as usize).min(times.len() - 1)]
+}
+
+/// The URL of database `name` on `server`, dropped first if it exists: ingest is measured into
+/// an empty ledger every run.
+fn fresh_database(server: &str, name: &str) -> anyhow::Result<String> {
+    let mut admin = postgres::Client::connect(server, postgres::NoTls).map_err(|e| {
+        anyhow::anyhow!("connecting to {}: {e}", evicortex::redact_postgres_password(server))
+    })?;
+    // One statement each: neither may run inside a transaction block.
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
+    admin.batch_execute(&format!("CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"))?;
+    let (base, query) = server.split_once('?').map_or((server, ""), |(b, q)| (b, q));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    Ok(if query.is_empty() { format!("{base}/{name}") } else { format!("{base}/{name}?{query}") })
+}
