@@ -124,7 +124,9 @@ pub(crate) fn claim_derived_dir(derived: &Path, url: &str) -> Result<(), OpenErr
                     DERIVED_FROM_FILE
                 )));
             }
-            fs_err::write(&record, wanted).map_err(io(&record))
+            fs_err::write(&record, wanted).map_err(io(&record))?;
+            // Like every store file, readable by its owner only (it names the server).
+            evicortex_ledger::restrict_sqlite_files(&record).map_err(io(&record))
         }
         Err(e) => Err(io(&record)(e)),
     }

@@ -89,6 +89,13 @@ fn a_derived_directory_is_never_reused_for_another_database() {
     Memory::builder(&one.url).derived_dir(derived.path()).open().unwrap();
     let refused = Memory::builder(&two.url).derived_dir(derived.path()).open().unwrap_err();
     assert!(matches!(refused, evicortex::OpenError::DerivedDir { .. }), "{refused}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let record = derived.path().join(evicortex::DERIVED_FROM_FILE);
+        let mode = fs_err::metadata(&record).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} is {mode:o}", record.display());
+    }
 }
 
 #[test]
