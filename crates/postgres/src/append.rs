@@ -39,15 +39,35 @@ impl PgLedger {
         let metas = validated_metas(turns)?;
         let mut client = self.client();
         let mut tx = client.transaction().map_err(self.db("starting an append"))?;
+        let mut head = self.lock_and_read_head(&mut tx)?;
+        let receipt = self.append_in(&mut tx, &mut head, turns, &metas)?;
+        head::write_head(&mut tx, head).map_err(self.db("recording the head"))?;
+        tx.commit().map_err(self.db("committing an append"))?;
+        Ok(receipt)
+    }
+
+    /// Takes the writers' lock in `tx` and returns the head, its last record checked.
+    pub(crate) fn lock_and_read_head(&self, tx: &mut Transaction<'_>) -> Result<Head, AppendError> {
         tx.batch_execute(LOCK_RECORDS).map_err(self.db("locking the records table"))?;
-        let mut head =
-            head::read_head(&mut tx).map_err(self.db("reading the head"))?.map_err(|detail| {
-                AppendError::Corrupted { position: LedgerPosition::from_raw(0), detail }
-            })?;
-        head::check_last_record(&mut tx, &head)
+        let head = head::read_head(tx).map_err(self.db("reading the head"))?.map_err(|detail| {
+            AppendError::Corrupted { position: LedgerPosition::from_raw(0), detail }
+        })?;
+        head::check_last_record(tx, &head)
             .map_err(self.db("checking the last record"))?
             .map_err(corrupted)?;
-        let plans = self.plan(&mut tx, turns, &metas)?;
+        Ok(head)
+    }
+
+    /// Writes the new records of `turns` in `tx` (which holds the writers' lock), moving `head`
+    /// past them; the caller records the head and commits.
+    pub(crate) fn append_in(
+        &self,
+        tx: &mut Transaction<'_>,
+        head: &mut Head,
+        turns: &[Turn],
+        metas: &[String],
+    ) -> Result<AppendReceipt, AppendError> {
+        let plans = self.plan(tx, turns, metas)?;
         let ingest_utc_micros = chrono::Utc::now().timestamp_micros();
         let insert = tx
             .prepare(
@@ -69,8 +89,9 @@ impl PgLedger {
                     let namespace = turn.namespace.as_str();
                     let number = match next_numbers.get(namespace) {
                         Some(&next) => next,
-                        None => next_number(&mut tx, namespace)
-                            .map_err(self.db("numbering a record"))?,
+                        None => {
+                            next_number(tx, namespace).map_err(self.db("numbering a record"))?
+                        }
                     };
                     next_numbers.insert(namespace, number.next());
                     let salt = ContentSalt::random()
@@ -99,14 +120,12 @@ impl PgLedger {
                         ],
                     )
                     .map_err(self.db("inserting a record"))?;
-                    head = Head { last: Some(LedgerPosition::from_raw(seq)), chain };
+                    *head = Head { last: Some(LedgerPosition::from_raw(seq)), chain };
                     AppendOutcome { id: number, digest, status: AppendStatus::Appended }
                 }
             };
             outcomes.push(outcome);
         }
-        head::write_head(&mut tx, head).map_err(self.db("recording the head"))?;
-        tx.commit().map_err(self.db("committing an append"))?;
         Ok(AppendReceipt { outcomes, head: head.last })
     }
 

@@ -29,15 +29,49 @@ impl PgLedger {
         Ok(new)
     }
 
-    /// Appends each batch as [`PgLedger::append`] does, in order, each refused or committed on
-    /// its own. Unlike the embedded ledger's group commit this is one transaction per batch
-    /// (this slice has no group commit), so the outer `Err` is never returned: a server failure
-    /// is the failing batch's own error, and the batches after it are still tried. On a read
+    /// Appends each batch as [`PgLedger::append`] would, in order, in ONE transaction (group
+    /// commit: one lock, one head write, one commit and its flush for all of them), each batch
+    /// under a savepoint of its own: a refused batch is rolled back alone and gets its own
+    /// error, the others are committed together. The outer `Err` is a failure of the group
+    /// itself (the lock, the head, the commit): then none of the batches is stored. On a read
     /// replica every batch is refused, none sent.
     pub fn append_group(
         &self,
         batches: &[&[Turn]],
     ) -> Result<Vec<Result<AppendReceipt, AppendError>>, AppendError> {
-        Ok(batches.iter().map(|turns| self.append(turns)).collect())
+        if self.is_replica() {
+            let refused = || Err(AppendError::ReadOnlyReplica { url: self.url().to_owned() });
+            return Ok(batches.iter().map(|_| refused()).collect());
+        }
+        let mut client = self.client();
+        let mut tx = client.transaction().map_err(self.db("starting a group of appends"))?;
+        let mut head = self.lock_and_read_head(&mut tx)?;
+        let mut results = Vec::with_capacity(batches.len());
+        for turns in batches {
+            let metas = match validated_metas(turns) {
+                Ok(metas) => metas,
+                Err(refused) => {
+                    results.push(Err(refused));
+                    continue;
+                }
+            };
+            let before = head;
+            let mut savepoint =
+                tx.transaction().map_err(self.db("starting a batch's savepoint"))?;
+            match self.append_in(&mut savepoint, &mut head, turns, &metas) {
+                Ok(receipt) => {
+                    savepoint.commit().map_err(self.db("releasing a batch's savepoint"))?;
+                    results.push(Ok(receipt));
+                }
+                Err(refused) => {
+                    savepoint.rollback().map_err(self.db("rolling a batch back"))?;
+                    head = before;
+                    results.push(Err(refused));
+                }
+            }
+        }
+        crate::head::write_head(&mut tx, head).map_err(self.db("recording the head"))?;
+        tx.commit().map_err(self.db("committing a group of appends"))?;
+        Ok(results)
     }
 }

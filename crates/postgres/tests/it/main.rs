@@ -6,6 +6,8 @@
 //! end, so the tests run in parallel.
 
 mod append;
+/// Several batches committed together, each under its own savepoint.
+mod group_commit;
 mod concurrency;
 mod connect;
 mod erase;
