@@ -130,6 +130,8 @@ impl PgVectors {
                 .execute(&statement, &[&namespace.as_str(), &numbers, &segments, &times, &texts])
                 .map_err(self.db("mirroring vectors"))?;
         }
+        schema::add_rows(&mut tx, &partition, stored as i64)
+            .map_err(self.db("counting the stored rows"))?;
         schema::ensure_hnsw_index(&mut tx, &encoder, &partition)
             .map_err(self.db("building the partition's HNSW index"))?;
         tx.commit().map_err(self.db("committing the mirror"))?;
@@ -165,6 +167,8 @@ impl PgVectors {
                     .map_err(self.db("deleting vectors of erased turns"))?;
                 if n > 0 {
                     removed += n;
+                    schema::add_rows(&mut tx, &partition, -(n as i64))
+                        .map_err(self.db("counting the removed rows"))?;
                     tx.execute(
                         "INSERT INTO vector_scrub_pending (partition, erase_xid) \
                          VALUES ($1, pg_current_xact_id()::text) \

@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS vector_partitions (
     id        INTEGER GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     encoder   INTEGER NOT NULL REFERENCES vector_encoders (id),
     namespace TEXT NOT NULL,
+    row_count BIGINT NOT NULL DEFAULT 0 CHECK (row_count >= 0),
     UNIQUE (encoder, namespace)
 );
 CREATE TABLE IF NOT EXISTS vector_scrub_pending (
@@ -80,10 +81,50 @@ impl Registered {
     }
 }
 
-/// Creates the registry tables if missing.
-pub(crate) fn ensure_registry(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
+/// Creates the registry tables if missing. Returns whether `vector_partitions` counts its
+/// partitions' rows (a registry made by an earlier version does not).
+pub(crate) fn ensure_registry(tx: &mut Transaction<'_>) -> Result<bool, postgres::Error> {
     lock(tx)?;
-    tx.batch_execute(CREATE_REGISTRY)
+    tx.batch_execute(CREATE_REGISTRY)?;
+    Ok(tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = 'vector_partitions' \
+               AND column_name = 'row_count')",
+            &[],
+        )?
+        .get(0))
+}
+
+/// Moves `partition`'s counted rows by `delta`, in the transaction that stored or removed
+/// them: the count is the partition's, exactly, in every snapshot.
+pub(crate) fn add_rows(
+    tx: &mut Transaction<'_>,
+    partition: &str,
+    delta: i64,
+) -> Result<(), postgres::Error> {
+    if delta != 0 {
+        tx.execute(
+            "UPDATE vector_partitions SET row_count = row_count + $2 \
+             WHERE format('vectors_e%s_p%s', encoder, id) = $1",
+            &[&partition, &delta],
+        )?;
+    }
+    Ok(())
+}
+
+/// `partition`'s rows, as counted by [`add_rows`] (no scan of the partition).
+pub(crate) fn counted_rows(
+    client: &mut impl GenericClient,
+    partition: &str,
+) -> Result<u64, postgres::Error> {
+    let n: Option<i64> = client
+        .query_opt(
+            "SELECT row_count FROM vector_partitions WHERE format('vectors_e%s_p%s', encoder, id) = $1",
+            &[&partition],
+        )?
+        .map(|row| row.get(0));
+    Ok(n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0))
 }
 
 fn lock(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {

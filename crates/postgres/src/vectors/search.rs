@@ -179,11 +179,8 @@ impl PgVectors {
         as_of: i64,
         ef_search: u32,
     ) -> Result<Option<ExactReason>, VectorStoreError> {
-        let rows: i64 = tx
-            .query_one(&format!("SELECT count(*) FROM {partition}"), &[])
-            .map_err(self.db("counting the namespace's vectors"))?
-            .get(0);
-        let rows = u64::try_from(rows).unwrap_or(0);
+        let rows = schema::counted_rows(tx, partition)
+            .map_err(self.db("reading the namespace's vector count"))?;
         // Exact iff admitted * DIVISOR < rows or admitted <= ef_search, i.e. iff fewer than
         // this many rows are admitted.
         let decisive = rows.div_ceil(EXACT_SHARE_DIVISOR).max(u64::from(ef_search) + 1);

@@ -76,8 +76,17 @@ impl PgVectors {
         if !read_only {
             let mut tx =
                 client.transaction().map_err(database(url, "starting the schema check"))?;
-            schema::ensure_registry(&mut tx)
+            let counted = schema::ensure_registry(&mut tx)
                 .map_err(database(url, "creating the registry tables"))?;
+            if !counted {
+                return Err(VectorStoreError::Inconsistent {
+                    url: url.to_owned(),
+                    detail: "vector_partitions has no row_count column (it was made by an earlier \
+                             version); the vector tables are derived data: drop them and they \
+                             are rebuilt"
+                        .to_owned(),
+                });
+            }
             tx.commit().map_err(database(url, "committing the registry tables"))?;
         }
         let store = PgVectors {
@@ -187,6 +196,8 @@ impl PgVectors {
                 });
             }
         }
+        schema::add_rows(&mut tx, &partition, prepared.len() as i64)
+            .map_err(self.db("counting the stored rows"))?;
         schema::ensure_hnsw_index(&mut tx, &encoder, &partition)
             .map_err(self.db("building the partition's HNSW index"))?;
         tx.commit().map_err(self.db("committing the insert"))?;
@@ -223,6 +234,8 @@ impl PgVectors {
                     .map_err(self.db("deleting vectors"))?;
                 if n > 0 {
                     removed += n;
+                    schema::add_rows(&mut tx, &partition, -(n as i64))
+                        .map_err(self.db("counting the removed rows"))?;
                     // The rewrite is owed from the moment the rows are gone, so it is recorded
                     // in the same transaction: a crash before it leaves the mark to retry.
                     tx.execute(
@@ -250,11 +263,7 @@ impl PgVectors {
         else {
             return Ok(0);
         };
-        let n: i64 = client
-            .query_one(&format!("SELECT count(*) FROM {partition}"), &[])
-            .map_err(self.db("counting vectors"))?
-            .get(0);
-        Ok(u64::try_from(n).unwrap_or(0))
+        schema::counted_rows(&mut *client, &partition).map_err(self.db("counting vectors"))
     }
 
     /// `identity`'s registration, from the cache or the database.

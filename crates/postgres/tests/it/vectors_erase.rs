@@ -102,8 +102,8 @@ fn a_removed_vector_is_in_no_table_or_index_file() {
     assert_eq!(count(&db, "SELECT count(*) FROM vector_scrub_pending"), 0);
 }
 
-/// A removal whose rewrite did not happen (the process died after the delete committed) is
-/// rewritten by the next connect.
+/// A removal whose rewrite did not happen (the process died after the delete committed: the
+/// rows, their count and the rewrite owed in one transaction) is rewritten by the next connect.
 #[test]
 fn a_rewrite_still_owed_is_done_on_connect() {
     let (db, store) = vector_db();
@@ -115,6 +115,7 @@ fn a_rewrite_still_owed_is_done_on_connect() {
     db.raw()
         .batch_execute(
             "BEGIN; DELETE FROM vectors_e1_p1 WHERE number = 3; \
+             UPDATE vector_partitions SET row_count = row_count - 1 WHERE id = 1; \
              INSERT INTO vector_scrub_pending VALUES ('vectors_e1_p1', pg_current_xact_id()::text); \
              COMMIT;",
         )
