@@ -6,12 +6,12 @@
 //! end, so the tests run in parallel.
 
 mod append;
-/// Several batches committed together, each under its own savepoint.
-mod group_commit;
 mod concurrency;
 mod connect;
 mod erase;
 mod erase_readback;
+/// Several batches committed together, each under its own savepoint.
+mod group_commit;
 mod migrate;
 mod replica;
 mod round_trip;
