@@ -10,7 +10,7 @@ use evicortex_core::{Namespace, TurnId};
 use crate::schema::KIND_TURN;
 
 use super::{
-    PgVectors, StoredVector, VectorStoreError, schema,
+    PgVectors, StoredVector, VectorStoreError, schema, scrub,
     store::{PreparedRow, check_extension, connect_client, database, prepare},
 };
 
@@ -165,18 +165,9 @@ impl PgVectors {
                         &[],
                     )
                     .map_err(self.db("deleting vectors of erased turns"))?;
-                if n > 0 {
-                    removed += n;
-                    schema::add_rows(&mut tx, &partition, -(n as i64))
-                        .map_err(self.db("counting the removed rows"))?;
-                    tx.execute(
-                        "INSERT INTO vector_scrub_pending (partition, erase_xid) \
-                         VALUES ($1, pg_current_xact_id()::text) \
-                         ON CONFLICT (partition) DO UPDATE SET erase_xid = EXCLUDED.erase_xid",
-                        &[&partition],
-                    )
-                    .map_err(self.db("recording the rewrite owed"))?;
-                }
+                removed += n;
+                scrub::owe_rewrite(&mut tx, &partition, n)
+                    .map_err(self.db("recording the removed rows and the rewrite owed"))?;
             }
             tx.commit().map_err(self.db("committing the reconcile"))?;
             removed

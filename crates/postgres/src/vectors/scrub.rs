@@ -4,13 +4,34 @@
 
 use std::time::{Duration, Instant};
 
-use postgres::Client;
+use postgres::{Client, Transaction};
 
 use super::{PgVectors, VectorStoreError, schema};
 
 /// How long a scrub waits for sessions holding snapshots from before the removal (as the
 /// ledger's scrub).
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(30);
+
+/// Records in `tx`, which deleted `removed` rows of `partition`, what a removal owes: the
+/// partition's row count moved down and its rewrite marked as owed. Both commit with the delete,
+/// so a crash before the rewrite leaves the mark to retry. Nothing when no row was removed.
+pub(crate) fn owe_rewrite(
+    tx: &mut Transaction<'_>,
+    partition: &str,
+    removed: u64,
+) -> Result<(), postgres::Error> {
+    if removed == 0 {
+        return Ok(());
+    }
+    schema::add_rows(tx, partition, -(removed as i64))?;
+    tx.execute(
+        "INSERT INTO vector_scrub_pending (partition, erase_xid) \
+         VALUES ($1, pg_current_xact_id()::text) \
+         ON CONFLICT (partition) DO UPDATE SET erase_xid = EXCLUDED.erase_xid",
+        &[&partition],
+    )?;
+    Ok(())
+}
 
 impl PgVectors {
     /// Rewrites every partition that lost vectors since its last rewrite (`VACUUM FULL`, which

@@ -11,6 +11,7 @@ use postgres::Client;
 use super::{
     EncoderSpace, HnswBuild, VectorStoreError, literal,
     schema::{self, RegisterError, Registered},
+    scrub,
 };
 use crate::{
     client_cell::{ClientCell, ClientGuard},
@@ -232,20 +233,9 @@ impl PgVectors {
                         &[&numbers],
                     )
                     .map_err(self.db("deleting vectors"))?;
-                if n > 0 {
-                    removed += n;
-                    schema::add_rows(&mut tx, &partition, -(n as i64))
-                        .map_err(self.db("counting the removed rows"))?;
-                    // The rewrite is owed from the moment the rows are gone, so it is recorded
-                    // in the same transaction: a crash before it leaves the mark to retry.
-                    tx.execute(
-                        "INSERT INTO vector_scrub_pending (partition, erase_xid) \
-                         VALUES ($1, pg_current_xact_id()::text) \
-                         ON CONFLICT (partition) DO UPDATE SET erase_xid = EXCLUDED.erase_xid",
-                        &[&partition],
-                    )
-                    .map_err(self.db("recording the rewrite owed"))?;
-                }
+                removed += n;
+                scrub::owe_rewrite(&mut tx, &partition, n)
+                    .map_err(self.db("recording the removed rows and the rewrite owed"))?;
             }
             tx.commit().map_err(self.db("committing the removal"))?;
             removed
