@@ -124,13 +124,12 @@ pub enum ReaderModelError {
         reason: String,
     },
     /// Loading tensors failed.
-    #[error("{path}: loading the weights failed: {source}")]
+    #[error("{path}: loading the weights failed: {reason}")]
     Weights {
         /// The file.
         path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: candle_core::Error,
+        /// What failed.
+        reason: String,
     },
 }
 
@@ -206,13 +205,10 @@ pub enum ReadError {
         reason: String,
     },
     /// The model failed while running.
-    #[error("reader model {stage} failed: {source}")]
+    #[error("reader model failed: {reason}")]
     Model {
-        /// The stage.
-        stage: &'static str,
-        /// The underlying tensor error.
-        #[source]
-        source: candle_core::Error,
+        /// What failed, and at which stage.
+        reason: String,
     },
     /// The chat-completions server could not be reached or did not answer.
     #[error("{url}: {reason}")]

