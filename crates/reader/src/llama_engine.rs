@@ -5,7 +5,7 @@
 //! Why llama.cpp rather than candle: on this project's two-core reference machine candle read a
 //! 2,100-token prompt of the 1.5B Qwen model at about 30 tokens/s (its f32 path; its quantized
 //! kernels are scalar without compile-time AVX) and generated 2 tokens/s from 6 GB of f32
-//! weights; llama.cpp reads the same prompt at about 55 tokens/s and generates 16-18 tokens/s
+//! weights; llama.cpp reads the same prompt at 41-55 tokens/s and generates 14-18 tokens/s
 //! from the 1 GB quantized file.
 
 use std::{num::NonZeroU32, path::Path, sync::OnceLock};

@@ -19,9 +19,9 @@ use crate::{
     reader::{FinishReason, ReadTiming, Reader, ReaderOutput},
 };
 
-/// The largest window this reader offers, whatever the model was trained for: every read
-/// allocates the key-value cache of the whole window (about 235 MB at 8192 tokens for the 1.5B
-/// Qwen model), and a CPU needs minutes for such a prompt anyway.
+/// The largest window this reader offers, whatever the model was trained for: a read allocates
+/// the key-value cache of its prompt and answer (about 235 MB at 8192 tokens for the 1.5B Qwen
+/// model), and a CPU needs minutes for such a prompt anyway.
 pub const LOCAL_CONTEXT_WINDOW_CAP: u32 = 8192;
 
 /// A GGUF chat model on the CPU.
