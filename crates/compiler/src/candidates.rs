@@ -2,7 +2,7 @@
 
 use evicortex_core::TurnId;
 use evicortex_lexical::Bm25Index;
-use evicortex_vector::VectorIndexRead;
+use evicortex_vector::{IndexKind, VectorIndexRead};
 use serde::{Deserialize, Serialize};
 
 use crate::{Admission, CompileError, ContextVectors};
@@ -194,19 +194,18 @@ pub fn dense_context_candidates(
     Ok(RankedList { retriever: Retriever::DenseContext, hits })
 }
 
-/// The vector index's top `top_n` admitted turns for the query vector, as `retriever`'s list.
+/// The vector index's top `top_n` admitted turns for the query vector, as `retriever`'s list,
+/// with the kind of index that served them.
 pub fn dense_candidates(
     index: &dyn VectorIndexRead,
     query_vector: &[f32],
     top_n: usize,
     admission: &Admission<'_>,
     retriever: Retriever,
-) -> Result<RankedList, CompileError> {
+) -> Result<(RankedList, IndexKind), CompileError> {
     let _span = tracing::debug_span!("dense_candidates", top_n).entered();
-    let hits = index
-        .search(query_vector, top_n, &mut |id| admission.admits(id))?
-        .into_iter()
-        .map(|h| ScoredKey { key: h.key, score: h.score })
-        .collect();
-    Ok(RankedList { retriever, hits })
+    let (hits, served) =
+        index.search_served(query_vector, top_n, &mut |id| admission.admits(id))?;
+    let hits = hits.into_iter().map(|h| ScoredKey { key: h.key, score: h.score }).collect();
+    Ok((RankedList { retriever, hits }, served))
 }

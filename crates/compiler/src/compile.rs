@@ -9,7 +9,7 @@ use std::{
 
 use evicortex_core::TurnId;
 use evicortex_lexical::Bm25Index;
-use evicortex_vector::VectorIndexRead;
+use evicortex_vector::{IndexKind, VectorIndexRead};
 
 use crate::{
     AbstainReason, Admission, BudgetParts, CompileConfig, CompileError, CompileQuery,
@@ -155,22 +155,24 @@ pub fn compile_timed(
     }
     timings.lexical = started.elapsed();
     let started = Instant::now();
+    // The kind of index that served each dense list (a graph may answer by its exact scan).
+    let mut served: Option<IndexKind> = None;
+    let mut also_served: Vec<IndexKind> = Vec::new();
     if let (DenseConfig::On { top_n }, Some(dense)) = (config.dense, inputs.dense) {
-        lists.push(dense_candidates(
-            dense.index,
-            dense.query_vector,
-            top_n,
-            &admission,
-            Retriever::Dense,
-        )?);
+        let (list, kind) =
+            dense_candidates(dense.index, dense.query_vector, top_n, &admission, Retriever::Dense)?;
+        lists.push(list);
+        served = Some(kind);
         for (i, also) in inputs.also_dense.iter().enumerate() {
-            lists.push(dense_candidates(
+            let (list, kind) = dense_candidates(
                 also.index,
                 also.query_vector,
                 top_n,
                 &admission,
                 Retriever::DenseAlso(i as u8),
-            )?);
+            )?;
+            lists.push(list);
+            also_served.push(kind);
         }
         let radius = config.context.dense_radius;
         if let (true, Some(vectors)) = (radius > 0, inputs.context.dense) {
@@ -422,13 +424,14 @@ pub fn compile_timed(
         items,
         excluded,
         encoder: inputs.dense.map(|d| d.encoder.clone()),
-        dense_index: inputs.dense.map(|d| d.index.kind().into()),
+        dense_index: inputs.dense.map(|d| served.unwrap_or_else(|| d.index.kind()).into()),
         also_dense: inputs
             .also_dense
             .iter()
-            .map(|d| AlsoDenseRef {
+            .enumerate()
+            .map(|(i, d)| AlsoDenseRef {
                 encoder: d.encoder.clone(),
-                index: d.index.kind().into(),
+                index: also_served.get(i).copied().unwrap_or_else(|| d.index.kind()).into(),
                 covers: d.index.covers(),
                 pending: d.pending,
             })

@@ -1,7 +1,8 @@
 //! The approximate candidate layer behind compile: when a namespace holds at least
-//! [`AnnSettings::threshold`] vectors, its dense candidates come from an HNSW graph (filters
-//! applied inside the traversal) instead of the exact scan, and the graph is persisted beside the
-//! store as derived data.
+//! [`AnnSettings::threshold`] vectors, an HNSW graph is built over them and persisted beside the
+//! store as derived data, and a search whose filters are estimated to admit at least that many
+//! vectors takes its dense candidates from the graph (filters applied inside the traversal)
+//! instead of the exact scan.
 //!
 //! An index file (`DIR/vector-index/<namespace hash>-<encoder hash>.hnsw`, layout in
 //! `docs/vector-index.md`) records the namespace, the encoder identity, the graph's parameters
@@ -28,16 +29,20 @@ use crate::{
 /// The directory of the vector index files inside a store directory.
 pub const VECTOR_INDEX_DIR: &str = "vector-index";
 
-/// Vectors a namespace must hold for its dense candidates to come from the HNSW graph when
-/// [`AnnSettings::default`] is asked for: at 10k real vectors the graph's dense stage was no
-/// faster than the exact scan in `evicortex bench ann run` (see `bench/README.md`), so the
-/// graph starts above that. Not on by default (see [`crate::MemoryBuilder::ann`]).
-pub const DEFAULT_ANN_THRESHOLD: usize = 20_000;
+/// Vectors a namespace must hold for an HNSW graph to be built, and that a search's filters
+/// must admit for the graph to serve it, when [`AnnSettings::default`] is asked for. Measured by
+/// `evicortex bench ann run` at 100k real vectors (`bench/README.md`): the graph's dense stage
+/// cost 1.10 of the exact scan's with a filter admitting 50% and 0.88 at 75% (0.81 unfiltered),
+/// a crossover near 56k admitted vectors. Not on by default (see [`crate::MemoryBuilder::ann`]).
+pub const DEFAULT_ANN_THRESHOLD: usize = 60_000;
 
 /// When compile searches a namespace's vectors through an HNSW graph instead of scanning them.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct AnnSettings {
-    /// Vectors (one per turn, or per window of a long turn) from which the graph serves.
+    /// Vectors (one per turn, or per window of a long turn) from which the graph is built, and
+    /// the vectors a search's filters (as-of, erasure) must be estimated to admit for the graph
+    /// to serve it: the traversal's cost grows as the filter narrows while the exact scan's
+    /// does not, so the crossover is a count of admitted vectors, not a share.
     pub threshold: usize,
     /// The graph's parameters (recorded in index files and compiled contexts).
     pub params: HnswParams,
@@ -87,7 +92,8 @@ pub(crate) fn load(
         IndexFileState::Current { .. } => {
             let started = Instant::now();
             match WindowedIndex::load_hnsw(&path) {
-                Ok((header, index)) => {
+                Ok((header, mut index)) => {
+                    index.set_min_admitted(settings.threshold);
                     let covers = header.covers.expect("a current file records its position");
                     tracing::debug!(
                         path = %path.display(),
@@ -132,6 +138,7 @@ pub(crate) fn grow(
             .index
             .build_hnsw(settings.params, &mut |_, _| {})
             .map_err(|source| CompileError::Vector { namespace: namespace.clone(), source })?;
+        index.index.set_min_admitted(settings.threshold);
         tracing::info!(
             %namespace,
             rows = index.index.len(),

@@ -53,9 +53,9 @@ impl Memory {
             Some(pg) => pg,
             None => &local.index,
         };
-        let hits = index
-            .search(query_vector, top_n, &mut |id| admission.admits(id))
+        let (hits, served) = index
+            .search_served(query_vector, top_n, &mut |id| admission.admits(id))
             .map_err(vector_err)?;
-        Ok(DenseCandidates { hits, index: index.kind().into() })
+        Ok(DenseCandidates { hits, index: served.into() })
     }
 }

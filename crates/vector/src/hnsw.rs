@@ -9,11 +9,14 @@
 //!
 //! Filters: `admit` is asked during the layer-0 traversal about every row that could enter the
 //! result, and refused rows are traversed but never returned, so the search widens past them
-//! instead of returning fewer rows. When a filter is so selective that more than a fraction of
-//! the index would be scored before `ef` admitted rows are found, the search finishes as an exact
-//! scan ([`SearchTrace::exact_fallback`]), which is cheaper than the graph at that point and exact;
-//! a filter that admits under that fraction of an evenly spaced sample of 64 rows goes to the
-//! exact scan before any traversal ([`SearchTrace::exact_by_estimate`]).
+//! instead of returning fewer rows. A filter admitting a share `f` of the rows makes the traversal
+//! score about `1/f` times as many rows, while the exact scan costs the same whatever the filter:
+//! the graph pays only while the admitted rows are many, a count independent of the index's size
+//! (the crossover measured by `evicortex bench ann run`). So a search whose filter is estimated,
+//! from an evenly spaced sample of the rows, to admit fewer than [`HnswIndex::min_admitted`]
+//! rows is an exact scan from the start ([`SearchTrace::exact_by_estimate`]); and a traversal
+//! that scores more than an eighth of the index before `ef` admitted rows are found finishes as
+//! an exact scan ([`SearchTrace::exact_fallback`]), which is cheaper at that point and exact.
 
 mod build;
 mod file;
@@ -60,9 +63,10 @@ pub struct HnswParams {
 
 impl Default for HnswParams {
     /// The parameters chosen by `evicortex bench ann` on real LongMemEval embeddings (see
-    /// `docs/vector-index.md`).
+    /// `docs/vector-index.md`): with `ef_search` 128 recall@50 fell under the 0.99 gate at 10k
+    /// and 80k vectors; 256 passed at 10k, 20k and 100k.
     fn default() -> HnswParams {
-        HnswParams { m: 16, ef_construction: 200, ef_search: 128, seed: 0x5EED_A11C }
+        HnswParams { m: 16, ef_construction: 200, ef_search: 256, seed: 0x5EED_A11C }
     }
 }
 
@@ -73,13 +77,14 @@ pub struct SearchTrace {
     pub scored: usize,
     /// Whether the search finished as an exact scan (filter too selective for the graph).
     pub exact_fallback: bool,
-    /// Whether the exact scan was chosen before the traversal, because the filter admitted
-    /// under 1 / `FALLBACK_DIVISOR` of a sample of the rows (`scored` is then 0).
+    /// Whether the exact scan was chosen before the traversal, because the filter was
+    /// estimated to admit fewer than [`HnswIndex::min_admitted`] rows (`scored` is then 0).
     pub exact_by_estimate: bool,
 }
 
-/// Rows whose admission is asked before the traversal, to estimate how selective a filter is.
-const SELECTIVITY_SAMPLE: usize = 64;
+/// Rows whose admission is asked before the traversal, to estimate how many rows a filter
+/// admits (a standard error of at most 3% of the index's rows).
+const SELECTIVITY_SAMPLE: usize = 256;
 
 /// A search gives up on the graph once it has scored more than this fraction of the rows
 /// (1 / `FALLBACK_DIVISOR`) without finding `ef` admitted ones.
@@ -93,6 +98,9 @@ pub struct HnswIndex<K = TurnId> {
     params: HnswParams,
     graph: Graph,
     visited: Mutex<Vec<Visited>>,
+    /// Admitted rows a search needs for the graph to serve it (not persisted: a search setting
+    /// that changes which path answers, not the graph).
+    min_admitted: usize,
 }
 
 impl<K: IndexKey> HnswIndex<K> {
@@ -114,6 +122,7 @@ impl<K: IndexKey> HnswIndex<K> {
             params,
             graph: Graph::new(params.m),
             visited: Mutex::new(Vec::new()),
+            min_admitted: 0,
         };
         index.link_pending(progress);
         Ok(index)
@@ -124,7 +133,7 @@ impl<K: IndexKey> HnswIndex<K> {
         params: HnswParams,
         graph: Graph,
     ) -> HnswIndex<K> {
-        HnswIndex { exact, params, graph, visited: Mutex::new(Vec::new()) }
+        HnswIndex { exact, params, graph, visited: Mutex::new(Vec::new()), min_admitted: 0 }
     }
 
     pub(crate) fn graph(&self) -> &Graph {
@@ -134,6 +143,18 @@ impl<K: IndexKey> HnswIndex<K> {
     /// The parameters.
     pub fn params(&self) -> HnswParams {
         self.params
+    }
+
+    /// Admitted rows a search needs for the graph to serve it: with fewer (estimated from a
+    /// sample of the rows when the index holds at least this many), the exact scan answers.
+    /// 0, the default, leaves every search to the graph.
+    pub fn min_admitted(&self) -> usize {
+        self.min_admitted
+    }
+
+    /// Sets [`HnswIndex::min_admitted`].
+    pub fn set_min_admitted(&mut self, rows: usize) {
+        self.min_admitted = rows;
     }
 
     /// The exact index over the same rows (scores from either are identical bit for bit).
@@ -180,23 +201,27 @@ impl<K: IndexKey> HnswIndex<K> {
         let ef = self.params.ef_search.max(n);
         let budget = (rows / FALLBACK_DIVISOR).max(4 * ef);
         let keys = self.exact.row_map().keys();
-        // A filter that admits under 1/FALLBACK_DIVISOR of an evenly spaced sample would make the
-        // traversal score its whole budget and then scan anyway: scan at once. The traversal
-        // reuses the sample's answers; the scan asks again (as the fallback after a traversal
-        // does), rather than look every key up in the sample.
+        // Too few admitted rows for the graph to pay: scan at once. The traversal reuses the
+        // sample's answers; the scan asks again (as the fallback after a traversal does), rather
+        // than look every key up in the sample.
         let mut sampled: HashMap<u32, bool> = HashMap::new();
-        if rows >= SELECTIVITY_SAMPLE * FALLBACK_DIVISOR {
-            let stride = rows / SELECTIVITY_SAMPLE;
-            for i in 0..SELECTIVITY_SAMPLE {
-                let row = (i * stride + stride / 2) as u32;
+        let too_few = if self.min_admitted == 0 {
+            false
+        } else if rows < self.min_admitted {
+            true
+        } else {
+            let sample = SELECTIVITY_SAMPLE.min(rows);
+            for i in 0..sample {
+                let row = ((2 * i + 1) * rows / (2 * sample)) as u32;
                 sampled.insert(row, admit(keys[row as usize]));
             }
             let admitted = sampled.values().filter(|&&a| a).count();
-            if admitted * FALLBACK_DIVISOR < SELECTIVITY_SAMPLE {
-                trace.exact_fallback = true;
-                trace.exact_by_estimate = true;
-                return Ok((self.exact.search(&query, n, admit)?, trace));
-            }
+            admitted * rows < self.min_admitted * sampled.len()
+        };
+        if too_few {
+            trace.exact_fallback = true;
+            trace.exact_by_estimate = true;
+            return Ok((self.exact.search(&query, n, admit)?, trace));
         }
         let mut admit_row = |key: K, row: u32| match sampled.get(&row) {
             Some(&answer) => answer,
@@ -304,6 +329,17 @@ impl<K: IndexKey> VectorIndexRead<K> for HnswIndex<K> {
         admit: &mut dyn FnMut(K) -> bool,
     ) -> Result<Vec<VectorHit<K>>, VectorError> {
         self.search_traced(query, n, admit).map(|(hits, _)| hits)
+    }
+
+    fn search_served(
+        &self,
+        query: &[f32],
+        n: usize,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<(Vec<VectorHit<K>>, IndexKind), VectorError> {
+        let (hits, trace) = self.search_traced(query, n, admit)?;
+        let kind = if trace.exact_fallback { IndexKind::Exact } else { self.kind() };
+        Ok((hits, kind))
     }
 }
 

@@ -35,6 +35,17 @@ pub trait VectorIndexRead<K = TurnId> {
         n: usize,
         admit: &mut dyn FnMut(K) -> bool,
     ) -> Result<Vec<VectorHit<K>>, VectorError>;
+    /// [`VectorIndexRead::search`], with the kind of index that answered: an index with more
+    /// than one path (an HNSW graph scans exactly when its filter admits too few rows) names
+    /// the one this search took, which may differ from [`VectorIndexRead::kind`].
+    fn search_served(
+        &self,
+        query: &[f32],
+        n: usize,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<(Vec<VectorHit<K>>, IndexKind), VectorError> {
+        Ok((self.search(query, n, admit)?, self.kind()))
+    }
 }
 
 /// Which kind of index answers a search.

@@ -140,10 +140,17 @@ impl WindowedIndex {
         query: &[f32],
         n: usize,
         admit: &mut dyn FnMut(WindowKey) -> bool,
-    ) -> Result<Vec<VectorHit<WindowKey>>, VectorError> {
+    ) -> Result<(Vec<VectorHit<WindowKey>>, IndexKind), VectorError> {
         match &self.index {
-            Rows::Exact(index) => index.search(query, n, admit),
-            Rows::Hnsw(index) => index.search(query, n, admit),
+            Rows::Exact(index) => index.search_served(query, n, admit),
+            Rows::Hnsw(index) => index.search_served(query, n, admit),
+        }
+    }
+
+    /// Sets the graph's [`HnswIndex::min_admitted`] (no effect on an exact index).
+    pub fn set_min_admitted(&mut self, rows: usize) {
+        if let Rows::Hnsw(index) = &mut self.index {
+            index.set_min_admitted(rows);
         }
     }
 }
@@ -174,11 +181,21 @@ impl VectorIndexRead for WindowedIndex {
         n: usize,
         admit: &mut dyn FnMut(TurnId) -> bool,
     ) -> Result<Vec<VectorHit<TurnId>>, VectorError> {
+        self.search_served(query, n, admit).map(|(hits, _)| hits)
+    }
+
+    fn search_served(
+        &self,
+        query: &[f32],
+        n: usize,
+        admit: &mut dyn FnMut(TurnId) -> bool,
+    ) -> Result<(Vec<VectorHit<TurnId>>, IndexKind), VectorError> {
         // Ask for more windows until n distinct turns are found or the index is exhausted, rather
-        // than scoring and sorting every window of the namespace for each query.
+        // than scoring and sorting every window of the namespace for each query. The hits are
+        // the last search's, and so is the path named.
         let mut want = n;
         loop {
-            let windows = self.search_windows(query, want, &mut |(turn, _)| admit(turn))?;
+            let (windows, kind) = self.search_windows(query, want, &mut |(turn, _)| admit(turn))?;
             let mut hits: Vec<VectorHit<TurnId>> = Vec::with_capacity(n);
             for w in &windows {
                 if !hits.iter().any(|h| h.key == w.key.0) {
@@ -187,7 +204,7 @@ impl VectorIndexRead for WindowedIndex {
             }
             if hits.len() >= n || windows.len() < want {
                 hits.truncate(n);
-                return Ok(hits);
+                return Ok((hits, kind));
             }
             want *= 2;
         }

@@ -138,6 +138,30 @@ fn the_graph_serves_compile_with_the_same_packed_context_as_exact() {
 }
 
 #[test]
+fn a_search_whose_filter_admits_fewer_vectors_than_the_threshold_is_served_by_the_exact_scan() {
+    let encoder = encoder();
+    let (graph_dir, exact_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let exact = open(exact_dir.path(), &encoder, None);
+    ingest(&exact, SAMPLE);
+    // One vector per turn of the sample: the graph is built at exactly the namespace's size.
+    let rows = exact.evidence(&alice()).unwrap().len();
+    let settings = AnnSettings { threshold: rows, ..Default::default() };
+    let graph = open(graph_dir.path(), &encoder, Some(settings));
+    ingest(&graph, SAMPLE);
+    let (question, as_of) = QUESTIONS[3];
+    let unfiltered = compile(&graph, question, None);
+    assert!(matches!(unfiltered.dense_index, Some(DenseIndexRef::Hnsw { .. })));
+    assert_eq!(only_index_file(graph_dir.path()).1.rows, rows, "the graph exists");
+    // The as-of time admits the first session only: fewer vectors than the threshold.
+    let filtered = compile(&graph, question, as_of);
+    assert_eq!(filtered.dense_index, Some(DenseIndexRef::Exact), "{}", filtered.explain());
+    assert!(filtered.explain().contains("dense index: exact"), "{}", filtered.explain());
+    let by_exact = compile(&exact, question, as_of);
+    assert_eq!(filtered.text, by_exact.text);
+    assert_eq!(items(&filtered), items(&by_exact));
+}
+
+#[test]
 fn below_the_threshold_the_exact_scan_serves() {
     let encoder = encoder();
     let dir = tempfile::tempdir().unwrap();

@@ -18,8 +18,7 @@ use super::{
     store::MAX_EF_SEARCH,
 };
 
-/// A filter admitting under 1 / this of a partition's rows takes the exact scan (the embedded
-/// HNSW index's threshold too).
+/// A filter admitting under 1 / this of a partition's rows takes the exact scan.
 pub(crate) const EXACT_SHARE_DIVISOR: u64 = 8;
 
 /// The least `hnsw.ef_search` a search uses: a narrower beam loses recall on clustered

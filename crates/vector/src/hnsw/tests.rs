@@ -91,26 +91,54 @@ fn a_very_selective_filter_falls_back_to_the_exact_answer() {
     let index = HnswIndex::build(exact_of(&vectors), params(), &mut |_, _| {}).unwrap();
     let q = &clustered(1, 16, 8)[0];
     let admit = |k: u32| k % 500 == 7;
+    // No estimate asked for (`min_admitted` 0): the traversal gives up over its budget.
     let (found, trace) = index.search_traced(q, 10, &mut |k| admit(k)).unwrap();
-    assert!(trace.exact_fallback);
-    assert!(trace.exact_by_estimate && trace.scored == 0, "{trace:?}");
+    assert!(trace.exact_fallback && !trace.exact_by_estimate && trace.scored > 0, "{trace:?}");
     assert_eq!(found, index.exact().search(q, 10, &mut |k| admit(k)).unwrap());
     assert_eq!(found.len(), 6);
+    let (_, served) = index.search_served(q, 10, &mut |k| admit(k)).unwrap();
+    assert_eq!(served, IndexKind::Exact, "the exact scan answered, and says so");
 }
 
 #[test]
-fn a_filter_admitting_under_an_eighth_of_a_sample_goes_straight_to_the_exact_scan() {
+fn a_filter_admitting_fewer_than_min_admitted_rows_goes_straight_to_the_exact_scan() {
     let vectors = clustered(4000, 16, 11);
-    let index = HnswIndex::build(exact_of(&vectors), params(), &mut |_, _| {}).unwrap();
+    let mut index = HnswIndex::build(exact_of(&vectors), params(), &mut |_, _| {}).unwrap();
+    index.set_min_admitted(1000);
     let q = &clustered(1, 16, 12)[0];
-    // One row in 10 (an as-of time admitting the oldest tenth, as in the bench): scanned at once.
+    // 400 rows (an as-of time admitting the oldest tenth, as in the bench): scanned at once.
     let (found, trace) = index.search_traced(q, 10, &mut |k| k < 400).unwrap();
     assert!(trace.exact_by_estimate && trace.scored == 0, "{trace:?}");
     assert_eq!(found, index.exact().search(q, 10, &mut |k| k < 400).unwrap());
-    // One in 4: the graph.
-    let (found, trace) = index.search_traced(q, 10, &mut |k| k < 1000).unwrap();
+    // The same count scattered over the rows.
+    let (_, trace) = index.search_traced(q, 10, &mut |k| k % 10 == 3).unwrap();
+    assert!(trace.exact_by_estimate, "{trace:?}");
+    // 2000 rows: the graph, which names itself.
+    let (found, trace) = index.search_traced(q, 10, &mut |k| k < 2000).unwrap();
     assert!(!trace.exact_by_estimate && trace.scored > 0, "{trace:?}");
-    assert!(found.iter().all(|h| h.key < 1000) && found.len() == 10);
+    assert!(found.iter().all(|h| h.key < 2000) && found.len() == 10);
+    let (_, served) = index.search_served(q, 10, &mut |k| k < 2000).unwrap();
+    assert_eq!(served, IndexKind::Hnsw(params()));
+    // An index holding fewer rows than `min_admitted` is scanned without a sample.
+    index.set_min_admitted(5000);
+    let mut asked = 0;
+    let (found, trace) = index
+        .search_traced(q, 10, &mut |_| {
+            asked += 1;
+            true
+        })
+        .unwrap();
+    assert!(trace.exact_by_estimate && trace.scored == 0, "{trace:?}");
+    let mut asked_by_scan = 0;
+    let scanned = index
+        .exact()
+        .search(q, 10, &mut |_| {
+            asked_by_scan += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!(asked, asked_by_scan, "admit was asked by the scan only");
+    assert_eq!(found, scanned);
 }
 
 #[test]

@@ -2,12 +2,14 @@
 //! namespace (their vectors come from the audit store's embedding cache, content-addressed, so
 //! nothing is embedded again), then through the `Memory` facade:
 //! - recall@50 of the HNSW graph's turn candidates against the exact cosine scan over the same
-//!   rows, for every LongMemEval S dev question, without a filter and with an as-of time that
-//!   admits 10% of the namespace;
+//!   rows, for every LongMemEval S dev question, without a filter and with as-of times that
+//!   admit a share of the namespace (10% by default);
 //! - the first compile that builds and writes the graph, the file's bytes, the graph build alone,
 //!   and the first compile after a restart (which loads the file);
-//! - compile p50/p99 (and the dense stage alone) with the graph and with the exact scan, in the
-//!   same run, the question embedded beforehand and timed apart.
+//! - compile p50/p99 (and the dense stage alone) with the graph serving every search, with the
+//!   exact scan, and with the product's rule (the graph only when a search's filters admit at
+//!   least the threshold's vectors), in the same run, the question embedded beforehand and timed
+//!   apart, with how many of the product's searches the graph served.
 
 use std::{
     path::{Path, PathBuf},
@@ -18,8 +20,8 @@ use std::{
 use anyhow::Context;
 use evicortex::{
     AnnSettings, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, DEFAULT_ANN_THRESHOLD,
-    DenseConfig, Encoder, EventTime, HnswParams, IdentifiedVector, Memory, Namespace, TokenBudget,
-    TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
+    DenseConfig, DenseIndexRef, Encoder, EventTime, HnswParams, IdentifiedVector, Memory,
+    Namespace, TokenBudget, TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
 };
 use evicortex_vector::{
     ExactIndex, HnswIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex,
@@ -38,9 +40,9 @@ pub struct RunArgs {
     /// Vectors in the namespace at each size (each a prefix of the audit namespace).
     #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
     pub sizes: Vec<usize>,
-    /// Fraction of the namespace the as-of filter admits.
-    #[arg(long, default_value_t = 0.1)]
-    pub as_of_fraction: f64,
+    /// Fractions of the namespace the as-of filters admit (one filtered row per fraction).
+    #[arg(long, value_delimiter = ',', default_value = "0.1")]
+    pub as_of_fraction: Vec<f64>,
     /// The LongMemEval S file (default: under the data directory).
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
@@ -50,6 +52,11 @@ pub struct RunArgs {
     /// The graph's search beam (default: the product's, `HnswParams::default()`).
     #[arg(long, value_name = "N")]
     pub ef_search: Option<usize>,
+    /// The product rule's threshold: vectors from which the graph is built, and that a search's
+    /// filters must admit for the graph to serve it (default: the product's,
+    /// `DEFAULT_ANN_THRESHOLD`).
+    #[arg(long, value_name = "VECTORS")]
+    pub threshold: Option<usize>,
     /// Also audit a store whose ledger is on this PostgreSQL server (a database
     /// `evicortex_ann_audit_<size>` is dropped and made afresh at each size): pgvector's dense
     /// list against the exact scan, ingest and compile latency beside the embedded store's.
@@ -103,16 +110,17 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     if let Some(ef) = args.ef_search {
         params.ef_search = ef;
     }
+    let threshold = args.threshold.unwrap_or(DEFAULT_ANN_THRESHOLD);
     outln!(
         "ann audit: {} dev questions, namespace {AUDIT_NAMESPACE:?} of {} turns; graph {params:?}; \
-         the product's default threshold is {DEFAULT_ANN_THRESHOLD} vectors",
+         the rule's threshold is {threshold} vectors (the product's default {DEFAULT_ANN_THRESHOLD})",
         questions.len(),
         turns.len()
     )?;
     outln!(
-        "| vectors | as-of admits | recall@50 graph vs exact | gate | first compile (read, build, write) | graph build alone | load | file MiB | compile p50 / p99 exact | compile p50 / p99 graph | dense p50 / p99 exact | dense p50 / p99 graph | load avg |"
+        "| vectors | as-of admits | recall@50 graph vs exact | gate | first compile (read, build, write) | graph build alone | load | file MiB | compile p50 / p99 exact | compile p50 / p99 graph | compile p50 / p99 rule | dense p50 / p99 exact | dense p50 / p99 graph | dense p50 / p99 rule | rule served by graph | load avg |"
     )?;
-    outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     let mut failed = false;
     let mut pg_rows = Vec::new();
     for &size in &args.sizes {
@@ -129,12 +137,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         );
         let dir = size_store(&args.audit_store, size);
         audit_size(&args.audit_store, &dir, &turns[..keep], &encoder)?;
-        for filtered in [false, true] {
-            let outcome = measure(&dir, &namespace, &encoder, &questions, params, filtered, args)?;
+        let filters = std::iter::once(None).chain(args.as_of_fraction.iter().map(|&f| Some(f)));
+        for fraction in filters {
+            let settings = Settings { params, threshold, as_of_fraction: fraction };
+            let outcome = measure(&dir, &namespace, &encoder, &questions, &settings)?;
             let rows = outcome.rows;
             failed |= outcome.recall < RECALL_GATE;
             outln!(
-                "| {rows} | {} | {:.4} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
+                "| {rows} | {} | {:.4} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {}/{} | {} |",
                 outcome.admitted,
                 outcome.recall,
                 if outcome.recall >= RECALL_GATE { "pass" } else { "FAIL" },
@@ -144,8 +154,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 outcome.file_bytes as f64 / (1 << 20) as f64,
                 pair(&outcome.compile_exact),
                 pair(&outcome.compile_graph),
+                pair(&outcome.compile_rule),
                 pair(&outcome.dense_exact),
                 pair(&outcome.dense_graph),
+                pair(&outcome.dense_rule),
+                outcome.rule_graph_served,
+                questions.len(),
                 load_average(),
             )?;
         }
@@ -159,7 +173,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 turns: &turns[..keep],
                 encoder: &encoder,
                 questions: &questions,
-                as_of_fraction: args.as_of_fraction,
+                as_of_fraction: args.as_of_fraction.first().copied().unwrap_or(0.1),
             })?);
         }
     }
@@ -243,8 +257,20 @@ struct Outcome {
     file_bytes: u64,
     compile_exact: Vec<Duration>,
     compile_graph: Vec<Duration>,
+    compile_rule: Vec<Duration>,
     dense_exact: Vec<Duration>,
     dense_graph: Vec<Duration>,
+    dense_rule: Vec<Duration>,
+    rule_graph_served: usize,
+}
+
+/// What one row measures.
+struct Settings {
+    params: HnswParams,
+    /// The product rule's threshold.
+    threshold: usize,
+    /// The as-of filter's share of the namespace; `None`: no filter.
+    as_of_fraction: Option<f64>,
 }
 
 fn measure(
@@ -252,22 +278,22 @@ fn measure(
     namespace: &Namespace,
     encoder: &Arc<dyn Encoder>,
     questions: &[String],
-    params: HnswParams,
-    filtered: bool,
-    args: &RunArgs,
+    settings: &Settings,
 ) -> anyhow::Result<Outcome> {
+    let params = settings.params;
+    // Threshold 1: the graph serves every search that admits anything.
     let graph_settings = Some(AnnSettings { threshold: 1, params });
+    let rule_settings = Some(AnnSettings { threshold: settings.threshold, params });
+    let filtered = settings.as_of_fraction.is_some();
     let index_dir = dir.join(VECTOR_INDEX_DIR);
     let (mut first_compile, mut build, mut load) = (None, None, None);
     let turns = Memory::open(dir)?.evidence(namespace)?;
-    let as_of_time: Option<EventTime> = if filtered {
+    let as_of_time: Option<EventTime> = settings.as_of_fraction.map(|fraction| {
         let mut times: Vec<EventTime> = turns.iter().map(|e| e.turn.time).collect();
         times.sort_unstable_by_key(|t| t.utc_micros());
-        let at = ((times.len() as f64 * args.as_of_fraction) as usize).min(times.len() - 1);
-        Some(times[at])
-    } else {
-        None
-    };
+        let at = ((times.len() as f64 * fraction) as usize).min(times.len() - 1);
+        times[at]
+    });
     let as_of = as_of_time.map(|t| t.utc_micros());
     let admitted =
         turns.iter().filter(|e| as_of.is_none_or(|t| e.turn.time.utc_micros() <= t)).count();
@@ -288,7 +314,7 @@ fn measure(
     };
     let vectors: Vec<IdentifiedVector> =
         questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?;
-    let compile_with = |memory: &Memory, i: usize| -> anyhow::Result<(Duration, Duration)> {
+    let compile_served = |memory: &Memory, i: usize| {
         let query = query_of(&questions[i]);
         let started = Instant::now();
         let report = memory.compile_report(&CompileRequest {
@@ -297,7 +323,11 @@ fn measure(
             reader: &*reader,
             query_vectors: std::slice::from_ref(&vectors[i]),
         })?;
-        Ok((started.elapsed(), report.stages.dense))
+        let by_graph = matches!(report.context.dense_index, Some(DenseIndexRef::Hnsw { .. }));
+        anyhow::Ok((started.elapsed(), report.stages.dense, by_graph))
+    };
+    let compile_with = |memory: &Memory, i: usize| {
+        compile_served(memory, i).map(|(total, dense, _)| (total, dense))
     };
     let started = Instant::now();
     compile_with(&graph, 0)?;
@@ -338,10 +368,11 @@ fn measure(
     }
     let recall = recall_sum / vectors.len() as f64;
 
-    let mut compile_exact = Vec::new();
-    let mut compile_graph = Vec::new();
-    let mut dense_exact = Vec::new();
-    let mut dense_graph = Vec::new();
+    let rule = Memory::builder(dir).encoder(Arc::clone(encoder)).ann(rule_settings).open()?;
+    compile_with(&rule, 0)?;
+    let (mut compile_exact, mut compile_graph, mut compile_rule) = (vec![], vec![], vec![]);
+    let (mut dense_exact, mut dense_graph, mut dense_rule) = (vec![], vec![], vec![]);
+    let mut rule_graph_served = 0;
     for i in 0..questions.len() {
         let (total, dense) = compile_with(&exact, i)?;
         compile_exact.push(total);
@@ -349,8 +380,12 @@ fn measure(
         let (total, dense) = compile_with(&graph, i)?;
         compile_graph.push(total);
         dense_graph.push(dense);
+        let (total, dense, by_graph) = compile_served(&rule, i)?;
+        compile_rule.push(total);
+        dense_rule.push(dense);
+        rule_graph_served += usize::from(by_graph);
     }
-    drop(graph);
+    drop((graph, rule));
     if !filtered {
         // A restart: the file is loaded, not rebuilt (the first compile's time says which).
         let graph = Memory::builder(dir).encoder(Arc::clone(encoder)).ann(graph_settings).open()?;
@@ -373,8 +408,11 @@ fn measure(
         file_bytes,
         compile_exact,
         compile_graph,
+        compile_rule,
         dense_exact,
         dense_graph,
+        dense_rule,
+        rule_graph_served,
     })
 }
 
