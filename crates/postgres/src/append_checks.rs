@@ -18,7 +18,7 @@ impl PgLedger {
     pub fn check_append(&self, turns: &[Turn]) -> Result<usize, AppendError> {
         let metas = validated_metas(turns)?;
         let mut client = self.client();
-        let mut tx = crate::client_cell::read_snapshot(&mut client)
+        let mut tx = crate::client_pool::read_snapshot(&mut client)
             .map_err(self.db("starting an append check"))?;
         let plans = self.plan(&mut tx, turns, &metas)?;
         tx.commit().map_err(self.db("ending an append check"))?;

@@ -8,7 +8,7 @@ use postgres::{Client, Config, NoTls};
 use crate::{
     tls::{self, handshake_failure},
     tls_error::TlsError,
-    tls_params::take_tls_params,
+    tls_params::{TlsParams, take_tls_params},
 };
 
 /// How long a connection attempt waits for a server that does not answer, unless the
@@ -26,16 +26,41 @@ pub(crate) enum ConnectFailure {
     Server(postgres::Error),
 }
 
-/// A connection to the server `url` names; `shown` is `url` without its password (see
-/// [`crate::redact_password`]), which errors name.
-pub(crate) fn connect(url: &str, shown: &str) -> Result<Client, ConnectFailure> {
-    let params = take_tls_params(url).map_err(|e| {
+/// The largest `pool_max` accepted: each connection is a backend process on the server.
+const POOL_MAX_LIMIT: usize = 64;
+
+/// The connection string's `pool_max` (the most connections one handle opens), if given.
+pub(crate) fn pool_max(url: &str, shown: &str) -> Result<Option<usize>, ConnectFailure> {
+    pool_max_of(&params(url, shown)?, shown)
+}
+
+fn pool_max_of(params: &TlsParams, shown: &str) -> Result<Option<usize>, ConnectFailure> {
+    let Some(value) = params.pool_max.as_deref() else { return Ok(None) };
+    match value.parse::<usize>() {
+        Ok(n) if (1..=POOL_MAX_LIMIT).contains(&n) => Ok(Some(n)),
+        _ => Err(ConnectFailure::Tls(TlsError::InvalidParameter {
+            url: shown.to_owned(),
+            parameter: "pool_max",
+            reason: format!("{value:?} is not a whole number from 1 to {POOL_MAX_LIMIT}"),
+        })),
+    }
+}
+
+fn params(url: &str, shown: &str) -> Result<TlsParams, ConnectFailure> {
+    take_tls_params(url).map_err(|e| {
         ConnectFailure::Tls(TlsError::InvalidParameter {
             url: shown.to_owned(),
             parameter: e.parameter,
             reason: e.reason,
         })
-    })?;
+    })
+}
+
+/// A connection to the server `url` names; `shown` is `url` without its password (see
+/// [`crate::redact_password`]), which errors name.
+pub(crate) fn connect(url: &str, shown: &str) -> Result<Client, ConnectFailure> {
+    let params = params(url, shown)?;
+    pool_max_of(&params, shown)?;
     let mut config = Config::from_str(&params.rest).map_err(ConnectFailure::InvalidUrl)?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);

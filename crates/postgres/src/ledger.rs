@@ -1,17 +1,19 @@
-//! The handle: one connection to the server, shared behind a mutex.
+//! The handle: a small pool of connections to the server (`client_pool.rs`).
 
 use crate::{
     ConnectError, DatabaseError,
-    client_cell::{ClientCell, ClientGuard},
+    client_pool::{ClientGuard, ClientPool, Setup},
     connect::{ConnectFailure, connect},
     erase, head, redact_password, schema,
 };
 
-/// A ledger in a PostgreSQL database. `Send + Sync`: its one connection is used by one call at
-/// a time. Several handles (processes, machines) may write the same database: each write locks
-/// the records table, so the ledger stays one chain.
+/// A ledger in a PostgreSQL database. `Send + Sync`: concurrent calls run on connections of
+/// their own (a pool that grows on demand, up to the machine's cores, at most 8), and a
+/// connection the server dropped is replaced on its next use. Several handles (processes,
+/// machines) may write the same database: each write locks the records table, so the ledger
+/// stays one chain.
 pub struct PgLedger {
-    client: ClientCell,
+    client: ClientPool,
     url: String,
     /// Connected to a hot standby: every write is refused before it reaches the server.
     replica: bool,
@@ -61,13 +63,20 @@ impl PgLedger {
                 source,
             })?
             .get(0);
-        if replica {
+        let setup: Setup = if replica {
             schema::check_on_replica(&mut client, &shown)?;
+            |_| Ok(())
         } else {
-            set_durable_commit(&mut client, &shown)?;
+            durable_commit(&mut client).map_err(|source| DatabaseError {
+                url: shown.clone(),
+                op: "setting synchronous_commit",
+                source,
+            })?;
             schema::ensure(&mut client, &shown)?;
-        }
-        let ledger = PgLedger { client: ClientCell::new(client), url: shown, replica };
+            durable_commit
+        };
+        let client = ClientPool::new(client, url, &shown, setup);
+        let ledger = PgLedger { client, url: shown, replica };
         ledger.check_head()?;
         // A replica replays the primary's scrub when the primary finishes it.
         if !replica && ledger.scrub_pending()? {
@@ -91,8 +100,7 @@ impl PgLedger {
         &self.url
     }
 
-    /// The connection, for one call. A panic in another call cannot leave a transaction open
-    /// on it (the client rolls back a dropped transaction), so a poisoned lock is still usable.
+    /// A connection of the pool, for one call.
     pub(crate) fn client(&self) -> ClientGuard<'_> {
         self.client.lock()
     }
@@ -104,7 +112,7 @@ impl PgLedger {
 
     fn check_head(&self) -> Result<(), ConnectError> {
         let mut client = self.client();
-        let mut tx = crate::client_cell::read_snapshot(&mut client)
+        let mut tx = crate::client_pool::read_snapshot(&mut client)
             .map_err(self.db("starting the head check"))?;
         let corrupted = |detail: String| ConnectError::Corrupted { url: self.url.clone(), detail };
         let head =
@@ -126,22 +134,12 @@ impl PgLedger {
 
 /// An acknowledged append must survive a crash of the server: a database or role whose default
 /// waits for no flush is overridden for this session (stronger settings, which wait for
-/// standbys, are kept).
-fn set_durable_commit(client: &mut postgres::Client, url: &str) -> Result<(), DatabaseError> {
-    let commit: String = client
-        .query_one("SELECT current_setting('synchronous_commit')", &[])
-        .map_err(|source| DatabaseError {
-            url: url.to_owned(),
-            op: "reading synchronous_commit",
-            source,
-        })?
-        .get(0);
+/// standbys, are kept). Run on every connection of the pool.
+fn durable_commit(client: &mut postgres::Client) -> Result<(), postgres::Error> {
+    let commit: String =
+        client.query_one("SELECT current_setting('synchronous_commit')", &[])?.get(0);
     if commit == "off" {
-        client.batch_execute("SET synchronous_commit = on").map_err(|source| DatabaseError {
-            url: url.to_owned(),
-            op: "setting synchronous_commit",
-            source,
-        })?;
+        client.batch_execute("SET synchronous_commit = on")?;
     }
     Ok(())
 }

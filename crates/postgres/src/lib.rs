@@ -11,8 +11,10 @@
 //! and retires the write-ahead log, so the texts are left in no file of the server.
 //!
 //! The schema (tables `ledger_meta` and `records` in the connection's default schema) is
-//! described in `schema.rs`; its version is [`SCHEMA_VERSION`]. This slice has no connection
-//! pool and no group commit.
+//! described in `schema.rs`; its version is [`SCHEMA_VERSION`]. Each handle keeps a small pool
+//! of connections, so concurrent calls do not queue on one, and a connection the server
+//! dropped is replaced on its next use: the connection string's `pool_max=N` (1 to 64, this
+//! crate's own parameter) caps it; the default is the machine's cores, at least 2, at most 8.
 //!
 //! Connections honour the connection string's `sslmode` and `sslrootcert` (libpq's names),
 //! with one rule: TLS is never unverified and plaintext is never a silent fallback.
@@ -34,7 +36,7 @@
 
 mod append;
 mod append_checks;
-mod client_cell;
+mod client_pool;
 mod connect;
 mod erase;
 mod error;

@@ -67,7 +67,7 @@ impl PgLedger {
         };
         let mut client = self.client();
         let mut tx =
-            crate::client_cell::read_snapshot(&mut client).map_err(db("starting a read"))?;
+            crate::client_pool::read_snapshot(&mut client).map_err(db("starting a read"))?;
         let query = format!(
             "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records WHERE kind = {KIND_TURN} \
              AND erased_by IS NULL AND {selection}"

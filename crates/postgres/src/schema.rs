@@ -168,7 +168,7 @@ pub(crate) fn check_on_replica(
 ) -> Result<(), ConnectError> {
     check_encoding(client, url)?;
     let mut tx =
-        crate::client_cell::read_snapshot(client).map_err(db(url, "starting the schema check"))?;
+        crate::client_pool::read_snapshot(client).map_err(db(url, "starting the schema check"))?;
     match tables_found(&mut tx, url)? {
         (false, false) => return Err(ConnectError::ReplicaWithoutLedger { url: url.to_owned() }),
         found => check_found(&mut tx, url, found)?,

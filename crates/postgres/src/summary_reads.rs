@@ -14,7 +14,7 @@ impl PgLedger {
     /// reports for the two ledger tables with their indexes and TOAST data.
     pub fn stats(&self) -> Result<LedgerStats, ReadError> {
         let mut client = self.client();
-        let mut tx = crate::client_cell::read_snapshot(&mut client)
+        let mut tx = crate::client_pool::read_snapshot(&mut client)
             .map_err(self.db("starting a stats read"))?;
         let live = format!("FROM records WHERE kind = {KIND_TURN} AND erased_by IS NULL");
         let query = format!(

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum TlsError {
     /// `sslmode` or `sslrootcert` has a value this build refuses, or one that contradicts the
-    /// rest of the connection string.
+    /// rest of the connection string; or `pool_max`, taken out of the string with them, is not
+    /// a whole number from 1 to 64.
     #[error("invalid {parameter} in {url}: {reason}")]
     InvalidParameter {
         /// The connection string, without its password.

@@ -1,14 +1,17 @@
-//! `sslmode` and `sslrootcert`, taken out of a connection string before the client parses it.
+//! `sslmode`, `sslrootcert` and `pool_max`, taken out of a connection string before the client
+//! parses it.
 //!
 //! The client's parser knows `sslmode` only as `disable`, `prefer` or `require` (none of which
 //! verifies anything) and refuses `sslrootcert`; this crate decides both itself (`tls.rs`), so
-//! they are removed from the string and the rest goes to the client unchanged.
+//! they are removed from the string and the rest goes to the client unchanged. `pool_max` is
+//! this crate's own: the most connections a handle opens (`client_pool.rs`).
 
 /// The TLS parameters found in a connection string, and the string without them.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct TlsParams {
     pub sslmode: Option<String>,
     pub sslrootcert: Option<String>,
+    pub pool_max: Option<String>,
     pub rest: String,
 }
 
@@ -19,7 +22,7 @@ pub(crate) struct ParamError {
     pub reason: String,
 }
 
-const TAKEN: [&str; 2] = ["sslmode", "sslrootcert"];
+const TAKEN: [&str; 3] = ["sslmode", "sslrootcert", "pool_max"];
 
 /// Splits `url` (a `postgres://` / `postgresql://` URL or a key-value string) into its TLS
 /// parameters and the rest. A parameter given twice is refused: which one wins would be a guess.
@@ -76,7 +79,11 @@ fn set_once(
     parameter: &'static str,
     value: String,
 ) -> Result<(), ParamError> {
-    let slot = if parameter == "sslmode" { &mut params.sslmode } else { &mut params.sslrootcert };
+    let slot = match parameter {
+        "sslmode" => &mut params.sslmode,
+        "sslrootcert" => &mut params.sslrootcert,
+        _ => &mut params.pool_max,
+    };
     if slot.is_some() {
         return Err(ParamError { parameter, reason: "is given more than once".to_owned() });
     }
@@ -214,6 +221,16 @@ mod tests {
         assert_eq!(p.sslmode.as_deref(), Some("verify-ca"));
         assert_eq!(p.sslrootcert.as_deref(), Some("/etc/my ca's.pem"));
         assert_eq!(p.rest, "host=db  dbname=ledger  user=ada");
+    }
+
+    #[test]
+    fn takes_pool_max_out_of_both_forms() {
+        let p = taken("postgres://db/ledger?pool_max=3&application_name=x");
+        assert_eq!(p.pool_max.as_deref(), Some("3"));
+        assert_eq!(p.rest, "postgres://db/ledger?application_name=x");
+        let p = taken("host=db pool_max=12 dbname=ledger");
+        assert_eq!(p.pool_max.as_deref(), Some("12"));
+        assert_eq!(p.rest, "host=db  dbname=ledger");
     }
 
     #[test]

@@ -19,7 +19,7 @@ impl PgLedger {
     pub fn verify(&self) -> Result<VerifyReport, VerifyError> {
         let mut client = self.client();
         let mut tx =
-            crate::client_cell::read_snapshot(&mut client).map_err(self.db("starting verify"))?;
+            crate::client_pool::read_snapshot(&mut client).map_err(self.db("starting verify"))?;
         let recorded = head::read_head(&mut tx)
             .map_err(self.db("reading the head"))?
             .map_err(|detail| VerifyError::BadHead { detail })?;

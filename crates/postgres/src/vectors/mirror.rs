@@ -34,7 +34,7 @@ impl PgVectors {
                 found: format!("no vector extension, and creating it failed ({e})"),
             });
         }
-        PgVectors::open(client, &shown)
+        PgVectors::open(client, url, &shown)
     }
 
     /// The vector store of the ledger at `url` when the database has one (an erasure through a
@@ -50,7 +50,7 @@ impl PgVectors {
             return Ok(None);
         }
         check_extension(&mut client, &shown)?;
-        PgVectors::open(client, &shown).map(Some)
+        PgVectors::open(client, url, &shown).map(Some)
     }
 
     /// The (record, segment) pairs of `identity`'s vectors stored for `namespace`.

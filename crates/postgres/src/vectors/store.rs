@@ -14,7 +14,7 @@ use super::{
     scrub,
 };
 use crate::{
-    client_cell::{ClientCell, ClientGuard},
+    client_pool::{ClientGuard, ClientPool},
     connect::{ConnectFailure, connect},
     redact_password,
 };
@@ -37,9 +37,10 @@ pub struct StoredVector<'a> {
 }
 
 /// Dense vectors in a PostgreSQL database with pgvector, one table per encoder, one partition
-/// per namespace. `Send + Sync`: its one connection is used by one call at a time.
+/// per namespace. `Send + Sync`: concurrent calls run on connections of their own (a pool, as
+/// for [`crate::PgLedger`]).
 pub struct PgVectors {
-    client: ClientCell,
+    client: ClientPool,
     url: String,
     encoders: Mutex<HashMap<String, Registered>>,
     ef_search: u32,
@@ -63,12 +64,16 @@ impl PgVectors {
     /// ([`PgVectors::scrub`]).
     pub fn connect(url: &str) -> Result<PgVectors, VectorStoreError> {
         let (client, shown) = connect_client(url)?;
-        PgVectors::open(client, &shown)
+        PgVectors::open(client, url, &shown)
     }
 
-    /// The store over an open connection; `url` names the server in errors (give it without
-    /// its password: see [`crate::redact_password`]).
-    pub fn open(mut client: Client, url: &str) -> Result<PgVectors, VectorStoreError> {
+    /// The store over `client`, an open connection to `connect_url` (from which the pool opens
+    /// more); `url` names the server in errors (`connect_url` without its password).
+    pub(crate) fn open(
+        mut client: Client,
+        connect_url: &str,
+        url: &str,
+    ) -> Result<PgVectors, VectorStoreError> {
         check_extension(&mut client, url)?;
         let read_only: bool = client
             .query_one("SELECT pg_is_in_recovery()", &[])
@@ -91,7 +96,7 @@ impl PgVectors {
             tx.commit().map_err(database(url, "committing the registry tables"))?;
         }
         let store = PgVectors {
-            client: ClientCell::new(client),
+            client: ClientPool::new(client, connect_url, url, |_| Ok(())),
             url: url.to_owned(),
             encoders: Mutex::new(HashMap::new()),
             ef_search: 128,

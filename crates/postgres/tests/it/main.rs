@@ -13,6 +13,8 @@ mod erase_readback;
 /// Several batches committed together, each under its own savepoint.
 mod group_commit;
 mod migrate;
+/// The connection pool: its cap, sharing, and reconnecting.
+mod pool;
 mod replica;
 mod round_trip;
 mod schema;
