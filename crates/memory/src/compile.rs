@@ -225,12 +225,12 @@ impl Memory {
         let started = Instant::now();
         let namespace = &query.namespace;
         let slot = self.inner.indexes.slot(namespace);
-        let mut indexes = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let also: &[crate::memory::Dense] =
             if dense.is_some() { &self.inner.also_dense } else { &[] };
-        indexes.refresh(self, namespace, dense, also)?;
-        indexes.refresh_context(config, namespace)?;
-        self.inner.indexes.resized(namespace, &slot, indexes.heap_bytes());
+        let indexes = self.inner.indexes.refreshed(namespace, &slot, |indexes| {
+            indexes.refresh(self, namespace, dense, also)?;
+            indexes.refresh_context(config, namespace)
+        })?;
         let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
         let analyzer = config.lexical.analyzer;
         // BM25 settings other than the cached index's get an index of their own, not cached:

@@ -33,9 +33,9 @@ impl Memory {
         let dense = self.inner.dense.as_ref().ok_or(CompileError::DenseUnavailable)?;
         let namespace = &query.namespace;
         let slot = self.inner.indexes.slot(namespace);
-        let mut indexes = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        indexes.refresh(self, namespace, Some(dense), &self.inner.also_dense)?;
-        self.inner.indexes.resized(namespace, &slot, indexes.heap_bytes());
+        let indexes = self.inner.indexes.refreshed(namespace, &slot, |indexes| {
+            indexes.refresh(self, namespace, Some(dense), &self.inner.also_dense)
+        })?;
         let Some(local) = indexes.dense.as_ref() else {
             return Ok(DenseCandidates { hits: Vec::new(), index: DenseIndexRef::Exact });
         };

@@ -16,7 +16,7 @@ use std::{
     borrow::Cow,
     collections::{HashMap, HashSet},
     path::PathBuf,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard},
 };
 
 use evicortex_compiler::{
@@ -62,7 +62,7 @@ struct Entries {
 
 #[derive(Debug)]
 struct Entry {
-    slot: Arc<Mutex<NamespaceIndexes>>,
+    slot: Arc<RwLock<NamespaceIndexes>>,
     bytes: usize,
     last_used: u64,
 }
@@ -80,13 +80,32 @@ impl IndexCache {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The indexes of `namespace` brought to the ledger head by `refresh` (under the slot's
+    /// write lock, one caller at a time), then shared: concurrent compiles of one namespace
+    /// search side by side, and only a catch-up excludes the others. A refresh by another
+    /// caller between the two locks only makes what this one reads newer.
+    pub(crate) fn refreshed<'a>(
+        &self,
+        namespace: &Namespace,
+        slot: &'a Arc<RwLock<NamespaceIndexes>>,
+        refresh: impl FnOnce(&mut NamespaceIndexes) -> Result<(), CompileError>,
+    ) -> Result<RwLockReadGuard<'a, NamespaceIndexes>, CompileError> {
+        let bytes = {
+            let mut indexes = slot.write().unwrap_or_else(PoisonError::into_inner);
+            refresh(&mut indexes)?;
+            indexes.heap_bytes()
+        };
+        self.resized(namespace, slot, bytes);
+        Ok(slot.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// The indexes of `namespace` (empty when not cached), marked as just used.
-    pub(crate) fn slot(&self, namespace: &Namespace) -> Arc<Mutex<NamespaceIndexes>> {
+    pub(crate) fn slot(&self, namespace: &Namespace) -> Arc<RwLock<NamespaceIndexes>> {
         let mut entries = self.lock();
         entries.clock += 1;
         let clock = entries.clock;
         let entry = entries.map.entry(namespace.clone()).or_insert_with(|| Entry {
-            slot: Arc::new(Mutex::new(NamespaceIndexes::empty(namespace))),
+            slot: Arc::new(RwLock::new(NamespaceIndexes::empty(namespace))),
             bytes: 0,
             last_used: clock,
         });
@@ -100,7 +119,7 @@ impl IndexCache {
     pub(crate) fn resized(
         &self,
         namespace: &Namespace,
-        slot: &Arc<Mutex<NamespaceIndexes>>,
+        slot: &Arc<RwLock<NamespaceIndexes>>,
         bytes: usize,
     ) {
         let mut entries = self.lock();

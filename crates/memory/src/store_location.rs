@@ -31,7 +31,7 @@ impl StoreLocation {
     /// Reads `store`: a PostgreSQL URL when it starts with `postgres://` or `postgresql://`,
     /// else a directory. For a URL the derived directory is [`DERIVED_DIR_ENV`] when set, else
     /// `${XDG_CACHE_HOME:-$HOME/.cache}/evicortex/derived/<BLAKE3 of the URL without its
-    /// password>`.
+    /// password and its pool_max>`.
     pub fn parse(store: &Path) -> Result<StoreLocation, OpenError> {
         let Some(url) = store.to_str().filter(|s| is_postgres_url(s)) else {
             return Ok(StoreLocation::Directory(store.to_owned()));
@@ -86,7 +86,7 @@ fn default_derived_dir(url: &str) -> Result<PathBuf, OpenError> {
             }
         },
     };
-    let shown = evicortex_postgres::redact_password(url);
+    let shown = evicortex_postgres::database_identity(url);
     let digest = blake3::hash(shown.as_bytes()).to_hex();
     Ok(cache.join("evicortex").join("derived").join(digest.as_str()))
 }
@@ -106,7 +106,7 @@ pub(crate) fn claim_derived_dir(derived: &Path, url: &str) -> Result<(), OpenErr
         )));
     }
     let record = derived.join(DERIVED_FROM_FILE);
-    let wanted = format!("{shown}\n");
+    let wanted = format!("{}\n", evicortex_postgres::database_identity(url));
     match fs_err::read_to_string(&record) {
         Ok(found) if found == wanted => Ok(()),
         Ok(found) => Err(refuse(format!(

@@ -66,7 +66,7 @@ pub use crate::{
     import::{ImportError, ImportReport},
     ledger::PgLedger,
     migration_check::{MigrationCheck, MigrationCheckError, verify_migration},
-    redacted_url::redact_password,
+    redacted_url::{database_identity, redact_password},
     schema::SCHEMA_VERSION,
     tls_error::{TlsError, TlsFailure},
 };

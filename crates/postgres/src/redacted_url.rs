@@ -13,6 +13,13 @@ pub fn redact_password(url: &str) -> String {
     redact_key_value(url)
 }
 
+/// What names a store's database, for keying and claiming its derived files: `url` without
+/// its password ([`redact_password`]) and without `pool_max`, which changes how a handle
+/// connects, not what it connects to.
+pub fn database_identity(url: &str) -> String {
+    crate::tls_params::without_pool_max(&redact_password(url))
+}
+
 /// The part of a URI after its scheme: `user:password@host/db?query`.
 fn redact_uri_rest(rest: &str) -> String {
     let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());

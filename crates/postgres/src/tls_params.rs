@@ -74,6 +74,35 @@ fn take_from_key_value(conn: &str) -> Result<TlsParams, ParamError> {
     Ok(params)
 }
 
+/// `url` without its `pool_max` parameter: how many connections a handle opens does not change
+/// which database the string names.
+pub(crate) fn without_pool_max(url: &str) -> String {
+    let trimmed = url.trim();
+    if ["postgres://", "postgresql://"].iter().any(|s| trimmed.starts_with(s)) {
+        let authority_start = trimmed.rfind('@').map_or(0, |at| at + 1);
+        let Some(q) = trimmed[authority_start..].find('?').map(|i| authority_start + i) else {
+            return url.to_owned();
+        };
+        let kept: Vec<&str> = trimmed[q + 1..]
+            .split('&')
+            .filter(|pair| pair.split_once('=').map_or(*pair, |(key, _)| key) != "pool_max")
+            .collect();
+        return if kept.is_empty() {
+            trimmed[..q].to_owned()
+        } else {
+            format!("{}?{}", &trimmed[..q], kept.join("&"))
+        };
+    }
+    let mut rest = String::with_capacity(url.len());
+    let mut copied_to = 0;
+    for pair in key_value_pairs(url).iter().filter(|p| p.key == "pool_max") {
+        rest.push_str(&url[copied_to..pair.start]);
+        copied_to = pair.end;
+    }
+    rest.push_str(&url[copied_to..]);
+    rest
+}
+
 fn set_once(
     params: &mut TlsParams,
     parameter: &'static str,
@@ -221,6 +250,17 @@ mod tests {
         assert_eq!(p.sslmode.as_deref(), Some("verify-ca"));
         assert_eq!(p.sslrootcert.as_deref(), Some("/etc/my ca's.pem"));
         assert_eq!(p.rest, "host=db  dbname=ledger  user=ada");
+    }
+
+    #[test]
+    fn without_pool_max_keeps_everything_else() {
+        assert_eq!(
+            without_pool_max("postgres://u:***@db/x?pool_max=3&sslmode=disable"),
+            "postgres://u:***@db/x?sslmode=disable"
+        );
+        assert_eq!(without_pool_max("postgres://db/x?pool_max=3"), "postgres://db/x");
+        assert_eq!(without_pool_max("postgres://db/x?a=1"), "postgres://db/x?a=1");
+        assert_eq!(without_pool_max("host=db pool_max=2 dbname=x"), "host=db  dbname=x");
     }
 
     #[test]

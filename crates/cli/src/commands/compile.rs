@@ -91,6 +91,10 @@ pub struct CompileArgs {
     /// Print the JSON manifest.
     #[arg(long)]
     pub json: bool,
+    /// Search a namespace of at least N vectors through the store's persisted HNSW graph (built
+    /// on first need), as `serve --ann-from` does; default: an exact scan.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub ann_from: Option<u64>,
     /// Print the ranks, scores and exclusion reasons after the text.
     #[arg(long)]
     pub explain: bool,
@@ -162,6 +166,9 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         let overlength = crate::commands::embed::store_overlength(store, args.overlength)?;
         builder.encoders(crate::commands::embed::load_store_encoders(store, overlength)?);
     }
+    if let Some(from) = args.ann_from {
+        use_ann(&mut builder, store, from)?;
+    }
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;
     let query = CompileQuery {
@@ -205,6 +212,27 @@ fn with_options(config: &CompileConfig, json: &str) -> anyhow::Result<CompileCon
         .map_err(|e| UsageError(format!("--options: not a JSON object: {e}")))?;
     evicortex::front_end::apply_compile_options(config, &set)
         .map_err(|e| UsageError(format!("--options: {e}")).into())
+}
+
+/// Turns on the HNSW graph for namespaces of at least `from` vectors (`--ann-from`), saying so
+/// on stderr; refused on a PostgreSQL store, whose dense search is pgvector's.
+pub fn use_ann(
+    builder: &mut evicortex::MemoryBuilder,
+    store: &Path,
+    from: u64,
+) -> anyhow::Result<()> {
+    if store.to_str().is_some_and(evicortex::is_postgres_url) {
+        return Err(UsageError(
+            "--ann-from: a PostgreSQL store searches its vectors with pgvector's HNSW index"
+                .to_owned(),
+        )
+        .into());
+    }
+    let threshold =
+        usize::try_from(from).map_err(|_| UsageError("--ann-from: too large".into()))?;
+    eprintln!("dense search: an HNSW graph for namespaces of at least {threshold} vectors");
+    builder.ann(Some(evicortex::AnnSettings { threshold, ..evicortex::AnnSettings::default() }));
+    Ok(())
 }
 
 /// Loads the reranker `spec` names, saying which on stderr.

@@ -163,6 +163,72 @@ fn compile_uses_the_windowed_vectors_that_embed_wrote() {
     assert!(!stderr.contains("--overlength window"), "the advice must not loop: {stderr}");
 }
 
+/// `compile --ann-from N` serves a namespace of at least N vectors from the HNSW graph it builds
+/// and persists, and says so in the manifest; without the flag the same store is scanned.
+#[test]
+fn compile_with_ann_from_searches_the_graph_and_names_it() {
+    installed_model();
+    let store = tempfile::tempdir().unwrap();
+    let store_arg = store.path().to_str().unwrap();
+    let input = store.path().join("turns.jsonl");
+    let lines: Vec<String> = (0..12)
+        .map(|i| {
+            serde_json::json!({"namespace": "t", "session": "s", "turn": i, "role": "user",
+                "text": format!("note {i}: the blue kettle is on shelf {i}"),
+                "time": "2024-01-01T00:00:00Z"})
+            .to_string()
+        })
+        .collect();
+    fs_err::write(&input, lines.join("\n") + "\n").unwrap();
+    expect_code(&evicortex(&["--store", store_arg, "ingest", input.to_str().unwrap()], &[]), 0);
+    let compile = |extra: &[&str]| {
+        let mut args = vec![
+            "--store",
+            store_arg,
+            "compile",
+            "--namespace",
+            "t",
+            "--query",
+            "where is the kettle",
+            "--budget",
+            "500",
+            "--reader-tokenizer",
+            "o200k_base",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (stdout, stderr) = expect_code(&evicortex(&args, &[]), 0);
+        let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        (json["dense_index"]["kind"].as_str().unwrap_or_default().to_owned(), stderr)
+    };
+    let (kind, stderr) = compile(&["--ann-from", "10"]);
+    assert_eq!(kind, "hnsw", "{stderr}");
+    assert!(stderr.contains("HNSW graph for namespaces of at least 10 vectors"), "{stderr}");
+    assert!(store.path().join("vector-index").is_dir());
+    assert_eq!(compile(&["--ann-from", "13"]).0, "exact", "12 vectors are under 13");
+    assert_eq!(compile(&[]).0, "exact");
+    let out = evicortex(
+        &[
+            "--store",
+            "postgres://127.0.0.1:1/x",
+            "compile",
+            "--namespace",
+            "t",
+            "--query",
+            "q",
+            "--budget",
+            "500",
+            "--reader-tokenizer",
+            "o200k_base",
+            "--ann-from",
+            "10",
+        ],
+        &[],
+    );
+    let (_, stderr) = expect_code(&out, 2);
+    assert!(stderr.contains("--ann-from: a PostgreSQL store"), "{stderr}");
+}
+
 /// EVICORTEX_HOME names the store and nothing else: with it set (and no models under it),
 /// ingest still embeds with the installed model and compile runs dense, as with `--store`.
 #[test]

@@ -123,21 +123,29 @@ fn compiles_racing_appends_never_fail_and_end_where_a_fresh_memory_does() {
         |memory: &Memory, question: &str| compile_default(memory, question, DenseConfig::Off);
     let first = parse_jsonl("test", turn(0).as_bytes(), &IngestOptions::default()).unwrap();
     memory.append(&first).unwrap();
+    let appended = std::sync::atomic::AtomicBool::new(false);
+    // Two compilers on the one namespace: they share its indexes (a read lock) while the
+    // appender's turns are caught up by one of them at a time (the write lock).
+    let compiler = |offset: usize| {
+        let mut compiles = 0;
+        while !appended.load(std::sync::atomic::Ordering::SeqCst) || compiles == 0 {
+            if let Err(e) = lexical(&memory, QUESTIONS[(compiles + offset) % 4]) {
+                panic!("compile {compiles} while appending: {e}");
+            }
+            compiles += 1;
+        }
+    };
     std::thread::scope(|scope| {
-        let appender = scope.spawn(|| {
+        scope.spawn(|| {
             for i in 1..300 {
                 let turns =
                     parse_jsonl("test", turn(i).as_bytes(), &IngestOptions::default()).unwrap();
                 memory.append(&turns).unwrap();
             }
+            appended.store(true, std::sync::atomic::Ordering::SeqCst);
         });
-        let mut compiles = 0;
-        while !appender.is_finished() || compiles == 0 {
-            if let Err(e) = lexical(&memory, QUESTIONS[compiles % 4]) {
-                panic!("compile {compiles} while appending: {e}");
-            }
-            compiles += 1;
-        }
+        scope.spawn(|| compiler(1));
+        compiler(0);
     });
     let fresh = store.open();
     for question in QUESTIONS {

@@ -99,6 +99,21 @@ fn a_derived_directory_is_never_reused_for_another_database() {
 }
 
 #[test]
+fn pool_max_changes_how_a_store_connects_not_which_derived_directory_is_its() {
+    let db = TestDb::new();
+    let derived = tempfile::tempdir().unwrap();
+    let memory = Memory::builder(&db.url).derived_dir(derived.path()).open().unwrap();
+    memory.append(&turns(r#"{"namespace":"p","session":"s","turn":0,"role":"user","text":"pooled","time":"2024-05-02T10:00:00Z"}"#)).unwrap();
+    drop(memory);
+    let sep = if db.url.contains('?') { '&' } else { '?' };
+    let capped = Memory::builder(format!("{}{sep}pool_max=1", db.url))
+        .derived_dir(derived.path())
+        .open()
+        .unwrap();
+    assert_eq!(capped.verify().unwrap().records, 1);
+}
+
+#[test]
 fn an_unreachable_server_is_an_error_naming_it_without_its_password() {
     let derived = tempfile::tempdir().unwrap();
     // Port 1 on the loopback: nothing listens there, so the connection is refused at once.

@@ -9,7 +9,9 @@
 //!   maintained row by row);
 //! - recall@50 of pgvector's dense list against the embedded exact scan, without a filter and
 //!   with the as-of filter, and which path served;
-//! - compile and dense-stage p50/p99 on both, the question embedded beforehand.
+//! - compile and dense-stage p50/p99 on both, the question embedded beforehand;
+//! - compiles per second with 1, 2 and 4 threads sharing one handle, through the default
+//!   connection pool and through one connection (`pool_max=1`), the pool's anchor.
 
 use std::{
     collections::BTreeMap,
@@ -68,6 +70,30 @@ impl PgRow {
     }
 }
 
+/// Concurrent compiles on one PostgreSQL handle: pooled against one connection.
+pub(super) struct PgThroughput {
+    vectors: usize,
+    threads: usize,
+    single: f64,
+    pooled: f64,
+}
+
+impl PgThroughput {
+    pub(super) const HEADER: &str = "| vectors | threads | compiles/s, one connection (pool_max=1) | compiles/s, default pool | pooled / one | load avg |\n|---|--:|--:|--:|--:|---|";
+
+    pub(super) fn line(&self) -> String {
+        format!(
+            "| {} | {} | {:.1} | {:.1} | {:.2} | {} |",
+            self.vectors,
+            self.threads,
+            self.single,
+            self.pooled,
+            self.pooled / self.single,
+            load_average()
+        )
+    }
+}
+
 /// What one size's PostgreSQL audit needs.
 pub(super) struct PgAudit<'a> {
     pub server: &'a str,
@@ -83,7 +109,7 @@ pub(super) struct PgAudit<'a> {
 }
 
 /// The rows of one size: without a filter, then with the as-of filter.
-pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<Vec<PgRow>> {
+pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<PgThroughput>)> {
     let name = format!("evicortex_ann_audit_{}", audit.size);
     let url = fresh_database(audit.server, &name)?;
     let derived = audit.size_dir.with_file_name(format!("{name}-derived"));
@@ -182,7 +208,69 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<Vec<PgRow>> {
         }
         rows.push(row);
     }
-    Ok(rows)
+    // The unfiltered questions on 1, 2 and 4 threads, through the pool and then through one
+    // connection: the same database, derived directory and questions.
+    let unfiltered = |memory: &Memory, i: usize| -> anyhow::Result<()> {
+        let query = CompileQuery {
+            namespace: namespace.clone(),
+            question: audit.questions[i].clone(),
+            as_of: None,
+            budget: TokenBudget::new(2048),
+        };
+        memory.compile_report(&CompileRequest {
+            query: &query,
+            config: &config,
+            reader: &*reader,
+            query_vectors: std::slice::from_ref(&vectors[i]),
+        })?;
+        Ok(())
+    };
+    const THREADS: [usize; 3] = [1, 2, 4];
+    let mut pooled = Vec::new();
+    for threads in THREADS {
+        pooled.push(compiles_per_second(&pg, threads, audit.questions.len(), &unfiltered)?);
+    }
+    drop(pg);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let single = Memory::builder(format!("{url}{sep}pool_max=1"))
+        .derived_dir(&derived)
+        .encoder(Arc::clone(audit.encoder))
+        .open()?;
+    // Warmed as `pg` was by the rows above: its indexes loaded, its connection made.
+    for i in 0..audit.questions.len() {
+        unfiltered(&single, i)?;
+    }
+    let mut throughput = Vec::new();
+    for (threads, pooled) in THREADS.into_iter().zip(pooled) {
+        throughput.push(PgThroughput {
+            vectors: audit.vectors,
+            threads,
+            single: compiles_per_second(&single, threads, audit.questions.len(), &unfiltered)?,
+            pooled,
+        });
+    }
+    Ok((rows, throughput))
+}
+
+/// Compiles per second when `threads` threads share `memory`, each compiling all `questions`.
+fn compiles_per_second(
+    memory: &Memory,
+    threads: usize,
+    questions: usize,
+    compile: &(dyn Fn(&Memory, usize) -> anyhow::Result<()> + Sync),
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    (0..questions).try_for_each(|i| compile(memory, (i + t) % questions))
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|w| w.join().expect("a compile thread panicked"))
+    })?;
+    Ok((threads * questions) as f64 / started.elapsed().as_secs_f64())
 }
 
 /// Appends `turns` in batches as ingest does, returning the time taken.

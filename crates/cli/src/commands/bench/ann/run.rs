@@ -123,6 +123,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     let mut failed = false;
     let mut pg_rows = Vec::new();
+    let mut pg_throughput = Vec::new();
     for &size in &args.sizes {
         let mut vectors = 0usize;
         let take = windows.iter().take_while(|&&w| {
@@ -164,7 +165,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             )?;
         }
         if let Some(server) = &args.postgres {
-            pg_rows.extend(super::pgvector::measure(&super::pgvector::PgAudit {
+            let (rows, throughput) = super::pgvector::measure(&super::pgvector::PgAudit {
                 server,
                 audit_store: &args.audit_store,
                 size_dir: &dir,
@@ -174,7 +175,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 encoder: &encoder,
                 questions: &questions,
                 as_of_fraction: args.as_of_fraction.first().copied().unwrap_or(0.1),
-            })?);
+            })?;
+            pg_rows.extend(rows);
+            pg_throughput.extend(throughput);
         }
     }
     if !pg_rows.is_empty() {
@@ -183,6 +186,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         for row in &pg_rows {
             failed |= row.recall() < RECALL_GATE;
             outln!("{}", row.line(RECALL_GATE))?;
+        }
+        outln!("\nconcurrent compiles on one PostgreSQL handle (unfiltered questions):")?;
+        outln!("{}", super::pgvector::PgThroughput::HEADER)?;
+        for row in &pg_throughput {
+            outln!("{}", row.line())?;
         }
     }
     anyhow::ensure!(!failed, "recall@50 below {RECALL_GATE} at some size");
