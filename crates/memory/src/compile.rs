@@ -19,7 +19,7 @@ use evicortex_vector::{VectorError, VectorIndexRead};
 
 use crate::{
     EmbeddingCacheError, ErrorClass, Memory, ReadError,
-    index_cache::DenseIndex,
+    index_cache::{DenseIndex, FreshKey},
     memory::Dense,
     pg_dense::{DenseQuery, PgCandidates},
 };
@@ -227,7 +227,9 @@ impl Memory {
         let slot = self.inner.indexes.slot(namespace);
         let also: &[crate::memory::Dense] =
             if dense.is_some() { &self.inner.also_dense } else { &[] };
-        let indexes = self.inner.indexes.refreshed(namespace, &slot, |indexes| {
+        let asked = serde_json::to_string(config).expect("a compile config serialises");
+        let key = FreshKey::now(self, dense, also, asked)?;
+        let indexes = self.inner.indexes.refreshed(namespace, &slot, key, |indexes| {
             indexes.refresh(self, namespace, dense, also)?;
             indexes.refresh_context(config, namespace)
         })?;

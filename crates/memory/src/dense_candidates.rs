@@ -8,6 +8,7 @@ use evicortex_vector::{VectorHit, VectorIndexRead};
 
 use crate::{
     CompileError, Memory,
+    index_cache::FreshKey,
     pg_dense::{DenseQuery, PgCandidates},
 };
 
@@ -33,7 +34,9 @@ impl Memory {
         let dense = self.inner.dense.as_ref().ok_or(CompileError::DenseUnavailable)?;
         let namespace = &query.namespace;
         let slot = self.inner.indexes.slot(namespace);
-        let indexes = self.inner.indexes.refreshed(namespace, &slot, |indexes| {
+        // Asks for no context indexes: its own key, never equal to a compile's.
+        let key = FreshKey::now(self, Some(dense), &self.inner.also_dense, String::new())?;
+        let indexes = self.inner.indexes.refreshed(namespace, &slot, key, |indexes| {
             indexes.refresh(self, namespace, Some(dense), &self.inner.also_dense)
         })?;
         let Some(local) = indexes.dense.as_ref() else {

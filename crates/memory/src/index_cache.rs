@@ -80,19 +80,30 @@ impl IndexCache {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The indexes of `namespace` brought to the ledger head by `refresh` (under the slot's
-    /// write lock, one caller at a time), then shared: concurrent compiles of one namespace
-    /// search side by side, and only a catch-up excludes the others. A refresh by another
-    /// caller between the two locks only makes what this one reads newer.
+    /// The indexes of `namespace`, shared: as they are when the last refresh recorded `key`
+    /// (nothing to refresh), else after `refresh` has run under the slot's exclusive lock.
+    /// Concurrent compiles of one namespace search side by side; only a catch-up excludes the
+    /// others. A refresh by another caller between the two locks only makes what this one
+    /// reads newer.
     pub(crate) fn refreshed<'a>(
         &self,
         namespace: &Namespace,
         slot: &'a Arc<RwLock<NamespaceIndexes>>,
+        key: Option<FreshKey>,
         refresh: impl FnOnce(&mut NamespaceIndexes) -> Result<(), CompileError>,
     ) -> Result<RwLockReadGuard<'a, NamespaceIndexes>, CompileError> {
+        if key.is_some() {
+            let indexes = slot.read().unwrap_or_else(PoisonError::into_inner);
+            if indexes.fresh_for == key {
+                return Ok(indexes);
+            }
+        }
         let bytes = {
             let mut indexes = slot.write().unwrap_or_else(PoisonError::into_inner);
+            // A refresh that fails half way must not leave an old key standing.
+            indexes.fresh_for = None;
             refresh(&mut indexes)?;
+            indexes.fresh_for = key;
             indexes.heap_bytes()
         };
         self.resized(namespace, slot, bytes);
@@ -206,6 +217,35 @@ pub(crate) struct NamespaceIndexes {
     /// Turns that got their vectors since the context vectors were last brought up to date.
     vectors_added: Vec<TurnId>,
     text_bytes: usize,
+    /// What the last refresh was asked for and saw (see [`FreshKey`]).
+    fresh_for: Option<FreshKey>,
+}
+
+/// What a refresh depended on, read before it: the ledger head, the embedding caches' write
+/// generations (leading encoder, then the others) and what was asked (the compile settings
+/// the context indexes follow). Both counters only grow, so a caller whose key equals the
+/// one recorded at the last refresh would find nothing to refresh: it reads the indexes
+/// under the shared lock without taking the exclusive one. Without this, every compile took
+/// the exclusive lock, and concurrent compiles of one namespace ran in turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FreshKey {
+    head: LedgerPosition,
+    generations: Vec<u64>,
+    asked: String,
+}
+
+impl FreshKey {
+    /// The key now; `None` for an empty ledger (always refreshed).
+    pub(crate) fn now(
+        memory: &Memory,
+        dense: Option<&Dense>,
+        also: &[Dense],
+        asked: String,
+    ) -> Result<Option<FreshKey>, CompileError> {
+        let generations =
+            dense.into_iter().chain(also).map(|d| d.cache.write_generation()).collect();
+        Ok(memory.head()?.map(|head| FreshKey { head, generations, asked }))
+    }
 }
 
 /// The vector index of a namespace under the memory's encoder.
@@ -241,6 +281,7 @@ impl NamespaceIndexes {
             context_vectors: None,
             vectors_added: Vec::new(),
             text_bytes: 0,
+            fresh_for: None,
         }
     }
 

@@ -76,19 +76,22 @@ pub(super) struct PgThroughput {
     threads: usize,
     single: f64,
     pooled: f64,
+    /// The embedded store's exact scan, the same questions.
+    embedded: f64,
 }
 
 impl PgThroughput {
-    pub(super) const HEADER: &str = "| vectors | threads | compiles/s, one connection (pool_max=1) | compiles/s, default pool | pooled / one | load avg |\n|---|--:|--:|--:|--:|---|";
+    pub(super) const HEADER: &str = "| vectors | threads | compiles/s, one connection (pool_max=1) | compiles/s, default pool | pooled / one | compiles/s, embedded exact | load avg |\n|---|--:|--:|--:|--:|--:|---|";
 
     pub(super) fn line(&self) -> String {
         format!(
-            "| {} | {} | {:.1} | {:.1} | {:.2} | {} |",
+            "| {} | {} | {:.1} | {:.1} | {:.2} | {:.1} | {} |",
             self.vectors,
             self.threads,
             self.single,
             self.pooled,
             self.pooled / self.single,
+            self.embedded,
             load_average()
         )
     }
@@ -247,6 +250,7 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
             threads,
             single: compiles_per_second(&single, threads, audit.questions.len(), &unfiltered)?,
             pooled,
+            embedded: compiles_per_second(&exact, threads, audit.questions.len(), &unfiltered)?,
         });
     }
     Ok((rows, throughput))
