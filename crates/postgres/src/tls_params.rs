@@ -27,12 +27,24 @@ const TAKEN: [&str; 3] = ["sslmode", "sslrootcert", "pool_max"];
 /// Splits `url` (a `postgres://` / `postgresql://` URL or a key-value string) into its TLS
 /// parameters and the rest. A parameter given twice is refused: which one wins would be a guess.
 pub(crate) fn take_tls_params(url: &str) -> Result<TlsParams, ParamError> {
-    let trimmed = url.trim();
-    let is_uri = ["postgres://", "postgresql://"].iter().any(|s| trimmed.starts_with(s));
-    if is_uri { take_from_uri(trimmed) } else { take_from_key_value(url) }
+    take(url, &TAKEN)
 }
 
-fn take_from_uri(url: &str) -> Result<TlsParams, ParamError> {
+/// `url` without its `pool_max` parameter: how many connections a handle opens does not change
+/// which database the string names. A string whose `pool_max` cannot be taken out (given
+/// twice) is returned as it is; connecting refuses it.
+pub(crate) fn without_pool_max(url: &str) -> String {
+    take(url, &["pool_max"]).map_or_else(|_| url.to_owned(), |p| p.rest)
+}
+
+/// Takes the parameters named in `taken` (a subset of [`TAKEN`]) out of `url`.
+fn take(url: &str, taken: &[&'static str]) -> Result<TlsParams, ParamError> {
+    let trimmed = url.trim();
+    let is_uri = ["postgres://", "postgresql://"].iter().any(|s| trimmed.starts_with(s));
+    if is_uri { take_from_uri(trimmed, taken) } else { take_from_key_value(url, taken) }
+}
+
+fn take_from_uri(url: &str, taken: &[&'static str]) -> Result<TlsParams, ParamError> {
     // A password may hold a '?' only percent-encoded, but an '@' before the host is the
     // separator: the query starts at the first '?' after it.
     let authority_start = url.rfind('@').map_or(0, |at| at + 1);
@@ -43,7 +55,7 @@ fn take_from_uri(url: &str) -> Result<TlsParams, ParamError> {
     let mut kept = Vec::new();
     for pair in url[q + 1..].split('&') {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match TAKEN.iter().find(|t| **t == key) {
+        match taken.iter().find(|t| **t == key) {
             Some(&parameter) => {
                 set_once(&mut params, parameter, percent_decode(parameter, value)?)?
             }
@@ -58,12 +70,12 @@ fn take_from_uri(url: &str) -> Result<TlsParams, ParamError> {
     Ok(params)
 }
 
-fn take_from_key_value(conn: &str) -> Result<TlsParams, ParamError> {
+fn take_from_key_value(conn: &str, taken: &[&'static str]) -> Result<TlsParams, ParamError> {
     let mut params = TlsParams::default();
     let mut rest = String::with_capacity(conn.len());
     let mut copied_to = 0;
     for pair in key_value_pairs(conn) {
-        if let Some(&parameter) = TAKEN.iter().find(|t| **t == pair.key) {
+        if let Some(&parameter) = taken.iter().find(|t| **t == pair.key) {
             set_once(&mut params, parameter, pair.value)?;
             rest.push_str(&conn[copied_to..pair.start]);
             copied_to = pair.end;
@@ -72,35 +84,6 @@ fn take_from_key_value(conn: &str) -> Result<TlsParams, ParamError> {
     rest.push_str(&conn[copied_to..]);
     params.rest = rest;
     Ok(params)
-}
-
-/// `url` without its `pool_max` parameter: how many connections a handle opens does not change
-/// which database the string names.
-pub(crate) fn without_pool_max(url: &str) -> String {
-    let trimmed = url.trim();
-    if ["postgres://", "postgresql://"].iter().any(|s| trimmed.starts_with(s)) {
-        let authority_start = trimmed.rfind('@').map_or(0, |at| at + 1);
-        let Some(q) = trimmed[authority_start..].find('?').map(|i| authority_start + i) else {
-            return url.to_owned();
-        };
-        let kept: Vec<&str> = trimmed[q + 1..]
-            .split('&')
-            .filter(|pair| pair.split_once('=').map_or(*pair, |(key, _)| key) != "pool_max")
-            .collect();
-        return if kept.is_empty() {
-            trimmed[..q].to_owned()
-        } else {
-            format!("{}?{}", &trimmed[..q], kept.join("&"))
-        };
-    }
-    let mut rest = String::with_capacity(url.len());
-    let mut copied_to = 0;
-    for pair in key_value_pairs(url).iter().filter(|p| p.key == "pool_max") {
-        rest.push_str(&url[copied_to..pair.start]);
-        copied_to = pair.end;
-    }
-    rest.push_str(&url[copied_to..]);
-    rest
 }
 
 fn set_once(

@@ -126,37 +126,56 @@ fn ingest_embeds_new_turns_and_embed_catches_up_and_resumes() {
     assert!(stdout.contains("\nembedded "), "ingest embeds when the model is installed: {stdout}");
 }
 
-/// B6: a turn over the encoder's maximum, embedded as windows by `embed --overlength window`,
-/// is a dense candidate of a following `compile` (which takes the store's last policy), and the
-/// advice to embed it as windows is not repeated.
-#[test]
-fn compile_uses_the_windowed_vectors_that_embed_wrote() {
-    installed_model();
+/// A store in a temporary directory into which `turns` (JSONL values) were ingested.
+fn ingested(turns: &[serde_json::Value]) -> tempfile::TempDir {
     let store = tempfile::tempdir().unwrap();
+    let input = store.path().join("turns.jsonl");
+    let lines: Vec<String> = turns.iter().map(ToString::to_string).collect();
+    fs_err::write(&input, lines.join("\n") + "\n").unwrap();
     let store_arg = store.path().to_str().unwrap();
-    let input = store.path().join("long.jsonl");
-    let line = serde_json::json!({"namespace": "t", "session": "long", "turn": 0, "role": "user",
-        "text": "word ".repeat(400), "time": "2024-01-01T00:00:00Z"});
-    fs_err::write(&input, format!("{line}\n")).unwrap();
     expect_code(&evicortex(&["--store", store_arg, "ingest", input.to_str().unwrap()], &[]), 0);
-    let (stdout, _) =
-        expect_code(&evicortex(&["--store", store_arg, "embed", "--overlength", "window"], &[]), 0);
-    assert!(stdout.starts_with("embedded 1 texts"), "{stdout}");
-    let compile = [
+    store
+}
+
+/// `compile --json` of `query` in namespace `t` at `budget` o200k_base tokens, then `extra`.
+fn compile_json<'a>(
+    store_arg: &'a str,
+    query: &'a str,
+    budget: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
         "--store",
         store_arg,
         "compile",
         "--namespace",
         "t",
         "--query",
-        "word",
+        query,
         "--budget",
-        "1000",
+        budget,
         "--reader-tokenizer",
         "o200k_base",
         "--json",
     ];
-    let (stdout, stderr) = expect_code(&evicortex(&compile, &[]), 0);
+    args.extend_from_slice(extra);
+    args
+}
+
+/// B6: a turn over the encoder's maximum, embedded as windows by `embed --overlength window`,
+/// is a dense candidate of a following `compile` (which takes the store's last policy), and the
+/// advice to embed it as windows is not repeated.
+#[test]
+fn compile_uses_the_windowed_vectors_that_embed_wrote() {
+    installed_model();
+    let store = ingested(&[serde_json::json!({"namespace": "t", "session": "long", "turn": 0,
+        "role": "user", "text": "word ".repeat(400), "time": "2024-01-01T00:00:00Z"})]);
+    let store_arg = store.path().to_str().unwrap();
+    let (stdout, _) =
+        expect_code(&evicortex(&["--store", store_arg, "embed", "--overlength", "window"], &[]), 0);
+    assert!(stdout.starts_with("embedded 1 texts"), "{stdout}");
+    let (stdout, stderr) =
+        expect_code(&evicortex(&compile_json(store_arg, "word", "1000", &[]), &[]), 0);
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let item = &json["items"][0];
     assert!(!item["dense"].is_null(), "the windowed turn must be a dense candidate: {item}");
@@ -168,35 +187,17 @@ fn compile_uses_the_windowed_vectors_that_embed_wrote() {
 #[test]
 fn compile_with_ann_from_searches_the_graph_and_names_it() {
     installed_model();
-    let store = tempfile::tempdir().unwrap();
-    let store_arg = store.path().to_str().unwrap();
-    let input = store.path().join("turns.jsonl");
-    let lines: Vec<String> = (0..12)
+    let turns: Vec<serde_json::Value> = (0..12)
         .map(|i| {
             serde_json::json!({"namespace": "t", "session": "s", "turn": i, "role": "user",
                 "text": format!("note {i}: the blue kettle is on shelf {i}"),
                 "time": "2024-01-01T00:00:00Z"})
-            .to_string()
         })
         .collect();
-    fs_err::write(&input, lines.join("\n") + "\n").unwrap();
-    expect_code(&evicortex(&["--store", store_arg, "ingest", input.to_str().unwrap()], &[]), 0);
+    let store = ingested(&turns);
+    let store_arg = store.path().to_str().unwrap();
     let compile = |extra: &[&str]| {
-        let mut args = vec![
-            "--store",
-            store_arg,
-            "compile",
-            "--namespace",
-            "t",
-            "--query",
-            "where is the kettle",
-            "--budget",
-            "500",
-            "--reader-tokenizer",
-            "o200k_base",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
+        let args = compile_json(store_arg, "where is the kettle", "500", extra);
         let (stdout, stderr) = expect_code(&evicortex(&args, &[]), 0);
         let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
         (json["dense_index"]["kind"].as_str().unwrap_or_default().to_owned(), stderr)
