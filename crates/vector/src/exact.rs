@@ -101,6 +101,11 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         &self.vectors
     }
 
+    /// The `i8` copy of every row, row-major, and each row's quantisation scale.
+    pub(crate) fn quantized_rows(&self) -> (&[i8], &[f32]) {
+        (&self.quantized, &self.scales)
+    }
+
     /// Stores a vector that is already unit length as it is (an index file's rows: normalising
     /// again could move the last bit and change scores).
     pub(crate) fn insert_unit(&mut self, key: K, unit: &[f32]) -> Result<VectorRow, VectorError> {

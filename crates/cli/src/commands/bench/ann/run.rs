@@ -21,7 +21,7 @@ use anyhow::Context;
 use evicortex::{
     AnnSettings, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, DEFAULT_ANN_THRESHOLD,
     DenseConfig, DenseIndexRef, Encoder, EventTime, HnswParams, IdentifiedVector, Memory,
-    Namespace, TokenBudget, TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
+    Namespace, StageTimings, TokenBudget, TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
 };
 use evicortex_vector::{
     ExactIndex, HnswIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex,
@@ -124,6 +124,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut failed = false;
     let mut pg_rows = Vec::new();
     let mut pg_throughput = Vec::new();
+    let mut stage_rows = Vec::new();
     for &size in &args.sizes {
         let mut vectors = 0usize;
         let take = windows.iter().take_while(|&&w| {
@@ -143,6 +144,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             let settings = Settings { params, threshold, as_of_fraction: fraction };
             let outcome = measure(&dir, &namespace, &encoder, &questions, &settings)?;
             let rows = outcome.rows;
+            for (path, stages) in
+                [("exact", &outcome.stages_exact), ("graph", &outcome.stages_graph)]
+            {
+                stage_rows.push(stage_row(rows, &outcome.admitted, path, stages));
+            }
             failed |= outcome.recall < RECALL_GATE;
             outln!(
                 "| {rows} | {} | {:.4} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {}/{} | {} |",
@@ -179,6 +185,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             pg_rows.extend(rows);
             pg_throughput.extend(throughput);
         }
+    }
+    outln!(
+        "\nwhere a compile's time goes (p50 of each stage over the questions; `other` is the \
+         compile's total less its stages: the facade's freshness check, the index lookup, the \
+         report):"
+    )?;
+    outln!(
+        "| vectors | as-of admits | dense path | compile | lexical | dense | fuse | pack | other |"
+    )?;
+    outln!("|---|---|---|---|---|---|---|---|---|")?;
+    for row in &stage_rows {
+        outln!("{row}")?;
     }
     if !pg_rows.is_empty() {
         outln!("\nthe same sizes on PostgreSQL (dense candidates from pgvector):")?;
@@ -269,6 +287,9 @@ struct Outcome {
     dense_exact: Vec<Duration>,
     dense_graph: Vec<Duration>,
     dense_rule: Vec<Duration>,
+    /// Each exact and graph compile's total with its stages.
+    stages_exact: Vec<(Duration, StageTimings)>,
+    stages_graph: Vec<(Duration, StageTimings)>,
     rule_graph_served: usize,
 }
 
@@ -332,10 +353,10 @@ fn measure(
             query_vectors: std::slice::from_ref(&vectors[i]),
         })?;
         let by_graph = matches!(report.context.dense_index, Some(DenseIndexRef::Hnsw { .. }));
-        anyhow::Ok((started.elapsed(), report.stages.dense, by_graph))
+        anyhow::Ok((started.elapsed(), report.stages, by_graph))
     };
     let compile_with = |memory: &Memory, i: usize| {
-        compile_served(memory, i).map(|(total, dense, _)| (total, dense))
+        compile_served(memory, i).map(|(total, stages, _)| (total, stages))
     };
     let started = Instant::now();
     compile_with(&graph, 0)?;
@@ -380,17 +401,20 @@ fn measure(
     compile_with(&rule, 0)?;
     let (mut compile_exact, mut compile_graph, mut compile_rule) = (vec![], vec![], vec![]);
     let (mut dense_exact, mut dense_graph, mut dense_rule) = (vec![], vec![], vec![]);
+    let (mut stages_exact, mut stages_graph) = (vec![], vec![]);
     let mut rule_graph_served = 0;
     for i in 0..questions.len() {
-        let (total, dense) = compile_with(&exact, i)?;
+        let (total, stages) = compile_with(&exact, i)?;
         compile_exact.push(total);
-        dense_exact.push(dense);
-        let (total, dense) = compile_with(&graph, i)?;
+        dense_exact.push(stages.dense);
+        stages_exact.push((total, stages));
+        let (total, stages) = compile_with(&graph, i)?;
         compile_graph.push(total);
-        dense_graph.push(dense);
-        let (total, dense, by_graph) = compile_served(&rule, i)?;
+        dense_graph.push(stages.dense);
+        stages_graph.push((total, stages));
+        let (total, stages, by_graph) = compile_served(&rule, i)?;
         compile_rule.push(total);
-        dense_rule.push(dense);
+        dense_rule.push(stages.dense);
         rule_graph_served += usize::from(by_graph);
     }
     drop((graph, rule));
@@ -420,8 +444,33 @@ fn measure(
         dense_exact,
         dense_graph,
         dense_rule,
+        stages_exact,
+        stages_graph,
         rule_graph_served,
     })
+}
+
+/// One line of the stage table: the p50 of each stage and of the rest.
+fn stage_row(
+    rows: usize,
+    admitted: &str,
+    path: &str,
+    compiles: &[(Duration, StageTimings)],
+) -> String {
+    let p50 = |pick: &dyn Fn(&(Duration, StageTimings)) -> Duration| {
+        let mut ms: Vec<f64> = compiles.iter().map(|c| pick(c).as_secs_f64() * 1000.0).collect();
+        ms.sort_by(f64::total_cmp);
+        format!("{:.2} ms", ms[ms.len() / 2])
+    };
+    format!(
+        "| {rows} | {admitted} | {path} | {} | {} | {} | {} | {} | {} |",
+        p50(&|c| c.0),
+        p50(&|c| c.1.lexical),
+        p50(&|c| c.1.dense),
+        p50(&|c| c.1.fuse),
+        p50(&|c| c.1.pack),
+        p50(&|c| c.0.saturating_sub(c.1.lexical + c.1.dense + c.1.fuse + c.1.pack)),
+    )
 }
 
 /// The exact top `n` turns (a turn scores as its best window), as [`WindowedIndex`] ranks them.
