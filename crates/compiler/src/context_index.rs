@@ -11,7 +11,7 @@
 //! rebuilding every window of a namespace after each append made the next compile take seconds
 //! at ten thousand turns.
 
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::HashMap};
 
 use evicortex_core::TurnId;
 use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params, LexicalError};
@@ -94,6 +94,10 @@ fn document_of(corpus: &Corpus, positions: Vec<usize>) -> String {
     out
 }
 
+/// Turns whose analysed terms a window build keeps for the next windows (turns of one session
+/// are mostly near each other in ledger order).
+const TURN_TERMS_KEPT: usize = 4_096;
+
 /// BM25 over the window documents of a corpus, one per eligible record, keyed by the record.
 #[derive(Debug, Clone)]
 pub struct WindowIndex {
@@ -111,9 +115,24 @@ impl WindowIndex {
         analyzer: Analyzer,
     ) -> Result<WindowIndex, LexicalError> {
         let mut index = Bm25Index::with_analyzer(params.validate()?, analyzer);
+        // Each turn is in up to 2 * radius + 1 windows: its terms are analysed once and reused
+        // (the analyzer is additive at the line breaks that join a window's documents), kept
+        // while windows close to it are built.
+        let mut turn_terms: HashMap<usize, Vec<String>> = HashMap::new();
         for pos in 0..corpus.len() {
             if corpus.eligible_time_at(pos).is_some() {
-                index.add(corpus.at(pos).id, &window_document(corpus, pos, radius))?;
+                if turn_terms.len() > TURN_TERMS_KEPT {
+                    turn_terms.clear();
+                }
+                let members = window_positions(corpus, pos, radius);
+                for &p in &members {
+                    turn_terms
+                        .entry(p)
+                        .or_insert_with(|| index.analyze(&turn_document(&corpus.at(p).turn)));
+                }
+                let terms: Vec<&str> =
+                    members.iter().flat_map(|p| turn_terms[p].iter().map(String::as_str)).collect();
+                index.add_terms(corpus.at(pos).id, &terms)?;
             }
         }
         if let Some(last) = corpus.last_record() {
@@ -389,14 +408,18 @@ mod tests {
     #[test]
     fn extending_a_window_index_searches_like_building_it_again() {
         let params = Bm25Params { k1: 1.2, b: 0.75 };
-        for radius in [1, 2] {
+        // Both analyzers: a build indexes windows from their turns' terms, an extension from
+        // the window documents' text.
+        let settings = [1, 2].into_iter().flat_map(|r| {
+            [Analyzer::Plain, Analyzer::EnglishSnowball].map(move |analyzer| (r, analyzer))
+        });
+        for (radius, analyzer) in settings {
             let (mut corpus, rest) = growing();
-            let mut extended =
-                WindowIndex::build(&corpus, radius, params, Analyzer::Plain).unwrap();
+            let mut extended = WindowIndex::build(&corpus, radius, params, analyzer).unwrap();
             for e in rest {
                 corpus.push(e).unwrap();
                 extended.extend(&corpus).unwrap();
-                let built = WindowIndex::build(&corpus, radius, params, Analyzer::Plain).unwrap();
+                let built = WindowIndex::build(&corpus, radius, params, analyzer).unwrap();
                 assert_eq!(extended.built_for(), built.built_for());
                 assert_eq!(extended.index().len(), built.index().len());
                 assert_eq!(extended.index().covers(), built.index().covers());

@@ -137,12 +137,26 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
 
     /// Analyzes and indexes `text` under `key`.
     pub fn add(&mut self, key: K, text: &str) -> Result<DocRow, LexicalError> {
+        let terms = self.analyze(text);
+        self.add_terms(key, &terms)
+    }
+
+    /// Indexes under `key` a document whose terms, under this index's analyzer, are `terms`
+    /// (in any order): what [`Bm25Index::add`] does after analysing, for callers that analysed
+    /// the document's parts already. The analyzer is additive at line breaks (the terms of
+    /// `a + "\n" + b` are those of `a` then those of `b`), so a document joined by line breaks
+    /// may be given as its parts' terms.
+    pub fn add_terms<S: AsRef<str>>(
+        &mut self,
+        key: K,
+        terms: &[S],
+    ) -> Result<DocRow, LexicalError> {
         if self.rows.contains_key(&key) {
             return Err(LexicalError::DuplicateKey { key: format!("{key:?}") });
         }
         let row = u32::try_from(self.keys.len())
             .map_err(|_| LexicalError::Full { rows: self.keys.len() })?;
-        let (counts, doc_len) = self.term_counts(text);
+        let (counts, doc_len) = term_counts(terms);
         for (term, tf) in counts {
             let term_id = self.term_id(term, tf, doc_len);
             self.postings[term_id as usize].push(Posting { row, tf });
@@ -162,13 +176,14 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         let row =
             self.row(key).ok_or_else(|| LexicalError::UnknownKey { key: format!("{key:?}") })?;
         let stale = || LexicalError::StaleDocument { key: format!("{key:?}") };
-        let (old, old_len) = self.term_counts(old_text);
+        let old_terms = self.analyze(old_text);
+        let (old, old_len) = term_counts(&old_terms);
         if old_len != self.doc_len[row.index()] {
             return Err(stale());
         }
         let mut found = Vec::with_capacity(old.len());
         for (term, tf) in &old {
-            let term_id = *self.term_ids.get(term.as_str()).ok_or_else(stale)? as usize;
+            let term_id = *self.term_ids.get(*term).ok_or_else(stale)? as usize;
             let postings = &self.postings[term_id];
             match postings.binary_search_by_key(&row.0, |p| p.row) {
                 Ok(at) if postings[at].tf == *tf => found.push((term_id, at)),
@@ -178,7 +193,8 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         for (term_id, at) in found {
             self.postings[term_id].remove(at);
         }
-        let (new, new_len) = self.term_counts(new_text);
+        let new_terms = self.analyze(new_text);
+        let (new, new_len) = term_counts(&new_terms);
         for (term, tf) in new {
             let term_id = self.term_id(term, tf, new_len) as usize;
             let postings = &mut self.postings[term_id];
@@ -190,32 +206,20 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         Ok(())
     }
 
-    /// The analyzed terms of `text` with their frequencies, in term order, and its length.
-    fn term_counts(&self, text: &str) -> (Vec<(String, u32)>, u32) {
-        let mut terms = Vec::new();
-        self.analyzer.analyze_into(text, &mut terms);
-        let doc_len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
-        terms.sort_unstable();
-        let mut counts: Vec<(String, u32)> = Vec::new();
-        for term in terms {
-            match counts.last_mut() {
-                Some((last, tf)) if *last == term => *tf += 1,
-                _ => counts.push((term, 1)),
-            }
-        }
-        (counts, doc_len)
-    }
-
     /// The id of `term`, created when new; widens the term's bounds to a posting of `tf` in a
     /// document of `doc_len` terms. Bounds never narrow (a replaced document leaves them
     /// loose), which keeps them bounds.
-    fn term_id(&mut self, term: String, tf: u32, doc_len: u32) -> u32 {
-        let next_id = self.postings.len() as u32;
-        let term_id = *self.term_ids.entry(term).or_insert(next_id);
-        if term_id == next_id {
-            self.postings.push(Vec::new());
-            self.term_extremes.push(TermExtremes { max_tf: tf, min_len: doc_len });
-        }
+    fn term_id(&mut self, term: &str, tf: u32, doc_len: u32) -> u32 {
+        let term_id = match self.term_ids.get(term) {
+            Some(&id) => id,
+            None => {
+                let id = self.postings.len() as u32;
+                self.term_ids.insert(term.to_owned(), id);
+                self.postings.push(Vec::new());
+                self.term_extremes.push(TermExtremes { max_tf: tf, min_len: doc_len });
+                id
+            }
+        };
         let extremes = &mut self.term_extremes[term_id as usize];
         extremes.max_tf = extremes.max_tf.max(tf);
         extremes.min_len = extremes.min_len.min(doc_len);
@@ -346,6 +350,21 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
 
 /// The query's distinct terms in sorted order: the order both scorers add weights in, so their
 /// sums agree bit for bit.
+/// `terms` with their frequencies, in term order, and their number (the document's length).
+fn term_counts<S: AsRef<str>>(terms: &[S]) -> (Vec<(&str, u32)>, u32) {
+    let doc_len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+    let mut terms: Vec<&str> = terms.iter().map(AsRef::as_ref).collect();
+    terms.sort_unstable();
+    let mut counts: Vec<(&str, u32)> = Vec::new();
+    for term in terms {
+        match counts.last_mut() {
+            Some((last, tf)) if *last == term => *tf += 1,
+            _ => counts.push((term, 1)),
+        }
+    }
+    (counts, doc_len)
+}
+
 fn distinct_terms(query_terms: &[String]) -> impl Iterator<Item = &str> {
     let mut distinct: Vec<&str> = query_terms.iter().map(String::as_str).collect();
     distinct.sort_unstable();

@@ -21,6 +21,11 @@ use evicortex_compiler::turn_document;
 
 use crate::{CatchUpError, Memory, ReadError, embedding_cache::live_documents, memory::Dense};
 
+/// Texts a catch-up looks up one at a time before it reads every known text at once instead
+/// (about what that one read costs, in lookups, on a store of 70k texts: 70 ms against 0.1 ms
+/// a lookup).
+const LOOKUPS_BEFORE_ONE_READ: usize = 1_000;
+
 /// Progress of [`Memory::catch_up`], reported after every committed chunk.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct EmbedProgress {
@@ -151,13 +156,32 @@ impl Memory {
         let mut first_turn: HashMap<TextDigest, FirstTurn> = HashMap::new();
         let mut pending: Vec<(TextDigest, String)> = Vec::new();
         let mut cache_error = None;
+        // A scan of the whole ledger asks about every text: read the known ones at once. A scan
+        // of what came after `after` (usually a few appends) looks texts up one by one, until
+        // it has asked about as many as make the one read cheaper.
+        let mut known = match after {
+            None => Some(dense.cache.known_texts(&digest)?),
+            Some(_) => None,
+        };
+        let mut lookups = 0usize;
         self.inner.ledger.for_each_evidence_since(namespace, after, |position, e| {
             live_turns += 1;
             let document = turn_document(&e.turn);
             let text = TextDigest::of(&document);
             if let Entry::Vacant(slot) = first_turn.entry(text) {
                 slot.insert(FirstTurn { position, namespace: e.turn.namespace.clone(), id: e.id });
-                match dense.cache.is_known(&digest, &text) {
+                if known.is_none() && lookups == LOOKUPS_BEFORE_ONE_READ {
+                    match dense.cache.known_texts(&digest) {
+                        Ok(set) => known = Some(set),
+                        Err(err) => cache_error = cache_error.take().or(Some(err)),
+                    }
+                }
+                lookups += 1;
+                let is_known = match &known {
+                    Some(set) => Ok(set.contains(&text)),
+                    None => dense.cache.is_known(&digest, &text),
+                };
+                match is_known {
                     Ok(true) => {}
                     Ok(false) => pending.push((text, document.into_owned())),
                     Err(err) => cache_error = cache_error.take().or(Some(err)),

@@ -334,6 +334,32 @@ impl EmbeddingCache {
         Ok(false)
     }
 
+    /// Every text with a vector or a refusal under `identity`: what [`EmbeddingCache::is_known`]
+    /// answers, for all texts at once. One scan of the covering `vectors_by_text` index (whose
+    /// entries carry the primary key), rather than a walk down the vector rows per text: on a
+    /// store of 70k texts a catch-up with nothing to embed took 7.7 s of point lookups.
+    pub(crate) fn known_texts(
+        &self,
+        identity: &EncoderIdentityDigest,
+    ) -> Result<HashSet<TextDigest>, EmbeddingCacheError> {
+        let conn = self.lock();
+        let sql = sql_err(&self.path);
+        let mut known = HashSet::new();
+        for query in [
+            "SELECT text_digest FROM vectors INDEXED BY vectors_by_text \
+             WHERE identity = ?1 AND window_index = 0",
+            "SELECT text_digest FROM refused WHERE identity = ?1",
+        ] {
+            let mut stmt = conn.prepare(query).map_err(&sql)?;
+            let rows =
+                stmt.query_map([identity.as_bytes()], |r| r.get::<_, Vec<u8>>(0)).map_err(&sql)?;
+            for row in rows {
+                known.insert(self.text_digest(row.map_err(&sql)?)?);
+            }
+        }
+        Ok(known)
+    }
+
     /// The stored embedding of `text` under `identity` (every window, with its token range).
     pub(crate) fn embedding(
         &self,

@@ -396,3 +396,42 @@ fn pending_of(
 ) -> Vec<(evicortex_core::TurnId, evicortex_core::TextDigest)> {
     evidence.iter().map(crate::index_cache::pending).collect()
 }
+
+#[test]
+fn the_known_texts_read_at_once_are_those_looked_up_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), default_encoder());
+    let texts = ["short", "another short one", &long_text()].map(str::to_owned);
+    let turns: Vec<Turn> =
+        texts.iter().enumerate().map(|(i, t)| turn("alice", "s1", i as u32, t)).collect();
+    memory.append(&turns).unwrap();
+    memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
+    drop(memory);
+    // The long text has three windows under this identity, and none but a refusal under the
+    // default one; "unseen" has nothing under either.
+    let window = encoder(
+        EncoderConfig::all_minilm_l6_v2()
+            .with_overlength(Overlength::Window { overlap_tokens: 32 }),
+    );
+    let memory = open(dir.path(), window.clone());
+    memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
+
+    let digests: Vec<TextDigest> = texts
+        .iter()
+        .chain(std::iter::once(&"unseen".to_owned()))
+        .map(|t| TextDigest::of(&turn_document(&turn("alice", "s1", 0, t))))
+        .collect();
+    for identity in [default_encoder().identity_digest(), window.identity_digest()] {
+        let known = cache(&memory).known_texts(&identity).unwrap();
+        for d in &digests {
+            assert_eq!(
+                known.contains(d),
+                cache(&memory).is_known(&identity, d).unwrap(),
+                "{d:?} under {identity:?}"
+            );
+        }
+        let found: Vec<bool> = digests.iter().map(|d| known.contains(d)).collect();
+        assert_eq!(found, [true, true, true, false], "by a vector or a refusal, not unseen");
+        assert_eq!(known.len(), 3);
+    }
+}
