@@ -348,8 +348,6 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
     }
 }
 
-/// The query's distinct terms in sorted order: the order both scorers add weights in, so their
-/// sums agree bit for bit.
 /// `terms` with their frequencies, in term order, and their number (the document's length).
 fn term_counts<S: AsRef<str>>(terms: &[S]) -> (Vec<(&str, u32)>, u32) {
     let doc_len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
@@ -365,6 +363,8 @@ fn term_counts<S: AsRef<str>>(terms: &[S]) -> (Vec<(&str, u32)>, u32) {
     (counts, doc_len)
 }
 
+/// The query's distinct terms in sorted order: the order both scorers add weights in, so their
+/// sums agree bit for bit.
 fn distinct_terms(query_terms: &[String]) -> impl Iterator<Item = &str> {
     let mut distinct: Vec<&str> = query_terms.iter().map(String::as_str).collect();
     distinct.sort_unstable();

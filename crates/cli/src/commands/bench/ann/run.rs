@@ -144,9 +144,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             let settings = Settings { params, threshold, as_of_fraction: fraction };
             let outcome = measure(&dir, &namespace, &encoder, &questions, &settings)?;
             let rows = outcome.rows;
-            for (path, stages) in
-                [("exact", &outcome.stages_exact), ("graph", &outcome.stages_graph)]
-            {
+            for (path, stages) in [("exact", &outcome.exact), ("graph", &outcome.graph)] {
                 stage_rows.push(stage_row(rows, &outcome.admitted, path, stages));
             }
             failed |= outcome.recall < RECALL_GATE;
@@ -159,12 +157,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 outcome.build.map_or("-".to_owned(), secs),
                 outcome.load.map_or("-".to_owned(), secs),
                 outcome.file_bytes as f64 / (1 << 20) as f64,
-                pair(&outcome.compile_exact),
-                pair(&outcome.compile_graph),
-                pair(&outcome.compile_rule),
-                pair(&outcome.dense_exact),
-                pair(&outcome.dense_graph),
-                pair(&outcome.dense_rule),
+                pair(&column(&outcome.exact, total)),
+                pair(&column(&outcome.graph, total)),
+                pair(&column(&outcome.rule, total)),
+                pair(&column(&outcome.exact, dense)),
+                pair(&column(&outcome.graph, dense)),
+                pair(&column(&outcome.rule, dense)),
                 outcome.rule_graph_served,
                 questions.len(),
                 load_average(),
@@ -281,15 +279,10 @@ struct Outcome {
     build: Option<Duration>,
     load: Option<Duration>,
     file_bytes: u64,
-    compile_exact: Vec<Duration>,
-    compile_graph: Vec<Duration>,
-    compile_rule: Vec<Duration>,
-    dense_exact: Vec<Duration>,
-    dense_graph: Vec<Duration>,
-    dense_rule: Vec<Duration>,
-    /// Each exact and graph compile's total with its stages.
-    stages_exact: Vec<(Duration, StageTimings)>,
-    stages_graph: Vec<(Duration, StageTimings)>,
+    /// Each compile's total and stages, through the exact scan, the graph and the rule.
+    exact: Vec<Timed>,
+    graph: Vec<Timed>,
+    rule: Vec<Timed>,
     rule_graph_served: usize,
 }
 
@@ -399,23 +392,14 @@ fn measure(
 
     let rule = Memory::builder(dir).encoder(Arc::clone(encoder)).ann(rule_settings).open()?;
     compile_with(&rule, 0)?;
-    let (mut compile_exact, mut compile_graph, mut compile_rule) = (vec![], vec![], vec![]);
-    let (mut dense_exact, mut dense_graph, mut dense_rule) = (vec![], vec![], vec![]);
-    let (mut stages_exact, mut stages_graph) = (vec![], vec![]);
+    let (mut by_exact, mut by_graph, mut by_rule) = (vec![], vec![], vec![]);
     let mut rule_graph_served = 0;
     for i in 0..questions.len() {
-        let (total, stages) = compile_with(&exact, i)?;
-        compile_exact.push(total);
-        dense_exact.push(stages.dense);
-        stages_exact.push((total, stages));
-        let (total, stages) = compile_with(&graph, i)?;
-        compile_graph.push(total);
-        dense_graph.push(stages.dense);
-        stages_graph.push((total, stages));
-        let (total, stages, by_graph) = compile_served(&rule, i)?;
-        compile_rule.push(total);
-        dense_rule.push(stages.dense);
-        rule_graph_served += usize::from(by_graph);
+        by_exact.push(compile_with(&exact, i)?);
+        by_graph.push(compile_with(&graph, i)?);
+        let (total, stages, served_by_graph) = compile_served(&rule, i)?;
+        by_rule.push((total, stages));
+        rule_graph_served += usize::from(served_by_graph);
     }
     drop((graph, rule));
     if !filtered {
@@ -438,38 +422,42 @@ fn measure(
         build,
         load,
         file_bytes,
-        compile_exact,
-        compile_graph,
-        compile_rule,
-        dense_exact,
-        dense_graph,
-        dense_rule,
-        stages_exact,
-        stages_graph,
+        exact: by_exact,
+        graph: by_graph,
+        rule: by_rule,
         rule_graph_served,
     })
 }
 
+/// One compile's wall time and its stages.
+type Timed = (Duration, StageTimings);
+
+fn total(c: &Timed) -> Duration {
+    c.0
+}
+
+fn dense(c: &Timed) -> Duration {
+    c.1.dense
+}
+
+/// One measure of every compile.
+fn column(compiles: &[Timed], pick: fn(&Timed) -> Duration) -> Vec<Duration> {
+    compiles.iter().map(pick).collect()
+}
+
 /// One line of the stage table: the p50 of each stage and of the rest.
-fn stage_row(
-    rows: usize,
-    admitted: &str,
-    path: &str,
-    compiles: &[(Duration, StageTimings)],
-) -> String {
-    let p50 = |pick: &dyn Fn(&(Duration, StageTimings)) -> Duration| {
-        let mut ms: Vec<f64> = compiles.iter().map(|c| pick(c).as_secs_f64() * 1000.0).collect();
-        ms.sort_by(f64::total_cmp);
-        format!("{:.2} ms", ms[ms.len() / 2])
+fn stage_row(rows: usize, admitted: &str, path: &str, compiles: &[Timed]) -> String {
+    let p50 = |pick: fn(&Timed) -> Duration| {
+        format!("{:.2} ms", percentile_ms(&column(compiles, pick), 0.5))
     };
     format!(
         "| {rows} | {admitted} | {path} | {} | {} | {} | {} | {} | {} |",
-        p50(&|c| c.0),
-        p50(&|c| c.1.lexical),
-        p50(&|c| c.1.dense),
-        p50(&|c| c.1.fuse),
-        p50(&|c| c.1.pack),
-        p50(&|c| c.0.saturating_sub(c.1.lexical + c.1.dense + c.1.fuse + c.1.pack)),
+        p50(total),
+        p50(|c| c.1.lexical),
+        p50(dense),
+        p50(|c| c.1.fuse),
+        p50(|c| c.1.pack),
+        p50(|c| c.0.saturating_sub(c.1.lexical + c.1.dense + c.1.fuse + c.1.pack)),
     )
 }
 
@@ -502,10 +490,14 @@ fn secs(d: Duration) -> String {
 }
 
 pub(super) fn pair(times: &[Duration]) -> String {
+    format!("{:.2} / {:.2} ms", percentile_ms(times, 0.5), percentile_ms(times, 0.99))
+}
+
+/// The `p` quantile of `times` in milliseconds (nearest rank).
+fn percentile_ms(times: &[Duration], p: f64) -> f64 {
     let mut ms: Vec<f64> = times.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
     ms.sort_by(f64::total_cmp);
-    let at = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
-    format!("{:.2} / {:.2} ms", at(0.5), at(0.99))
+    ms[((ms.len() as f64 - 1.0) * p).round() as usize]
 }
 
 pub(super) fn load_average() -> String {
