@@ -8,7 +8,9 @@ use std::{
 
 use evicortex_core::{EventTime, Evidence, Namespace, SessionId, TurnId};
 
-use crate::{CorpusError, reader_tokens::LineCounts, turn_document};
+use crate::{
+    CorpusError, ReaderTokenizer, ReaderTokenizerError, reader_tokens::LineCounts, turn_document,
+};
 
 /// The evidence of one namespace, sorted by ledger id, plus lookup tables. Built once per ledger
 /// position and reused across questions (the memory facade caches it); [`Corpus::push`] extends it
@@ -185,6 +187,41 @@ impl Corpus {
         self.erased.contains(&id)
     }
 
+    /// Counts in `reader` the texts of the live records at `positions` (clamped to the corpus)
+    /// that packing has not counted yet, as packing counts them, and caches the counts; returns
+    /// how many it counted. A compile then finds them cached: the memory facade runs this in the
+    /// background, a chunk of positions at a time, so that a big namespace's compiles stop paying
+    /// for cold counts. The texts are counted without holding the cache's lock.
+    pub fn precount_text_tokens(
+        &self,
+        reader: &dyn ReaderTokenizer,
+        positions: std::ops::Range<usize>,
+    ) -> Result<usize, ReaderTokenizerError> {
+        let positions = positions.start.min(self.len())..positions.end.min(self.len());
+        let missing: Vec<usize> = {
+            let caches = self.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let cached = caches.get(reader.name());
+            positions
+                .filter(|&pos| self.eligible_time_at(pos).is_some())
+                .filter(|&pos| cached.is_none_or(|c| !c.contains_key(&self.evidence[pos].id)))
+                .collect()
+        };
+        let mut counts = Vec::with_capacity(missing.len());
+        for &pos in &missing {
+            let n = reader.count(&self.evidence[pos].turn.text)?;
+            counts.push((self.evidence[pos].id, u32::try_from(n).unwrap_or(u32::MAX)));
+        }
+        let mut caches = self.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        caches.entry(reader.name().to_owned()).or_default().extend(counts);
+        Ok(missing.len())
+    }
+
+    /// How many texts have their count in `reader_name` cached.
+    pub fn text_tokens_cached(&self, reader_name: &str) -> usize {
+        let caches = self.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        caches.get(reader_name).map_or(0, HashMap::len)
+    }
+
     /// The position of `id` (the position table is exact: no id shares a slot).
     #[inline]
     pub(crate) fn position(&self, id: TurnId) -> Option<usize> {
@@ -341,5 +378,30 @@ mod tests {
             corpus.text_group(0).iter().map(|&p| corpus.at(p as usize).id.raw()).collect();
         // Minutes 10 (ids 3 and 6, by id), 30 (id 1), 40 (id 5).
         assert_eq!(copies, [3, 6, 1, 5]);
+    }
+
+    #[test]
+    fn precounted_texts_are_the_live_ones_counted_as_packing_counts_them() {
+        let texts = ["I moved to Lisbon.\nThen Porto.", "Bom dia! \u{1f642}", "", "erased text"];
+        let mut evidence: Vec<Evidence> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| record(i as u64 + 1, "s", i as u32, 0, t))
+            .collect();
+        let mut other = record(9, "s", 9, 0, "another namespace");
+        other.turn.namespace = Namespace::new("m").unwrap();
+        evidence.push(other);
+        let corpus =
+            Corpus::new(Namespace::new("n").unwrap(), evidence, [TurnId::from_raw(4)]).unwrap();
+        let reader = crate::TiktokenReader::o200k_base();
+        assert_eq!(corpus.precount_text_tokens(&reader, 0..2).unwrap(), 2);
+        assert_eq!(corpus.precount_text_tokens(&reader, 0..100).unwrap(), 1, "the third live text");
+        assert_eq!(corpus.precount_text_tokens(&reader, 0..100).unwrap(), 0, "all cached");
+        assert_eq!(corpus.text_tokens_cached("o200k_base"), 3);
+        let caches = corpus.text_tokens.lock().unwrap();
+        for (i, text) in texts[..3].iter().enumerate() {
+            let id = TurnId::from_raw(i as u64 + 1);
+            assert_eq!(caches["o200k_base"][&id] as usize, reader.count(text).unwrap());
+        }
     }
 }

@@ -78,8 +78,16 @@ pub(crate) fn pack(
             .filter(|&o| o != id && admission.admits(o))
             .collect()
     };
+    // Each candidate is measured up to three times (the long-turn rule, the greedy pass, the
+    // fill); what depends only on the turn is computed once.
+    let mut measured: HashMap<usize, (Vec<TurnId>, u32, u32, usize)> = HashMap::new();
     // The turn as a `Chosen`, and the tokens of its session header.
     let mut measure = |pos: usize, selection: Selection| -> Result<(Chosen, usize), CompileError> {
+        if let Some((also, tokens, text_count, header)) = measured.get(&pos) {
+            let (tokens, text_tokens) = (*tokens, *text_count);
+            let chosen = Chosen { pos, also_cited: also.clone(), selection, tokens, text_tokens };
+            return Ok((chosen, *header));
+        }
         let e = corpus.at(pos);
         let also = also_cited(pos);
         let date = e.turn.time.local_date();
@@ -95,6 +103,7 @@ pub(crate) fn pack(
         // Prefix, text and the closing newline, counted apart.
         let tokens = (reader.count(&prefix)? as u32).saturating_add(text_count).saturating_add(1);
         let header = reader.count(&session_header(e.turn.session.as_str(), &date))?;
+        measured.insert(pos, (also.clone(), tokens, text_count, header));
         let chosen = Chosen { pos, also_cited: also, selection, tokens, text_tokens: text_count };
         Ok((chosen, header))
     };

@@ -1,7 +1,11 @@
 //! Reader tokenizers: how the model that reads the compiled context counts tokens. Budgets are
 //! counted in them, exactly.
 
-use std::{collections::HashMap, path::Path, sync::Mutex};
+use std::{
+    collections::HashMap,
+    path::Path,
+    sync::{Arc, Mutex},
+};
 
 /// Counts tokens the way the reader model will. Implementations must be deterministic.
 pub trait ReaderTokenizer: Send + Sync + std::fmt::Debug {
@@ -15,6 +19,11 @@ pub trait ReaderTokenizer: Send + Sync + std::fmt::Debug {
     /// block can be counted line by line with cached counts, exactly. Claim it only if it holds.
     fn additive_at_line_starts(&self) -> bool {
         false
+    }
+    /// An owned handle counting exactly as this one, for work that outlives the borrow (the
+    /// memory facade's background precount); `None` when it cannot be had.
+    fn shared(&self) -> Option<Arc<dyn ReaderTokenizer>> {
+        None
     }
 }
 
@@ -101,6 +110,9 @@ impl ReaderTokenizer for TiktokenReader {
     fn additive_at_line_starts(&self) -> bool {
         true
     }
+    fn shared(&self) -> Option<Arc<dyn ReaderTokenizer>> {
+        Some(Arc::new(self.clone()))
+    }
 }
 
 /// Cached line counts of one tokenizer, by BLAKE3 digest of the line.
@@ -169,9 +181,10 @@ fn split_at_line_starts(text: &str) -> impl Iterator<Item = &str> {
 
 /// A Hugging Face `tokenizer.json`, counted without added special tokens. Named by the BLAKE3
 /// digest of the file, so the same file gives the same name anywhere.
+#[derive(Clone)]
 pub struct HfTokenizerReader {
     name: String,
-    tokenizer: tokenizers::Tokenizer,
+    tokenizer: Arc<tokenizers::Tokenizer>,
 }
 
 impl HfTokenizerReader {
@@ -185,7 +198,10 @@ impl HfTokenizerReader {
         let tokenizer =
             tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| load(e.to_string()))?;
         let digest = blake3::hash(&bytes).to_hex();
-        Ok(HfTokenizerReader { name: format!("hf-tokenizer-json:{}", &digest[..32]), tokenizer })
+        Ok(HfTokenizerReader {
+            name: format!("hf-tokenizer-json:{}", &digest[..32]),
+            tokenizer: Arc::new(tokenizer),
+        })
     }
 }
 
@@ -203,6 +219,9 @@ impl ReaderTokenizer for HfTokenizerReader {
         self.tokenizer.encode(text, false).map(|e| e.len()).map_err(|e| {
             ReaderTokenizerError::Encode { name: self.name.clone(), reason: e.to_string() }
         })
+    }
+    fn shared(&self) -> Option<Arc<dyn ReaderTokenizer>> {
+        Some(Arc::new(self.clone()))
     }
 }
 

@@ -340,6 +340,7 @@ impl Memory {
         };
         let (context, mut stages) = compile_timed(&inputs, query, config)?;
         stages.dense += pg_fetch;
+        self.inner.precounts.offer(&slot, &indexes, reader);
         Ok(CompileReport { context, stages, index_refresh, query_embedding })
     }
 }

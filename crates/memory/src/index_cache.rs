@@ -219,6 +219,9 @@ pub(crate) struct NamespaceIndexes {
     text_bytes: usize,
     /// What the last refresh was asked for and saw (see [`FreshKey`]).
     fresh_for: Option<FreshKey>,
+    /// The reader tokenizers a background precount was started in (see
+    /// [`crate::token_precount`]).
+    precounted: Mutex<HashSet<String>>,
 }
 
 /// What a refresh depended on, read before it: the ledger head, the embedding caches' write
@@ -282,7 +285,14 @@ impl NamespaceIndexes {
             vectors_added: Vec::new(),
             text_bytes: 0,
             fresh_for: None,
+            precounted: Mutex::default(),
         }
+    }
+
+    /// Whether this is the first call for `tokenizer`: the caller then starts its precount.
+    pub(crate) fn claim_precount(&self, tokenizer: &str) -> bool {
+        let mut started = self.precounted.lock().unwrap_or_else(PoisonError::into_inner);
+        started.insert(tokenizer.to_owned())
     }
 
     /// Estimated heap bytes: texts held by the corpus (and their tokens, counts and postings),

@@ -69,6 +69,7 @@ mod rerankers;
 mod stats;
 mod store_encoders;
 mod store_location;
+mod token_precount;
 mod write_log;
 
 pub use crate::{

@@ -28,6 +28,7 @@ use crate::{
     ledger_backend::LedgerBackend,
     pg_dense::PgDense,
     store_location::{StoreLocation, claim_derived_dir},
+    token_precount::Precounts,
 };
 
 /// The ledger's file name inside a store directory.
@@ -69,6 +70,8 @@ pub(crate) struct Inner {
     appends: GroupCommit,
     /// The thread that embeds appended turns, when asked for.
     embedder: OnceLock<BackgroundEmbedder>,
+    /// The background counts of reader tokens (see [`crate::token_precount`]).
+    pub(crate) precounts: Arc<Precounts>,
     /// Fault injection: runs between the erasure check and the write of derived data.
     #[cfg(test)]
     pub(crate) before_put: TestHook,
@@ -330,6 +333,7 @@ impl MemoryBuilder {
             indexes,
             appends: GroupCommit::default(),
             embedder: OnceLock::new(),
+            precounts: Arc::default(),
             #[cfg(test)]
             before_put: TestHook::default(),
         });
@@ -422,6 +426,7 @@ impl MemoryBuilder {
             indexes,
             appends: GroupCommit::default(),
             embedder: OnceLock::new(),
+            precounts: Arc::default(),
             #[cfg(test)]
             before_put: TestHook::default(),
         }))
@@ -545,6 +550,14 @@ impl Memory {
     /// Without a background embedder there is nothing to wait for.
     pub fn wait_for_embedding(&self, timeout: std::time::Duration) -> bool {
         self.inner.embedder.get().is_none_or(|e| e.wait_idle(timeout))
+    }
+
+    /// Waits until the background counts of reader tokens have finished, or `timeout` passes;
+    /// returns whether they have. A compile of a namespace of at least 2,000 turns starts one in
+    /// its reader's tokenizer, the first time that tokenizer is used there, so that later
+    /// compiles find every turn's count cached (only their speed depends on it).
+    pub fn wait_for_token_counts(&self, timeout: std::time::Duration) -> bool {
+        self.inner.precounts.wait_idle(timeout)
     }
 
     /// Erases `target` from the ledger (a redaction record; texts scrubbed from every file),

@@ -4,7 +4,7 @@
 //! `tokenizer.json` defines them. Only pre-tokenizers written out here are accepted; any other
 //! value of `tokenizer.ggml.pre` is refused rather than approximated.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, sync::Arc};
 
 use candle_core::quantized::gguf_file;
 use evicortex_compiler::{ReaderTokenizer, ReaderTokenizerError};
@@ -15,9 +15,10 @@ const TOKEN_TYPE_CONTROL: i32 = 3;
 const TOKEN_TYPE_USER_DEFINED: i32 = 4;
 
 /// A GGUF model's tokenizer.
+#[derive(Clone)]
 pub struct GgufTokenizer {
     name: String,
-    tokenizer: tokenizers::Tokenizer,
+    tokenizer: Arc<tokenizers::Tokenizer>,
     added_tokens: Vec<AddedToken>,
     eos_token_id: u32,
 }
@@ -190,7 +191,7 @@ impl GgufTokenizer {
         }
         Ok(GgufTokenizer {
             name: format!("gguf:{pre_name}:{}", &identity_digest[..32.min(identity_digest.len())]),
-            tokenizer,
+            tokenizer: Arc::new(tokenizer),
             added_tokens,
             eos_token_id,
         })
@@ -238,5 +239,9 @@ impl ReaderTokenizer for GgufTokenizer {
         self.encode(text)
             .map(|ids| ids.len())
             .map_err(|reason| ReaderTokenizerError::Encode { name: self.name.clone(), reason })
+    }
+
+    fn shared(&self) -> Option<Arc<dyn ReaderTokenizer>> {
+        Some(Arc::new(self.clone()))
     }
 }

@@ -182,3 +182,70 @@ fn the_index_cache_stays_within_its_budget() {
     assert!(namespaces < 30, "nothing was evicted ({namespaces} namespaces cached)");
     assert_eq!(compile_ns(0), first);
 }
+
+/// The background precount fills the cache packing reads with the counts packing would
+/// compute: live turns only, in each tokenizer compiled with, and a warm compile returns what a
+/// cold one returns.
+#[test]
+fn the_background_token_precount_counts_every_live_turn_as_packing_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path()).unwrap();
+    let turns = crate::token_precount::PRECOUNT_MIN_TURNS + 100;
+    let lines: Vec<String> = (0..turns as u32)
+        .map(|t| {
+            let text = format!("Note {t}: the {} garden needs {} litres of water.", t % 7, t * 3);
+            line("alice", &format!("s{}", t / 50), t % 50, "2024-05-02T10:00:00Z", &text)
+        })
+        .collect();
+    append(&memory, &lines.iter().map(String::as_str).collect::<Vec<_>>());
+    let alice = Namespace::new("alice").unwrap();
+    memory.erase(&EraseTarget::Record(alice.clone(), evicortex_core::TurnId::from_raw(5))).unwrap();
+    let live = turns - 1;
+    let cached = |tokenizer: &str| {
+        memory.inner.indexes.slot(&alice).read().unwrap().corpus.text_tokens_cached(tokenizer)
+    };
+
+    let cold = compile(&memory, "how much water does the garden need?", None);
+    assert!(memory.wait_for_token_counts(std::time::Duration::from_secs(120)));
+    assert_eq!(cached("o200k_base"), live);
+    assert_eq!(cached("cl100k_base"), 0, "only the tokenizer compiled with");
+    let warm = compile(&memory, "how much water does the garden need?", None);
+    assert_eq!(warm.to_json(), cold.to_json());
+    let fresh = Memory::open(dir.path()).unwrap();
+    let question = "which note mentions 300 litres?";
+    assert_eq!(
+        compile(&memory, question, None).to_json(),
+        compile(&fresh, question, None).to_json()
+    );
+
+    let reader = TiktokenReader::cl100k_base();
+    let query = CompileQuery {
+        namespace: alice.clone(),
+        question: question.to_owned(),
+        as_of: None,
+        budget: TokenBudget::new(200),
+    };
+    let config = CompileConfig::hybrid(10, DenseConfig::Off);
+    let request =
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
+    memory.compile(&request).unwrap();
+    assert!(memory.wait_for_token_counts(std::time::Duration::from_secs(120)));
+    assert_eq!(cached("cl100k_base"), live);
+}
+
+/// Below the threshold nothing is counted beyond what packing meets.
+#[test]
+fn a_small_namespace_is_not_precounted() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path()).unwrap();
+    let lines: Vec<String> = (0..200u32)
+        .map(|t| line("alice", "s1", t, "2024-05-02T10:00:00Z", &format!("turn {t} on gardening")))
+        .collect();
+    append(&memory, &lines.iter().map(String::as_str).collect::<Vec<_>>());
+    compile(&memory, "gardening", None);
+    assert!(memory.wait_for_token_counts(std::time::Duration::from_secs(120)));
+    let alice = Namespace::new("alice").unwrap();
+    let cached =
+        memory.inner.indexes.slot(&alice).read().unwrap().corpus.text_tokens_cached("o200k_base");
+    assert!(cached < 200, "{cached} of 200 turns counted");
+}
