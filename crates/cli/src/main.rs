@@ -21,6 +21,7 @@ use crate::args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    log_to_stderr();
     let store = cli.store.as_path();
     // One arm per subcommand; each command lives in `commands/<name>.rs`.
     let result = match &cli.command {
@@ -48,4 +49,18 @@ fn main() -> ExitCode {
             ExitCode::from(exit::code_for(&err))
         }
     }
+}
+
+/// Warnings and errors the library logs (a background embedding that failed, a namespace too
+/// big for the index cache, a server request that failed) go to standard error; without a
+/// subscriber they went nowhere. `EVICORTEX_LOG` sets the filter (`info`,
+/// `evicortex=debug`...); the default is `warn`.
+fn log_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("EVICORTEX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
 }

@@ -156,6 +156,14 @@ impl IndexCache {
                     entries.map.remove(&ns);
                 }
                 None => {
+                    // Not silent: every compile of this namespace now rebuilds its indexes.
+                    tracing::warn!(
+                        namespace = %namespace,
+                        bytes,
+                        budget = self.budget_bytes,
+                        "a namespace's indexes exceed the whole index cache budget: they are \
+                         rebuilt at every compile (raise the budget: --index-cache-mib)"
+                    );
                     entries.map.remove(namespace);
                     return;
                 }

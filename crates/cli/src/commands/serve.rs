@@ -100,6 +100,13 @@ pub struct RetrievalArgs {
     /// Embedded stores only (a PostgreSQL store searches with pgvector's own index).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub ann_from: Option<u64>,
+    /// Memory for the namespaces' in-memory indexes, in MiB (default 1024): the least recently
+    /// compiled namespaces are dropped beyond it and rebuilt from the store when next asked
+    /// for. With dense retrieval a namespace of 100,000 vectors fits the default and one of a
+    /// million needs several GiB (vectors, context vectors, BM25); one larger than the whole
+    /// budget is rebuilt at every compile, and the server warns when that happens.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub index_cache_mib: Option<u64>,
     /// The reranker compile requests with `options.rerank` on use (mpnet-cosine, cosine:MODEL
     /// or cross-encoder:DIR@SHA256, as for `evicortex compile`); without it such requests are
     /// refused.
@@ -131,6 +138,11 @@ impl RetrievalArgs {
         }
         if let Some(from) = self.ann_from {
             crate::commands::compile::use_ann(&mut builder, store, from)?;
+        }
+        if let Some(mib) = self.index_cache_mib {
+            let bytes = usize::try_from(mib.saturating_mul(1 << 20))
+                .map_err(|_| UsageError("--index-cache-mib: too large".to_owned()))?;
+            builder.index_cache_bytes(bytes);
         }
         builder.open().with_context(|| format!("opening the store {}", store.display()))
     }

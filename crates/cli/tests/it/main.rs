@@ -48,6 +48,8 @@ mod postgres_front_ends;
 mod postgres_replica;
 /// The evaluation's compiled contexts are `evicortex compile --json`'s, byte for byte.
 mod product_path;
+/// `evicortex serve --index-cache-mib`: a namespace bigger than the budget is reported.
+mod serve_index_cache;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
 mod serve_sigterm;
 /// `evicortex encoders`: the store's encoder list, used by ingest and compile.

@@ -1,0 +1,78 @@
+//! `evicortex serve --index-cache-mib`: a namespace whose indexes exceed the whole budget is
+//! rebuilt at every compile, and the server says so on standard error instead of slowing down
+//! in silence.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::serve_sigterm::create_key;
+
+#[test]
+fn a_namespace_bigger_than_the_index_cache_is_reported_on_stderr() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let key = create_key(&store, "big");
+    let file = dir.path().join("turns.jsonl");
+    // About 4,000 turns: the cache's estimate passes 1 MiB.
+    let lines: Vec<String> = (0..4_000)
+        .map(|t| {
+            json!({"namespace": "big", "session": format!("s{}", t / 100), "turn": t % 100,
+                   "role": "user", "text": format!("turn {t} about the garden and its {t} roses"),
+                   "time": "2024-05-02T10:00:00Z"})
+            .to_string()
+        })
+        .collect();
+    fs_err::write(&file, lines.join("\n")).expect("write turns");
+    let ingest = Command::new(env!("CARGO_BIN_EXE_evicortex"))
+        .arg("--store")
+        .arg(&store)
+        .args(["ingest", "--no-embed"])
+        .arg(&file)
+        .output()
+        .expect("run ingest");
+    assert!(ingest.status.success(), "ingest: {}", String::from_utf8_lossy(&ingest.stderr));
+
+    let mut server = Command::new(env!("CARGO_BIN_EXE_evicortex"))
+        .arg("--store")
+        .arg(&store)
+        .args(["serve", "--listen", "127.0.0.1:0", "--lexical-only", "--index-cache-mib", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start evicortex serve");
+    let mut first_line = String::new();
+    BufReader::new(server.stdout.take().expect("stdout"))
+        .read_line(&mut first_line)
+        .expect("read the address line");
+    let base = first_line.trim().strip_prefix("listening on ").expect("address line").to_owned();
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    let client =
+        reqwest::Client::builder().timeout(Duration::from_secs(120)).build().expect("client");
+    runtime.block_on(async {
+        let response = client
+            .post(format!("{base}/v1/namespaces/big/compile"))
+            .bearer_auth(&key)
+            .json(&json!({"query": "roses in the garden", "budget": 200,
+                          "reader_tokenizer": "o200k_base"}))
+            .send()
+            .await
+            .expect("compile");
+        let status = response.status();
+        let body = response.text().await.expect("body");
+        assert!(status.is_success(), "{status}: {body}");
+    });
+    let killed =
+        Command::new("kill").args(["-TERM", &server.id().to_string()]).status().expect("run kill");
+    assert!(killed.success());
+    server.wait().expect("wait for the server");
+    let mut stderr = String::new();
+    server.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
+    assert!(
+        stderr.contains("exceed the whole index cache budget") && stderr.contains("big"),
+        "{stderr}"
+    );
+}
