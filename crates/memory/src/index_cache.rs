@@ -300,7 +300,8 @@ impl NamespaceIndexes {
     /// Whether this is the first call for `tokenizer`: the caller then starts its precount.
     pub(crate) fn claim_precount(&self, tokenizer: &str) -> bool {
         let mut started = self.precounted.lock().unwrap_or_else(PoisonError::into_inner);
-        started.insert(tokenizer.to_owned())
+        // Asked at every compile: no allocation once started.
+        !started.contains(tokenizer) && started.insert(tokenizer.to_owned())
     }
 
     /// Estimated heap bytes: texts held by the corpus (and their tokens, counts and postings),
