@@ -572,32 +572,86 @@ impl EmbeddingCache {
             refused: Vec::new(),
         };
         let conn = self.lock();
-        let mut refused = conn
+        // One snapshot for both passes: a purge between them cannot leave a counted row unread.
+        let snapshot = conn.unchecked_transaction().map_err(sql_err(&self.path))?;
+        // Texts are read in key order, the table's (identity, text digest): consecutive lookups
+        // touch neighbouring pages, so a large namespace reads the file about once. In turn
+        // order they land at random, which for a million turns in a file larger than the page
+        // cache is minutes of reads at every open. The rows still come out in turn order.
+        let mut order: Vec<usize> = (0..turns.len()).collect();
+        order.sort_unstable_by(|&a, &b| turns[a].1.as_bytes().cmp(turns[b].1.as_bytes()));
+        let runs: Vec<&[usize]> = order.chunk_by(|&a, &b| turns[a].1 == turns[b].1).collect();
+        // First the windows of each text, from the small index on text digests alone.
+        let mut windows = vec![0usize; turns.len()];
+        {
+            let mut count = snapshot
+                .prepare_cached(
+                    "SELECT count(*) FROM vectors INDEXED BY vectors_by_text \
+                     WHERE text_digest = ?1 AND identity = ?2",
+                )
+                .map_err(sql_err(&self.path))?;
+            for run in &runs {
+                let text = turns[run[0]].1;
+                let n: i64 = count
+                    .query_row(params![text.as_bytes(), identity.as_bytes()], |r| r.get(0))
+                    .map_err(sql_err(&self.path))?;
+                for &i in *run {
+                    windows[i] = n as usize;
+                }
+            }
+        }
+        let mut first_row = Vec::with_capacity(turns.len());
+        for (&(turn, _), &n) in turns.iter().zip(&windows) {
+            first_row.push(out.turns.len());
+            out.turns.extend(std::iter::repeat_n(turn, n));
+        }
+        out.data = vec![0.0; out.turns.len() * dimension];
+        let mut refused = snapshot
             .prepare_cached("SELECT 1 FROM refused WHERE identity = ?1 AND text_digest = ?2")
             .map_err(sql_err(&self.path))?;
-        for &(turn, text) in turns {
-            let vectors = self.vectors_of(&conn, identity, &text)?;
-            if vectors.is_empty() {
+        let (mut missing, mut refusals) = (Vec::new(), Vec::new());
+        for run in &runs {
+            let (first, text) = (run[0], turns[run[0]].1);
+            if windows[first] == 0 {
                 let is_refused = refused
                     .exists(params![identity.as_bytes(), text.as_bytes()])
                     .map_err(sql_err(&self.path))?;
-                if is_refused { out.refused.push(turn) } else { out.missing.push(turn) }
+                if is_refused { &mut refusals } else { &mut missing }.extend(run.iter().copied());
+                continue;
             }
-            for vector in vectors {
+            let vectors = self.vectors_of(&snapshot, identity, &text)?;
+            if vectors.len() != windows[first] {
+                return Err(EmbeddingCacheError::Corrupted {
+                    path: self.path.clone(),
+                    detail: format!(
+                        "text {text}: {} windows indexed, {} stored",
+                        windows[first],
+                        vectors.len()
+                    ),
+                });
+            }
+            for (window, vector) in vectors.iter().enumerate() {
                 if vector.len() != dimension {
                     return Err(EmbeddingCacheError::Corrupted {
                         path: self.path.clone(),
                         detail: format!(
                             "turn {:?}: vector of dimension {} under an identity of {dimension}",
-                            turn,
+                            turns[first].0,
                             vector.len()
                         ),
                     });
                 }
-                out.turns.push(turn);
-                out.data.extend_from_slice(&vector);
+                for &i in *run {
+                    let row = first_row[i] + window;
+                    out.data[row * dimension..(row + 1) * dimension].copy_from_slice(vector);
+                }
             }
         }
+        // Ledger order, as the turns were given.
+        missing.sort_unstable();
+        refusals.sort_unstable();
+        out.missing = missing.into_iter().map(|i| turns[i].0).collect();
+        out.refused = refusals.into_iter().map(|i| turns[i].0).collect();
         Ok(out)
     }
 

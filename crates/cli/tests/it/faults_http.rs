@@ -5,37 +5,22 @@
 //! And a real full disk under a running server (a small tmpfs in a private mount namespace):
 //! 507 while it is full, reads answering, the same batch accepted once space is free.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::cli::ok;
+use crate::cli::{command, create_key, ok, sigterm, spawn_serve};
 use crate::faults::{faultfs, spawn_in_small_tmpfs, step};
-use crate::serve_sigterm::create_key;
 
 fn serve(store: &Path, control: &Path) -> (Child, String) {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_evicortex"))
-        .arg("--store")
-        .arg(store)
-        .args(["serve", "--listen", "127.0.0.1:0", "--lexical-only"])
-        .env_remove("EVICORTEX_HOME")
-        .env("LD_PRELOAD", faultfs())
-        .env("FAULTFS_CONTROL", control)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start evicortex serve");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().expect("stdout")).read_line(&mut line).expect("address");
-    let base = line.trim().strip_prefix("listening on ").expect("address line").to_owned();
-    (server, base)
+    let mut serve = command(store, &["serve", "--listen", "127.0.0.1:0", "--lexical-only"]);
+    serve.env("LD_PRELOAD", faultfs()).env("FAULTFS_CONTROL", control).stderr(Stdio::null());
+    spawn_serve(serve)
 }
 
 fn stop(mut server: Child) {
-    let killed = Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
-    assert!(killed.success());
+    sigterm(&server);
     server.wait().expect("wait for the server");
 }
 

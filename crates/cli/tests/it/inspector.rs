@@ -4,13 +4,12 @@
 //! settings; a wrong key gets the 401 message; another namespace's data never appears; stored
 //! markup renders as text. Screenshots go to the test's output directory.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::cli::{command, ok, sample};
+use crate::cli::{command, create_key, ok, sample, spawn_serve};
 use crate::webdriver::Browser;
 
 const QUESTION: &str = "What is my dog's name, and when was his vet booster?";
@@ -25,17 +24,9 @@ struct Server {
 
 impl Server {
     fn start(store: &Path) -> Server {
-        let mut child = command(store, &["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start evicortex serve");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut first = String::new();
-        stdout.read_line(&mut first).expect("read the address line");
-        let base = first.trim().strip_prefix("listening on ").expect("address line").to_owned();
-        // Keep draining so the server never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()).ok());
+        let mut serve = command(store, &["serve", "--listen", "127.0.0.1:0"]);
+        serve.stderr(Stdio::inherit());
+        let (child, base) = spawn_serve(serve);
         Server { child, base }
     }
 }
@@ -52,14 +43,6 @@ fn output_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("inspector");
     fs_err::create_dir_all(&dir).expect("output dir");
     dir
-}
-
-/// Creates a key with `evicortex keys create` and returns it.
-fn create_key(store: &Path, namespace: &str) -> String {
-    let out = ok(store, &["keys", "create", "--namespace", namespace]);
-    let key = out.lines().last().expect("a key").trim().to_owned();
-    assert!(key.starts_with("evk_"), "{out}");
-    key
 }
 
 /// What the page shows about its state, for failure messages.

@@ -3,7 +3,6 @@
 //! erasure takes it out, shutdown is clean and the ledger verifies. Needs a server:
 //! `scripts/postgres start`, then export the URL it prints as EVICORTEX_TEST_POSTGRES_URL.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,6 +12,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
+use crate::cli::{sigterm, spawn_serve};
 use crate::migrate_postgres::TestDb;
 
 /// `evicortex --store URL` with the derived files in `derived`.
@@ -44,17 +44,9 @@ fn serve_on_a_postgres_store_appends_compiles_from_pgvector_erases_and_exits_cle
     keys.args(["keys", "create", "--namespace", "alice"]);
     let key = ok(keys).lines().last().expect("a key").trim().to_owned();
 
-    let mut server = evicortex(&db.url, derived.path())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start evicortex serve");
-    let mut first_line = String::new();
-    BufReader::new(server.stdout.take().expect("stdout"))
-        .read_line(&mut first_line)
-        .expect("read the address line");
-    let base = first_line.trim().strip_prefix("listening on ").expect("address line").to_owned();
+    let mut serve = evicortex(&db.url, derived.path());
+    serve.args(["serve", "--listen", "127.0.0.1:0"]).stderr(Stdio::inherit());
+    let (mut server, base) = spawn_serve(serve);
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
@@ -92,9 +84,7 @@ fn serve_on_a_postgres_store_appends_compiles_from_pgvector_erases_and_exits_cle
     let after = post("/v1/namespaces/alice/compile", ask);
     assert!(!after["text"].as_str().unwrap().contains("Porto"), "erased text came back: {after}");
 
-    let killed =
-        Command::new("kill").args(["-TERM", &server.id().to_string()]).status().expect("kill");
-    assert!(killed.success());
+    sigterm(&server);
     let status = server.wait().expect("wait for the server");
     assert!(status.success(), "server exit after SIGTERM: {status}");
 

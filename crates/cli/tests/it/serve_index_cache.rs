@@ -2,13 +2,13 @@
 //! rebuilt at every compile, and the server says so on standard error instead of slowing down
 //! in silence.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::io::Read;
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::serve_sigterm::create_key;
+use crate::cli::{command, create_key, ok, sigterm, spawn_serve};
 
 #[test]
 fn a_namespace_bigger_than_the_index_cache_is_reported_on_stderr() {
@@ -26,28 +26,14 @@ fn a_namespace_bigger_than_the_index_cache_is_reported_on_stderr() {
         })
         .collect();
     fs_err::write(&file, lines.join("\n")).expect("write turns");
-    let ingest = Command::new(env!("CARGO_BIN_EXE_evicortex"))
-        .arg("--store")
-        .arg(&store)
-        .args(["ingest", "--no-embed"])
-        .arg(&file)
-        .output()
-        .expect("run ingest");
-    assert!(ingest.status.success(), "ingest: {}", String::from_utf8_lossy(&ingest.stderr));
+    ok(&store, &["ingest", "--no-embed", file.to_str().expect("utf-8 path")]);
 
-    let mut server = Command::new(env!("CARGO_BIN_EXE_evicortex"))
-        .arg("--store")
-        .arg(&store)
-        .args(["serve", "--listen", "127.0.0.1:0", "--lexical-only", "--index-cache-mib", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start evicortex serve");
-    let mut first_line = String::new();
-    BufReader::new(server.stdout.take().expect("stdout"))
-        .read_line(&mut first_line)
-        .expect("read the address line");
-    let base = first_line.trim().strip_prefix("listening on ").expect("address line").to_owned();
+    let mut serve = command(
+        &store,
+        &["serve", "--listen", "127.0.0.1:0", "--lexical-only", "--index-cache-mib", "1"],
+    );
+    serve.stderr(Stdio::piped());
+    let (mut server, base) = spawn_serve(serve);
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
     let client =
@@ -65,9 +51,7 @@ fn a_namespace_bigger_than_the_index_cache_is_reported_on_stderr() {
         let body = response.text().await.expect("body");
         assert!(status.is_success(), "{status}: {body}");
     });
-    let killed =
-        Command::new("kill").args(["-TERM", &server.id().to_string()]).status().expect("run kill");
-    assert!(killed.success());
+    sigterm(&server);
     server.wait().expect("wait for the server");
     let mut stderr = String::new();
     server.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");

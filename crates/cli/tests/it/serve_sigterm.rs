@@ -2,8 +2,7 @@
 //! then `verify` passes and every acknowledged turn is in the store.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -11,43 +10,17 @@ use std::time::Duration;
 use evicortex::Namespace;
 use serde_json::json;
 
-fn evicortex() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_evicortex"))
-}
-
-/// Creates a key with `evicortex keys create` and returns the last line of its output.
-pub fn create_key(store: &std::path::Path, namespace: &str) -> String {
-    let out = evicortex()
-        .args(["--store"])
-        .arg(store)
-        .args(["keys", "create", "--namespace", namespace])
-        .output()
-        .expect("run keys create");
-    assert!(out.status.success(), "keys create: {}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8(out.stdout).expect("utf-8");
-    stdout.lines().last().expect("a key on the last line").trim().to_owned()
-}
+use crate::cli::{command, create_key, ok, sigterm, spawn_serve};
 
 #[test]
 fn sigterm_drains_in_flight_appends_and_the_store_verifies() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
     let key = create_key(&store, "busy");
-    assert!(key.starts_with("evk_"), "{key}");
 
-    let mut server = evicortex()
-        .arg("--store")
-        .arg(&store)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start evicortex serve");
-    let mut first_line = String::new();
-    BufReader::new(server.stdout.take().expect("stdout"))
-        .read_line(&mut first_line)
-        .expect("read the address line");
-    let base = first_line.trim().strip_prefix("listening on ").expect("address line").to_owned();
+    let mut serve = command(&store, &["serve", "--listen", "127.0.0.1:0"]);
+    serve.stderr(Stdio::inherit());
+    let (mut server, base) = spawn_serve(serve);
     assert!(base.starts_with("http://127.0.0.1:"), "{base}");
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -119,9 +92,7 @@ fn sigterm_drains_in_flight_appends_and_the_store_verifies() {
         }
     });
     stop.store(true, Ordering::SeqCst);
-    let killed =
-        Command::new("kill").args(["-TERM", &server.id().to_string()]).status().expect("run kill");
-    assert!(killed.success());
+    sigterm(&server);
     let status = server.wait().expect("wait for the server");
     assert!(status.success(), "server exit after SIGTERM: {status}");
 
@@ -131,8 +102,7 @@ fn sigterm_drains_in_flight_appends_and_the_store_verifies() {
     }
     assert!(acked.len() >= 200, "{} acknowledged", acked.len());
 
-    let verify = evicortex().arg("--store").arg(&store).arg("verify").output().expect("run verify");
-    assert!(verify.status.success(), "verify: {}", String::from_utf8_lossy(&verify.stderr));
+    ok(&store, &["verify"]);
 
     let memory = evicortex::Memory::open_read_only(&store).expect("open");
     let stored: BTreeSet<String> = memory
@@ -152,22 +122,11 @@ fn sigterm_drains_in_flight_appends_and_the_store_verifies() {
 fn serve_without_keys_says_how_to_create_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
-    let mut server = evicortex()
-        .arg("--store")
-        .arg(&store)
-        .args(["serve", "--lexical-only", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start evicortex serve");
-    let mut first_line = String::new();
-    BufReader::new(server.stdout.take().expect("stdout"))
-        .read_line(&mut first_line)
-        .expect("read the address line");
-    assert!(first_line.starts_with("listening on http://127.0.0.1:"), "{first_line}");
-    let killed =
-        Command::new("kill").args(["-TERM", &server.id().to_string()]).status().expect("run kill");
-    assert!(killed.success());
+    let mut serve = command(&store, &["serve", "--lexical-only", "--listen", "127.0.0.1:0"]);
+    serve.stderr(Stdio::piped());
+    let (server, base) = spawn_serve(serve);
+    assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+    sigterm(&server);
     let out = server.wait_with_output().expect("wait");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("has no API keys"), "{stderr}");

@@ -4,14 +4,13 @@
 //! its process, even under SIGKILL; the ledger stays one chain that verifies, holding every
 //! acknowledged turn.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::cli::{command, ok, run};
+use crate::cli::{command, create_key, ok, run, sigterm, spawn_serve};
 
 /// A running `evicortex serve --lexical-only` and its base URL.
 struct Server {
@@ -21,16 +20,9 @@ struct Server {
 
 impl Server {
     fn start(store: &Path) -> Server {
-        let mut child = command(store, &["serve", "--lexical-only", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start evicortex serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read the address line");
-        let base = line.trim().strip_prefix("listening on ").expect("address line").to_owned();
+        let mut serve = command(store, &["serve", "--lexical-only", "--listen", "127.0.0.1:0"]);
+        serve.stderr(Stdio::null());
+        let (child, base) = spawn_serve(serve);
         Server { child, base }
     }
 
@@ -55,16 +47,10 @@ impl Server {
     }
 
     fn stop(mut self) {
-        let term = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        assert!(term.expect("run kill").success());
+        sigterm(&self.child);
         let status = self.child.wait().expect("wait for the server");
         assert!(status.success(), "server exit after SIGTERM: {status}");
     }
-}
-
-fn create_key(store: &Path) -> String {
-    let out = ok(store, &["keys", "create", "--namespace", "shared"]);
-    out.lines().last().expect("a key on the last line").trim().to_owned()
 }
 
 fn write_turn(dir: &Path, session: &str, text: &str) -> String {
@@ -91,7 +77,7 @@ fn assert_refused_by(r: &crate::cli::Run, server: &Server, what: &str) {
 fn a_cli_ingest_or_erase_while_serve_runs_is_refused_and_the_ledger_stays_one() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let key = create_key(&store);
+    let key = create_key(&store, "shared");
     let server = Server::start(&store);
     assert_eq!(server.append(&key, "http", "said over HTTP"), 200);
 
@@ -123,7 +109,7 @@ fn a_cli_ingest_or_erase_while_serve_runs_is_refused_and_the_ledger_stays_one() 
 fn a_second_server_on_the_same_store_is_refused_and_a_killed_server_leaves_no_stale_lock() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let key = create_key(&store);
+    let key = create_key(&store, "shared");
     let mut first = Server::start(&store);
     assert_eq!(first.append(&key, "a", "first server"), 200);
 

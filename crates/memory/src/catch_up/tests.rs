@@ -435,3 +435,63 @@ fn the_known_texts_read_at_once_are_those_looked_up_one_by_one() {
         assert_eq!(known.len(), 3);
     }
 }
+
+/// The vectors are read in text-digest order but come out as the turns were given: each turn's
+/// windows in a row, a text two turns share filled for both, the turns without a vector listed
+/// as missing or refused in the order given.
+#[test]
+fn namespace_vectors_read_in_key_order_come_out_in_turn_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), default_encoder());
+    let texts: Vec<String> = ["I planted tomatoes.", "The fence is new.", "I planted tomatoes."]
+        .map(str::to_owned)
+        .into_iter()
+        .chain([long_text(), "Walked the dog.".to_owned()])
+        .collect();
+    let turns: Vec<Turn> =
+        texts.iter().enumerate().map(|(i, t)| turn("alice", "s1", i as u32, t)).collect();
+    memory.append(&turns).unwrap();
+    memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
+    drop(memory);
+    let window = encoder(
+        EncoderConfig::all_minilm_l6_v2()
+            .with_overlength(Overlength::Window { overlap_tokens: 32 }),
+    );
+    let memory = open(dir.path(), window.clone());
+    memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
+    let alice = memory.evidence(&Namespace::new("alice").unwrap()).unwrap();
+    let mut pending = pending_of(&alice);
+    // A text never embedded, between two that are.
+    let unseen = TextDigest::of(&turn_document(&turn("alice", "s1", 9, "never embedded")));
+    pending.insert(2, (evicortex_core::TurnId::from_raw(999), unseen));
+    let mut digests: Vec<_> = pending.iter().map(|(_, d)| *d).collect();
+    digests.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    assert_ne!(
+        digests,
+        pending.iter().map(|(_, d)| *d).collect::<Vec<_>>(),
+        "the turns are not already in key order, so the test says something"
+    );
+
+    for (identity, refused) in [
+        (default_encoder().identity_digest(), vec![alice[3].id]),
+        (window.identity_digest(), vec![]),
+    ] {
+        let vectors = cache(&memory).namespace_vectors(&pending, &identity).unwrap();
+        // The rows, one text at a time, in the order given.
+        let mut expected_turns = Vec::new();
+        let mut expected_data = Vec::new();
+        for (turn, text) in &pending {
+            for vector in cache(&memory).get(&identity, text).unwrap() {
+                expected_turns.push(*turn);
+                expected_data.extend(vector);
+            }
+        }
+        assert_eq!(vectors.turns, expected_turns);
+        assert_eq!(vectors.data, expected_data);
+        assert_eq!(vectors.missing, vec![evicortex_core::TurnId::from_raw(999)]);
+        assert_eq!(vectors.refused, refused);
+    }
+    let windowed = cache(&memory).namespace_vectors(&pending, &window.identity_digest()).unwrap();
+    assert!(windowed.turns.iter().filter(|&&t| t == alice[3].id).count() >= 2);
+    assert_eq!(windowed.row(0), windowed.row(2), "the shared text's vector, for both turns");
+}

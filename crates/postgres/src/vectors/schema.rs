@@ -292,8 +292,10 @@ fn check_column(
 /// partition's first rows arrive together (a namespace's vectors stored at once, as after a
 /// migration), and pgvector builds an index over rows already there far faster than it inserts
 /// them one by one into an existing graph; rows stored later are linked into the graph as they
-/// arrive. The build's memory is sized to hold the graph (pgvector builds slowly once it no
-/// longer fits), within 64 MiB to 1 GiB.
+/// arrive. The build's memory is sized to hold the graph, since pgvector builds slowly once it
+/// no longer fits: raised up to [`BUILD_MEMORY_CAP`] when the server's `maintenance_work_mem`
+/// is lower, never lowered below what the server's administrator set. A graph that needs more
+/// than both is built anyway, slowly, with a warning naming the setting to raise.
 pub(crate) fn ensure_hnsw_index(
     tx: &mut Transaction<'_>,
     encoder: &Registered,
@@ -311,14 +313,57 @@ pub(crate) fn ensure_hnsw_index(
         return Ok(());
     }
     let rows: i64 = tx.query_one(&format!("SELECT count(*) FROM {partition}"), &[])?.get(0);
-    let per_row = encoder.dim as u64 * 4 + u64::from(encoder.hnsw.m) * 2 * 8 + 64;
-    let mib = (u64::try_from(rows).unwrap_or(0) * per_row * 2 / (1 << 20)).clamp(64, 1024);
+    let configured: i64 =
+        tx.query_one("SELECT pg_size_bytes(current_setting('maintenance_work_mem'))", &[])?.get(0);
+    let plan = BuildMemory::plan(encoder, u64::try_from(rows).unwrap_or(0), configured);
+    if plan.short {
+        tracing::warn!(
+            partition,
+            rows,
+            needed_mib = plan.needed >> 20,
+            maintenance_work_mem_mib = plan.bytes >> 20,
+            "the HNSW graph of this partition does not fit in maintenance_work_mem; pgvector \
+             builds it on disk, far more slowly. Raise it for the database, for example \
+             ALTER DATABASE <name> SET maintenance_work_mem = '{}MB'",
+            plan.needed.div_ceil(1 << 20)
+        );
+    }
+    if plan.bytes > u64::try_from(configured).unwrap_or(0) {
+        tx.batch_execute(&format!("SET LOCAL maintenance_work_mem = '{}MB'", plan.bytes >> 20))?;
+    }
     let HnswBuild { m, ef_construction } = encoder.hnsw;
     tx.batch_execute(&format!(
-        "SET LOCAL maintenance_work_mem = '{mib}MB'; \
-         CREATE INDEX {index} ON {partition} \
+        "CREATE INDEX {index} ON {partition} \
              USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {ef_construction})"
     ))
+}
+
+/// The most an index build raises `maintenance_work_mem` to on its own: a server that is to
+/// build bigger graphs in memory gets a higher setting from its administrator.
+pub(crate) const BUILD_MEMORY_CAP: u64 = 1 << 30;
+
+/// The memory an HNSW build runs with.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct BuildMemory {
+    /// What the graph of the partition's rows needs, with room to spare.
+    pub needed: u64,
+    /// What the build gets: the need within 64 MiB to [`BUILD_MEMORY_CAP`], or the server's
+    /// own setting when that is higher.
+    pub bytes: u64,
+    /// Whether `bytes` falls short of `needed`.
+    pub short: bool,
+}
+
+impl BuildMemory {
+    pub(crate) fn plan(encoder: &Registered, rows: u64, configured: i64) -> BuildMemory {
+        // pgvector holds each row's vector and its neighbour lists, twice the estimate for its
+        // own bookkeeping.
+        let per_row = encoder.dim as u64 * 4 + u64::from(encoder.hnsw.m) * 2 * 8 + 64;
+        let needed = rows * per_row * 2;
+        let ours = needed.clamp(64 << 20, BUILD_MEMORY_CAP);
+        let bytes = ours.max(u64::try_from(configured).unwrap_or(0));
+        BuildMemory { needed, bytes, short: bytes < needed }
+    }
 }
 
 /// The partition holding `namespace`'s vectors of `encoder`, if it exists.
@@ -401,4 +446,32 @@ pub(crate) fn partitions_of(
 /// A checked parameter as PostgreSQL's `integer` (all are far below its range).
 fn to_i32(x: impl TryInto<i32>) -> i32 {
     x.try_into().unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn minilm() -> Registered {
+        Registered { id: 1, dim: 384, hnsw: HnswBuild { m: 16, ef_construction: 200 } }
+    }
+
+    #[test]
+    fn a_small_graph_gets_the_floor_and_a_big_one_the_cap_with_a_warning() {
+        let small = BuildMemory::plan(&minilm(), 10_000, 64 * MIB as i64);
+        assert_eq!(small, BuildMemory { needed: 37_120_000, bytes: 64 * MIB, short: false });
+        let big = BuildMemory::plan(&minilm(), 1_000_000, 64 * MIB as i64);
+        assert_eq!(big.bytes, BUILD_MEMORY_CAP);
+        assert!(big.short, "{big:?}");
+    }
+
+    #[test]
+    fn the_administrators_setting_is_never_lowered_and_lets_a_big_graph_fit() {
+        let small = BuildMemory::plan(&minilm(), 10_000, 2048 * MIB as i64);
+        assert_eq!(small.bytes, 2048 * MIB);
+        let big = BuildMemory::plan(&minilm(), 1_000_000, 4096 * MIB as i64);
+        assert_eq!(big, BuildMemory { needed: 3_712_000_000, bytes: 4096 * MIB, short: false });
+    }
 }

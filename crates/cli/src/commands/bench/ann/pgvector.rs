@@ -109,12 +109,14 @@ pub(super) struct PgAudit<'a> {
     pub encoder: &'a Arc<dyn Encoder>,
     pub questions: &'a [String],
     pub as_of_fraction: f64,
+    /// The database's `maintenance_work_mem`, when set for it.
+    pub maintenance_work_mem_mib: Option<u64>,
 }
 
 /// The rows of one size: without a filter, then with the as-of filter.
 pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<PgThroughput>)> {
     let name = format!("evicortex_ann_audit_{}", audit.size);
-    let url = fresh_database(audit.server, &name)?;
+    let url = fresh_database(audit.server, &name, audit.maintenance_work_mem_mib)?;
     let derived = audit.size_dir.with_file_name(format!("{name}-derived"));
     if derived.exists() {
         fs_err::remove_dir_all(&derived)?;
@@ -295,13 +297,22 @@ fn as_of_time(turns: &[Evidence], fraction: f64) -> EventTime {
 
 /// The URL of database `name` on `server`, dropped first if it exists: ingest is measured into
 /// an empty ledger every run.
-fn fresh_database(server: &str, name: &str) -> anyhow::Result<String> {
+fn fresh_database(
+    server: &str,
+    name: &str,
+    maintenance_work_mem_mib: Option<u64>,
+) -> anyhow::Result<String> {
     let mut admin = postgres::Client::connect(server, postgres::NoTls).map_err(|e| {
         anyhow::anyhow!("connecting to {}: {e}", evicortex::redact_postgres_password(server))
     })?;
     // One statement each: neither may run inside a transaction block.
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))?;
     admin.batch_execute(&format!("CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"))?;
+    if let Some(mib) = maintenance_work_mem_mib {
+        admin.batch_execute(&format!(
+            "ALTER DATABASE {name} SET maintenance_work_mem = '{mib}MB'"
+        ))?;
+    }
     let (base, query) = server.split_once('?').map_or((server, ""), |(b, q)| (b, q));
     let scheme_end = base.find("://").map_or(0, |i| i + 3);
     let base = match base[scheme_end..].find('/') {
