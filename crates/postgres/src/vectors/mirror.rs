@@ -101,7 +101,6 @@ impl PgVectors {
             return Ok(0);
         }
         let encoder = self.encoder(identity)?;
-        let prepared = prepare(&encoder, identity, namespace, rows)?;
         let mut client = self.client();
         let mut tx = client.transaction().map_err(self.db("starting the mirror"))?;
         let partition = schema::ensure_partition(&mut tx, &encoder, namespace.as_str())
@@ -120,7 +119,11 @@ impl PgVectors {
             ))
             .map_err(self.db("preparing the mirror"))?;
         let mut stored = 0;
-        for chunk in prepared.chunks(ROWS_PER_STATEMENT) {
+        // Each statement's rows are checked and written out as it is sent, not all at once: a
+        // namespace of a million vectors as text is gigabytes. A refused row rolls back the
+        // whole transaction, so the mirror stays all or none.
+        for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+            let chunk = prepare(&encoder, identity, namespace, chunk)?;
             let column = |f: fn(&PreparedRow) -> i64| chunk.iter().map(f).collect::<Vec<_>>();
             let numbers = column(|r| r.number);
             let times = column(|r| r.time);

@@ -25,4 +25,5 @@ mod vectors_erase;
 mod vectors_exact;
 mod vectors_fixture;
 mod vectors_isolation;
+mod vectors_mirror;
 mod vectors_recall;

@@ -25,7 +25,7 @@ use evicortex::{
     Evidence, Memory, Namespace, TokenBudget, Turn, reader_tokenizer,
 };
 
-use super::run::{RECALL_AT, load_average, pair};
+use super::run::{INDEX_CACHE_BYTES, RECALL_AT, load_average, pair};
 
 /// One row of the PostgreSQL table.
 pub(super) struct PgRow {
@@ -134,8 +134,11 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
         let memory = Memory::builder(scratch.path().join("store")).open()?;
         append_timed(&memory, &owned)?
     };
-    let pg =
-        Memory::builder(&url).derived_dir(&derived).encoder(Arc::clone(audit.encoder)).open()?;
+    let pg = Memory::builder(&url)
+        .derived_dir(&derived)
+        .encoder(Arc::clone(audit.encoder))
+        .index_cache_bytes(INDEX_CACHE_BYTES)
+        .open()?;
     let ingest_pg = append_timed(&pg, &owned)?;
     let report = pg.catch_up(None, CatchUpLimits::default(), &mut |_| {})?;
     anyhow::ensure!(
@@ -143,8 +146,11 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
         "{} texts had no vector in the audit store's cache",
         report.embedded_texts
     );
-    let exact =
-        Memory::builder(audit.size_dir).encoder(Arc::clone(audit.encoder)).ann(None).open()?;
+    let exact = Memory::builder(audit.size_dir)
+        .encoder(Arc::clone(audit.encoder))
+        .ann(None)
+        .index_cache_bytes(INDEX_CACHE_BYTES)
+        .open()?;
     let namespace = Namespace::new(super::audit_set::AUDIT_NAMESPACE)?;
     let vectors: Vec<evicortex::IdentifiedVector> =
         audit.questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?;
@@ -178,6 +184,9 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
         let started = Instant::now();
         compile(&pg, 0)?;
         let first_compile = (!filtered).then(|| started.elapsed());
+        compile(&exact, 0)?;
+        wait_for_counts(&pg)?;
+        wait_for_counts(&exact)?;
 
         let mut recall_sum = 0.0;
         let mut served: BTreeMap<String, usize> = BTreeMap::new();
@@ -240,11 +249,13 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
     let single = Memory::builder(format!("{url}{sep}pool_max=1"))
         .derived_dir(&derived)
         .encoder(Arc::clone(audit.encoder))
+        .index_cache_bytes(INDEX_CACHE_BYTES)
         .open()?;
     // Warmed as `pg` was by the rows above: its indexes loaded, its connection made.
     for i in 0..audit.questions.len() {
         unfiltered(&single, i)?;
     }
+    wait_for_counts(&single)?;
     let mut throughput = Vec::new();
     for (threads, pooled) in THREADS.into_iter().zip(pooled) {
         throughput.push(PgThroughput {
@@ -293,6 +304,16 @@ fn as_of_time(turns: &[Evidence], fraction: f64) -> EventTime {
     let mut times: Vec<EventTime> = turns.iter().map(|e| e.turn.time).collect();
     times.sort_unstable_by_key(|t| t.utc_micros());
     times[((times.len() as f64 * fraction) as usize).min(times.len() - 1)]
+}
+
+/// Waits for `memory`'s background reader-token counts, started by its first compile: the timed
+/// compiles are a running server's, which has long finished them.
+fn wait_for_counts(memory: &Memory) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        memory.wait_for_token_counts(Duration::from_secs(1800)),
+        "the background reader-token counts did not finish in 30 minutes"
+    );
+    Ok(())
 }
 
 /// The URL of database `name` on `server`, dropped first if it exists: ingest is measured into

@@ -87,7 +87,7 @@ const RECALL_GATE: f64 = 0.99;
 
 /// The bench's memories keep their one namespace's indexes whatever their size (the product's
 /// default budget, 1 GiB, holds a namespace of 100,000 vectors, not one of 1M).
-const INDEX_CACHE_BYTES: usize = 64 << 30;
+pub(super) const INDEX_CACHE_BYTES: usize = 64 << 30;
 
 /// Candidates compared.
 pub(super) const RECALL_AT: usize = 50;
