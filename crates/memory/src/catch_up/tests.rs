@@ -397,24 +397,35 @@ fn pending_of(
     evidence.iter().map(crate::index_cache::pending).collect()
 }
 
-#[test]
-fn the_known_texts_read_at_once_are_those_looked_up_one_by_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let memory = open(dir.path(), default_encoder());
-    let texts = ["short", "another short one", &long_text()].map(str::to_owned);
+/// A store whose namespace "alice" holds `texts` as turns 0, 1, ... of one session, embedded
+/// under the default encoder (which refuses overlength texts) and then under the windowing one;
+/// returns the memory opened with the windowing encoder, and that encoder.
+fn embedded_under_both_encoders(
+    dir: &std::path::Path,
+    texts: &[String],
+) -> (Memory, Arc<dyn Encoder>) {
+    let memory = open(dir, default_encoder());
     let turns: Vec<Turn> =
         texts.iter().enumerate().map(|(i, t)| turn("alice", "s1", i as u32, t)).collect();
     memory.append(&turns).unwrap();
     memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
     drop(memory);
-    // The long text has three windows under this identity, and none but a refusal under the
-    // default one; "unseen" has nothing under either.
     let window = encoder(
         EncoderConfig::all_minilm_l6_v2()
             .with_overlength(Overlength::Window { overlap_tokens: 32 }),
     );
-    let memory = open(dir.path(), window.clone());
+    let memory = open(dir, window.clone());
     memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
+    (memory, window)
+}
+
+#[test]
+fn the_known_texts_read_at_once_are_those_looked_up_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let texts = ["short", "another short one", &long_text()].map(str::to_owned);
+    // The long text has three windows under the windowing identity, and none but a refusal
+    // under the default one; "unseen" has nothing under either.
+    let (memory, window) = embedded_under_both_encoders(dir.path(), &texts);
 
     let digests: Vec<TextDigest> = texts
         .iter()
@@ -442,23 +453,12 @@ fn the_known_texts_read_at_once_are_those_looked_up_one_by_one() {
 #[test]
 fn namespace_vectors_read_in_key_order_come_out_in_turn_order() {
     let dir = tempfile::tempdir().unwrap();
-    let memory = open(dir.path(), default_encoder());
     let texts: Vec<String> = ["I planted tomatoes.", "The fence is new.", "I planted tomatoes."]
         .map(str::to_owned)
         .into_iter()
         .chain([long_text(), "Walked the dog.".to_owned()])
         .collect();
-    let turns: Vec<Turn> =
-        texts.iter().enumerate().map(|(i, t)| turn("alice", "s1", i as u32, t)).collect();
-    memory.append(&turns).unwrap();
-    memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
-    drop(memory);
-    let window = encoder(
-        EncoderConfig::all_minilm_l6_v2()
-            .with_overlength(Overlength::Window { overlap_tokens: 32 }),
-    );
-    let memory = open(dir.path(), window.clone());
-    memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
+    let (memory, window) = embedded_under_both_encoders(dir.path(), &texts);
     let alice = memory.evidence(&Namespace::new("alice").unwrap()).unwrap();
     let mut pending = pending_of(&alice);
     // A text never embedded, between two that are.

@@ -25,7 +25,7 @@ use evicortex::{
     Evidence, Memory, Namespace, TokenBudget, Turn, reader_tokenizer,
 };
 
-use super::run::{INDEX_CACHE_BYTES, RECALL_AT, load_average, pair};
+use super::run::{INDEX_CACHE_BYTES, RECALL_AT, load_average, pair, wait_for_counts};
 
 /// One row of the PostgreSQL table.
 pub(super) struct PgRow {
@@ -304,16 +304,6 @@ fn as_of_time(turns: &[Evidence], fraction: f64) -> EventTime {
     let mut times: Vec<EventTime> = turns.iter().map(|e| e.turn.time).collect();
     times.sort_unstable_by_key(|t| t.utc_micros());
     times[((times.len() as f64 * fraction) as usize).min(times.len() - 1)]
-}
-
-/// Waits for `memory`'s background reader-token counts, started by its first compile: the timed
-/// compiles are a running server's, which has long finished them.
-fn wait_for_counts(memory: &Memory) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        memory.wait_for_token_counts(Duration::from_secs(1800)),
-        "the background reader-token counts did not finish in 30 minutes"
-    );
-    Ok(())
 }
 
 /// The URL of database `name` on `server`, dropped first if it exists: ingest is measured into
