@@ -5,7 +5,7 @@ use evicortex_lexical::Bm25Index;
 use evicortex_vector::{IndexKind, VectorIndexRead};
 use serde::{Deserialize, Serialize};
 
-use crate::{Admission, CompileError, ContextVectors};
+use crate::{Admission, CompileError, ContextVectors, Corpus};
 
 /// How many encoders a compile fuses besides the first ([`CompileInputs::also_dense`]).
 ///
@@ -178,19 +178,24 @@ pub fn lexical_candidates(
     RankedList { retriever, hits }
 }
 
-/// The context vectors' top `top_n` turns among those `admit` accepts.
+/// The context vectors' top `top_n` turns among those `admit` accepts: over every context
+/// vector, or, given `seeded` (the corpus and seed records), over the windows holding a seed.
 pub fn dense_context_candidates(
     vectors: &ContextVectors,
     query_vector: &[f32],
     top_n: usize,
+    seeded: Option<(&Corpus, &[TurnId])>,
     admit: impl FnMut(TurnId) -> bool,
 ) -> Result<RankedList, CompileError> {
-    let _span = tracing::debug_span!("dense_context_candidates", top_n).entered();
-    let hits = vectors
-        .search(query_vector, top_n, admit)?
-        .into_iter()
-        .map(|h| ScoredKey { key: h.key, score: h.score })
-        .collect();
+    let _span = tracing::debug_span!("dense_context_candidates", top_n, seeded = seeded.is_some())
+        .entered();
+    let hits = match seeded {
+        Some((corpus, seeds)) => {
+            vectors.search_seeded(corpus, query_vector, top_n, seeds.iter().copied(), admit)?
+        }
+        None => vectors.search(query_vector, top_n, admit)?,
+    };
+    let hits = hits.into_iter().map(|h| ScoredKey { key: h.key, score: h.score }).collect();
     Ok(RankedList { retriever: Retriever::DenseContext, hits })
 }
 

@@ -13,10 +13,10 @@ use evicortex_vector::{IndexKind, VectorIndexRead};
 
 use crate::{
     AbstainReason, Admission, BudgetParts, CompileConfig, CompileError, CompileQuery,
-    CompiledContext, ContextItem, ContextVectors, Corpus, Coverage, DedupPolicy, DenseConfig,
-    EncoderRef, ExcludedCandidate, ExclusionReason, FusedHit, ListRank, NamesConfig, RankScore,
-    RankedList, ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey, SessionConfig,
-    SupportSignal, TimeConfig, WindowIndex,
+    CompiledContext, ContextItem, ContextSearch, ContextVectors, Corpus, Coverage, DedupPolicy,
+    DenseConfig, EncoderRef, ExcludedCandidate, ExclusionReason, FusedHit, ListRank, NamesConfig,
+    RankScore, RankedList, ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey,
+    SessionConfig, SupportSignal, TimeConfig, WindowIndex,
     abstain::lexical_coverage,
     candidates::{dense_candidates, dense_context_candidates, lexical_candidates},
     compiled_context::{AlsoDenseRef, COMPILED_CONTEXT_FORMAT},
@@ -158,9 +158,30 @@ pub fn compile_timed(
     // The kind of index that served each dense list (a graph may answer by its exact scan).
     let mut served: Option<IndexKind> = None;
     let mut also_served: Vec<IndexKind> = Vec::new();
+    let mut context_search: Option<ContextSearch> = None;
     if let (DenseConfig::On { top_n }, Some(dense)) = (config.dense, inputs.dense) {
-        let (list, kind) =
-            dense_candidates(dense.index, dense.query_vector, top_n, &admission, Retriever::Dense)?;
+        let radius = config.context.dense_radius;
+        let context_vectors = inputs.context.dense.filter(|_| radius > 0);
+        // Behind a graph, the context list scores only the windows around the graph's best
+        // turns (`ContextVectors::search_seeded`): a full scan of the context vectors would
+        // cost what the graph saves. The seeds are the graph's whole beam, which a search
+        // walks anyway, so its top `top_n` are the same whether it is asked for them or for
+        // the beam.
+        let pool = match (context_vectors, dense.index.kind()) {
+            (Some(_), IndexKind::Hnsw(params)) => Some(top_n.max(params.ef_search)),
+            _ => None,
+        };
+        let seeded = pool.is_some();
+        let (mut list, kind) = dense_candidates(
+            dense.index,
+            dense.query_vector,
+            pool.unwrap_or(top_n),
+            &admission,
+            Retriever::Dense,
+        )?;
+        let seeds: Vec<TurnId> =
+            if seeded { list.hits.iter().map(|h| h.key).collect() } else { Vec::new() };
+        list.hits.truncate(top_n);
         lists.push(list);
         served = Some(kind);
         for (i, also) in inputs.also_dense.iter().enumerate() {
@@ -174,11 +195,15 @@ pub fn compile_timed(
             lists.push(list);
             also_served.push(kind);
         }
-        let radius = config.context.dense_radius;
-        if let (true, Some(vectors)) = (radius > 0, inputs.context.dense) {
-            lists.push(dense_context_candidates(vectors, dense.query_vector, top_n, |id| {
-                context_admits(id, radius)
-            })?);
+        if let Some(vectors) = context_vectors {
+            let admit = |id| context_admits(id, radius);
+            let how = match pool {
+                Some(pool) => ContextSearch::Seeded { pool: pool as u32 },
+                None => ContextSearch::Exact,
+            };
+            let seeds = seeded.then_some((corpus, seeds.as_slice()));
+            lists.push(dense_context_candidates(vectors, dense.query_vector, top_n, seeds, admit)?);
+            context_search = Some(how);
         }
     }
     timings.dense = started.elapsed();
@@ -425,6 +450,7 @@ pub fn compile_timed(
         excluded,
         encoder: inputs.dense.map(|d| d.encoder.clone()),
         dense_index: inputs.dense.map(|d| served.unwrap_or_else(|| d.index.kind()).into()),
+        context_search,
         also_dense: inputs
             .also_dense
             .iter()

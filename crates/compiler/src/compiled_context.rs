@@ -48,6 +48,9 @@ pub struct CompiledContext {
     /// The vector index that served the dense candidates; `None` when dense retrieval is off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dense_index: Option<DenseIndexRef>,
+    /// How the dense context list was searched; `None` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_search: Option<ContextSearch>,
     /// The further encoders whose dense lists were fused beside `encoder`'s, in list order
     /// (`dense_2`, `dense_3`, ...); empty with one encoder.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -149,6 +152,21 @@ pub struct AlsoDenseRef {
     pub covers: Option<TurnId>,
     /// Turns of the namespace without a vector under this encoder yet.
     pub pending: u64,
+}
+
+/// How the dense context list was searched.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ContextSearch {
+    /// Every admitted context vector scored.
+    Exact,
+    /// Only the windows holding one of the dense index's best `pool` turns (its beam), scored
+    /// exactly: what a graph-served namespace does, since a full scan would cost what the graph
+    /// saves. Approximate: which windows are scored depends on the beam.
+    Seeded {
+        /// How many of the dense index's best turns seeded it.
+        pool: u32,
+    },
 }
 
 /// Which vector index served the dense candidates: every admitted vector scored (`exact`), or
@@ -394,6 +412,13 @@ impl CompiledContext {
         ));
         if let Some(index) = &self.dense_index {
             line(format!("dense index: {index}"));
+        }
+        match self.context_search {
+            Some(ContextSearch::Seeded { pool }) => line(format!(
+                "dense context list: the windows around the dense index's best {pool} turns"
+            )),
+            Some(ContextSearch::Exact) => line("dense context list: every window".to_owned()),
+            None => {}
         }
         for (i, also) in self.also_dense.iter().enumerate() {
             line(format!(

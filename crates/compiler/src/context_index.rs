@@ -315,6 +315,25 @@ impl ContextVectors {
         self.index.search(query, n, &mut admit)
     }
 
+    /// [`ContextVectors::search`] restricted to the windows that hold one of `seeds` (records,
+    /// typically the best turns by their own vectors): a context vector is the sum of its
+    /// window's turn vectors, so its cosine with the query is high only where some of those turns
+    /// score well, and the scores over that set are exact. An approximation of the full search
+    /// whose cost follows the seeds, not the namespace; `bench ann run` audits its recall.
+    pub fn search_seeded(
+        &self,
+        corpus: &Corpus,
+        query: &[f32],
+        n: usize,
+        seeds: impl IntoIterator<Item = TurnId>,
+        mut admit: impl FnMut(TurnId) -> bool,
+    ) -> Result<Vec<VectorHit<TurnId>>, VectorError> {
+        let positions = seeds.into_iter().filter_map(|id| corpus.position(id));
+        let windows = windows_holding(corpus, self.radius, positions);
+        let keys = windows.into_iter().map(|pos| corpus.at(pos).id);
+        self.index.search_among(query, n, keys, &mut admit)
+    }
+
     /// The same answer as [`ContextVectors::search`] from a plain `f32` scan of every row: the
     /// anchor benchmarks measure it against.
     pub fn search_f32_scan(
@@ -492,5 +511,29 @@ mod tests {
         let admitted = cv.search(&[0.0, 1.0], 1, |id| id.raw() != 3).unwrap();
         assert_eq!(admitted.len(), 1);
         assert_eq!(admitted[0].key.raw(), 2);
+    }
+
+    #[test]
+    fn a_seeded_search_scores_the_windows_around_its_seeds() {
+        let c = corpus();
+        let vectors = [[1.0f32, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0]];
+        let of = |id: TurnId| vectors.get(id.raw() as usize - 1).map(|v| v.as_slice());
+        let cv = ContextVectors::build(&c, 1, 2, 5, of);
+        let query = [0.0, 1.0];
+        let every: Vec<TurnId> = c.evidence().iter().map(|e| e.id).collect();
+        assert_eq!(
+            cv.search_seeded(&c, &query, 10, every.iter().copied(), |_| true).unwrap(),
+            cv.search(&query, 10, |_| true).unwrap(),
+            "seeded with every record, it is the full search"
+        );
+        // Seeded with turn 1 alone: the windows holding it are those of turns 1 and 2.
+        let hits = cv.search_seeded(&c, &query, 10, [TurnId::from_raw(1)], |_| true).unwrap();
+        let keys: Vec<u64> = hits.iter().map(|h| h.key.raw()).collect();
+        assert_eq!(keys, [2, 1]);
+        assert_eq!(hits, cv.search(&query, 10, |id| id.raw() <= 2).unwrap());
+        let admitted =
+            cv.search_seeded(&c, &query, 10, [TurnId::from_raw(1)], |id| id.raw() != 2).unwrap();
+        assert_eq!(admitted.iter().map(|h| h.key.raw()).collect::<Vec<_>>(), [1]);
+        assert_eq!(cv.search_seeded(&c, &query, 10, [TurnId::from_raw(99)], |_| true).unwrap(), []);
     }
 }

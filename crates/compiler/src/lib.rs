@@ -103,8 +103,8 @@ pub use crate::{
     compile::{CompileInputs, ContextInputs, DenseInput, StageTimings, compile, compile_timed},
     compiled_context::{
         AbstainReason, AlsoDenseRef, BudgetParts, COMPILED_CONTEXT_FORMAT, CompiledContext,
-        ContextItem, Coverage, DenseIndexRef, EncoderRef, ExcludedCandidate, ExclusionReason,
-        ListRank, RankScore, Selection,
+        ContextItem, ContextSearch, Coverage, DenseIndexRef, EncoderRef, ExcludedCandidate,
+        ExclusionReason, ListRank, RankScore, Selection,
     },
     config::{
         AbstentionConfig, CompileConfig, ContextConfig, DEFAULT_TOP_N, DedupPolicy, DenseConfig,

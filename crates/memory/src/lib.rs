@@ -135,10 +135,10 @@ pub use evicortex_lexical::Analyzer;
 /// rerankers.
 pub use evicortex_compiler::{
     AbstainReason, AbstentionConfig, AlsoDenseRef, BudgetParts, COMPILED_CONTEXT_FORMAT,
-    CompileConfig, CompileQuery, CompiledContext, ContextConfig, ContextItem, Coverage,
-    DEFAULT_TOP_N, DedupPolicy, DenseConfig, DenseIndexRef, EncoderRef, ExcludedCandidate,
-    ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig, ListRank, LongTurns,
-    MAX_ALSO_ENCODERS, MAX_RERANK_DEPTH, NamesConfig, RankScore, ReaderTokenizer,
+    CompileConfig, CompileQuery, CompiledContext, ContextConfig, ContextItem, ContextSearch,
+    Coverage, DEFAULT_TOP_N, DedupPolicy, DenseConfig, DenseIndexRef, EncoderRef,
+    ExcludedCandidate, ExclusionReason, Expansion, FilterReason, Layout, LexicalConfig, ListRank,
+    LongTurns, MAX_ALSO_ENCODERS, MAX_RERANK_DEPTH, NamesConfig, RankScore, ReaderTokenizer,
     ReaderTokenizerError, RerankConfig, Reranker, ResolvedTime, Retriever, Selection,
     SessionConfig, SessionSpread, SpreadQuestions, StageTimings, SupportSignal, TiktokenReader,
     TimeConfig, reader_tokenizer,

@@ -92,6 +92,33 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         Ok(hits)
     }
 
+    /// The `n` best admitted rows among `keys` (keys without a row are skipped, a repeated key
+    /// counts once), scored in `f32` as [`ExactIndex::search_f32_scan`] scores them: the exact
+    /// answer over a candidate set, for a caller that knows where the best rows must lie.
+    pub fn search_among(
+        &self,
+        query: &[f32],
+        n: usize,
+        keys: impl IntoIterator<Item = K>,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<Vec<VectorHit<K>>, VectorError> {
+        let query = self.check_query(query)?;
+        let mut rows: Vec<(K, usize)> =
+            keys.into_iter().filter_map(|key| Some((key, self.rows.row(key)?.index()))).collect();
+        rows.sort_unstable_by_key(|&(_, row)| row);
+        rows.dedup_by_key(|&mut (_, row)| row);
+        let mut hits: Vec<VectorHit<K>> = Vec::with_capacity(rows.len());
+        pulp::Arch::new().dispatch(|| {
+            for (key, row) in rows {
+                if admit(key) {
+                    hits.push(VectorHit { key, score: dot(&query, self.vector(row)) });
+                }
+            }
+        });
+        top_n(&mut hits, n);
+        Ok(hits)
+    }
+
     fn vector(&self, row: usize) -> &[f32] {
         &self.vectors[row * self.dim..(row + 1) * self.dim]
     }
@@ -376,6 +403,23 @@ mod tests {
         let distinct: std::collections::HashSet<u32> = asked.iter().copied().collect();
         assert_eq!(distinct.len(), asked.len(), "a row was asked about twice");
         assert!(asked.len() < 1000, "admit asked about {} of 3000 rows", asked.len());
+    }
+
+    #[test]
+    fn search_among_is_the_scan_restricted_to_the_keys() {
+        let vectors = clustered(2000, 64, 11);
+        let index = build(&vectors);
+        let query = &clustered(1, 64, 12)[0];
+        let among: Vec<u32> = (0..2000).filter(|k| k % 5 != 1).collect();
+        // Repeated keys and keys without a row change nothing.
+        let keys = among.iter().copied().chain([7, 7, 4000, 4001]);
+        let found = index.search_among(query, 30, keys, &mut |k| k % 2 == 0).unwrap();
+        let reference =
+            index.search_f32_scan(query, 30, &mut |k| k % 2 == 0 && k % 5 != 1).unwrap();
+        assert_eq!(found, reference);
+        let all = index.search_among(query, 10, 0..2000, &mut |_| true).unwrap();
+        assert_eq!(all, index.search(query, 10, &mut |_| true).unwrap());
+        assert_eq!(index.search_among(query, 10, [], &mut |_| true).unwrap(), vec![]);
     }
 
     #[test]

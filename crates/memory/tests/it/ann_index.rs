@@ -7,8 +7,9 @@ use std::{os::unix::fs::MetadataExt, path::Path, sync::Arc};
 
 use evicortex::{
     AnnSettings, CatchUpLimits, CompileConfig, CompileError, CompileQuery, CompileRequest,
-    CompiledContext, DenseConfig, DenseIndexRef, EraseTarget, EventTime, HnswParams, IngestOptions,
-    Memory, Namespace, TiktokenReader, TokenBudget, TurnId, VECTOR_INDEX_DIR, parse_jsonl,
+    CompiledContext, ContextSearch, DenseConfig, DenseIndexRef, EraseTarget, EventTime, HnswParams,
+    IngestOptions, Memory, Namespace, TiktokenReader, TokenBudget, TurnId, VECTOR_INDEX_DIR,
+    parse_jsonl,
 };
 use evicortex_vector::{HnswIndex, IndexFileHeader, VectorIndexRead, read_index_header};
 
@@ -56,6 +57,21 @@ pub(crate) fn try_compile(
     question: &str,
     as_of: Option<&str>,
 ) -> Result<CompiledContext, CompileError> {
+    try_compile_with(
+        memory,
+        question,
+        as_of,
+        &CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 }),
+    )
+}
+
+/// A compile of `question` over alice's turns at 300 tokens under `config`.
+fn try_compile_with(
+    memory: &Memory,
+    question: &str,
+    as_of: Option<&str>,
+    config: &CompileConfig,
+) -> Result<CompiledContext, CompileError> {
     let reader = TiktokenReader::o200k_base();
     let query = CompileQuery {
         namespace: alice(),
@@ -63,9 +79,7 @@ pub(crate) fn try_compile(
         as_of: as_of.map(|t| EventTime::parse_rfc3339(t).unwrap()),
         budget: TokenBudget::new(300),
     };
-    let config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
-    let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
+    let request = CompileRequest { query: &query, config, reader: &reader, query_vectors: &[] };
     memory.compile(&request)
 }
 
@@ -124,11 +138,24 @@ fn the_graph_serves_compile_with_the_same_packed_context_as_exact() {
         );
         assert_eq!(by_exact.dense_index, Some(DenseIndexRef::Exact));
         assert!(by_graph.explain().contains("dense index: hnsw (m 16"), "{}", by_graph.explain());
+        assert_eq!(by_graph.context_search, None, "the hybrid configuration has no context list");
         assert_eq!(by_graph.text, by_exact.text, "{question}");
         // Record digests are salted per store: everything else about each item is compared.
         assert_eq!(items(&by_graph), items(&by_exact), "{question}");
         assert_eq!(by_graph.excluded, by_exact.excluded, "{question}");
         assert!(!by_graph.items.is_empty(), "{question}");
+
+        // The default configuration's dense context list: behind the graph it is seeded by the
+        // graph's beam, which holds every turn of the sample, so every window is scored and the
+        // packed context is the exact one.
+        let config = CompileConfig::default_with(10, DenseConfig::On { top_n: 10 });
+        let by_graph = try_compile_with(&graph, question, as_of, &config).unwrap();
+        let by_exact = try_compile_with(&exact, question, as_of, &config).unwrap();
+        assert_eq!(by_graph.context_search, Some(ContextSearch::Seeded { pool: 256 }));
+        assert_eq!(by_exact.context_search, Some(ContextSearch::Exact));
+        assert!(by_graph.explain().contains("best 256 turns"), "{}", by_graph.explain());
+        assert_eq!(by_graph.text, by_exact.text, "{question}");
+        assert_eq!(items(&by_graph), items(&by_exact), "{question}");
     }
     let (_, header) = only_index_file(graph_dir.path());
     let turns = graph.evidence(&alice()).unwrap();

@@ -3,7 +3,8 @@
 //! nothing is embedded again), then through the `Memory` facade:
 //! - recall@50 of the HNSW graph's turn candidates against the exact cosine scan over the same
 //!   rows, for every LongMemEval S dev question, without a filter and with as-of times that
-//!   admit a share of the namespace (10% by default);
+//!   admit a share of the namespace (10% by default), and the share of the exact scan's packed
+//!   turns that the graph's compile also packs (its context list is seeded by the graph's beam);
 //! - the first compile that builds and writes the graph, the file's bytes, the graph build alone,
 //!   and the first compile after a restart (which loads the file);
 //! - compile p50/p99 (and the dense stage alone) with the graph serving every search, with the
@@ -151,9 +152,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     )?;
     if !args.postgres_only {
         outln!(
-            "| vectors | as-of admits | recall@50 graph vs exact | gate | first compile (read, build, write) | graph build alone | load | file MiB | compile p50 / p99 exact | compile p50 / p99 graph | compile p50 / p99 rule | dense p50 / p99 exact | dense p50 / p99 graph | dense p50 / p99 rule | rule served by graph | load avg |"
+            "| vectors | as-of admits | recall@50 graph vs exact | gate | packed turns also packed by the graph | first compile (read, build, write) | graph build alone | load | file MiB | compile p50 / p99 exact | compile p50 / p99 graph | compile p50 / p99 rule | dense p50 / p99 exact | dense p50 / p99 graph | dense p50 / p99 rule | rule served by graph | load avg |"
         )?;
-        outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+        outln!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     }
     let mut failed = false;
     let mut pg_rows = Vec::new();
@@ -189,10 +190,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             }
             failed |= outcome.recall < RECALL_GATE;
             outln!(
-                "| {rows} | {} | {:.4} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {}/{} | {} |",
+                "| {rows} | {} | {:.4} | {} | {:.4} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {}/{} | {} |",
                 outcome.admitted,
                 outcome.recall,
                 if outcome.recall >= RECALL_GATE { "pass" } else { "FAIL" },
+                outcome.packed_agreement,
                 outcome.first_compile.map_or("-".to_owned(), secs),
                 outcome.build.map_or("-".to_owned(), secs),
                 outcome.load.map_or("-".to_owned(), secs),
@@ -321,6 +323,9 @@ struct Outcome {
     rows: usize,
     admitted: String,
     recall: f64,
+    /// Mean over the questions of the share of the exact scan's packed turns that the graph's
+    /// compile (its dense list and its seeded context list) also packs.
+    packed_agreement: f64,
     first_compile: Option<Duration>,
     build: Option<Duration>,
     load: Option<Duration>,
@@ -400,11 +405,19 @@ fn measure(
             reader: &*reader,
             query_vectors: std::slice::from_ref(&vectors[i]),
         })?;
+        let elapsed = started.elapsed();
         let by_graph = matches!(report.context.dense_index, Some(DenseIndexRef::Hnsw { .. }));
-        anyhow::Ok((started.elapsed(), report.stages, by_graph))
+        let packed: Vec<TurnId> = report.context.items.iter().map(|item| item.record).collect();
+        anyhow::Ok((elapsed, report.stages, by_graph, packed))
     };
     let compile_with = |memory: &Memory, i: usize| {
-        compile_served(memory, i).map(|(total, stages, _)| (total, stages))
+        compile_served(memory, i).map(|(total, stages, _, _)| (total, stages))
+    };
+    // Each question's packed turns through the exact scan and through the graph.
+    let compile_packed = |memory: &Memory, i: usize, times: &mut Vec<Timed>| {
+        let (total, stages, _, packed) = compile_served(memory, i)?;
+        times.push((total, stages));
+        anyhow::Ok(packed)
     };
     let started = Instant::now();
     compile_with(&graph, 0)?;
@@ -462,6 +475,7 @@ fn measure(
     };
     let started = Instant::now();
     let (mut by_exact, mut by_graph, mut by_rule) = (vec![], vec![], vec![]);
+    let (mut packed_exact, mut packed_graph) = (vec![], vec![]);
     let mut rule_graph_served = 0;
     if let Some(exact) = exact {
         let rule = open(rule_settings)?;
@@ -475,28 +489,28 @@ fn measure(
             secs(started.elapsed())
         )?;
         for i in 0..questions.len() {
-            by_exact.push(compile_with(&exact, i)?);
-            by_graph.push(compile_with(&graph, i)?);
-            let (total, stages, served_by_graph) = compile_served(&rule, i)?;
+            packed_exact.push(compile_packed(&exact, i, &mut by_exact)?);
+            packed_graph.push(compile_packed(&graph, i, &mut by_graph)?);
+            let (total, stages, served_by_graph, _) = compile_served(&rule, i)?;
             by_rule.push((total, stages));
             rule_graph_served += usize::from(served_by_graph);
         }
         drop(graph);
     } else {
-        let time_all = |memory: &Memory, times: &mut Vec<Timed>| {
+        let time_all = |memory: &Memory, times: &mut Vec<Timed>, packed: &mut Vec<Vec<TurnId>>| {
             warm(memory)?;
             for i in 0..questions.len() {
-                times.push(compile_with(memory, i)?);
+                packed.push(compile_packed(memory, i, times)?);
             }
             anyhow::Ok(())
         };
-        time_all(&graph, &mut by_graph)?;
+        time_all(&graph, &mut by_graph, &mut packed_graph)?;
         drop(graph);
-        time_all(&open(None)?, &mut by_exact)?;
+        time_all(&open(None)?, &mut by_exact, &mut packed_exact)?;
         let rule = open(rule_settings)?;
         warm(&rule)?;
         for i in 0..questions.len() {
-            let (total, stages, served_by_graph) = compile_served(&rule, i)?;
+            let (total, stages, served_by_graph, _) = compile_served(&rule, i)?;
             by_rule.push((total, stages));
             rule_graph_served += usize::from(served_by_graph);
         }
@@ -520,10 +534,21 @@ fn measure(
             secs(reload)
         )?;
     }
+    let packed_agreement = packed_exact
+        .iter()
+        .zip(&packed_graph)
+        .map(|(exact, graph)| {
+            let graph: std::collections::HashSet<&TurnId> = graph.iter().collect();
+            let kept = exact.iter().filter(|id| graph.contains(id)).count();
+            if exact.is_empty() { 1.0 } else { kept as f64 / exact.len() as f64 }
+        })
+        .sum::<f64>()
+        / packed_exact.len().max(1) as f64;
     Ok(Outcome {
         rows: windowed.len(),
         admitted: admitted_share,
         recall,
+        packed_agreement,
         first_compile,
         build,
         load,
