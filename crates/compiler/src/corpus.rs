@@ -3,7 +3,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::Mutex,
+    sync::RwLock,
 };
 
 use evicortex_core::{EventTime, Evidence, Namespace, SessionId, TurnId};
@@ -41,11 +41,12 @@ pub struct Corpus {
     /// The latest event time of an eligible record.
     latest: Option<EventTime>,
     /// Reader-token counts of turn texts, per tokenizer name; deterministic, so caching them does
-    /// not change results.
-    pub(crate) text_tokens: Mutex<HashMap<String, HashMap<TurnId, u32>>>,
+    /// not change results. Read-locked for a whole pack, so that compiles of one namespace pack
+    /// side by side; what a pack counts is added under the write lock after it.
+    pub(crate) text_tokens: RwLock<HashMap<String, HashMap<TurnId, u32>>>,
     /// Reader-token counts of rendered lines by BLAKE3 digest, per tokenizer name (see
-    /// [`crate::reader_tokens::LineCachedCount`]).
-    pub(crate) line_tokens: Mutex<HashMap<String, LineCounts>>,
+    /// [`crate::reader_tokens::LineCachedCount`]), locked like `text_tokens`.
+    pub(crate) line_tokens: RwLock<HashMap<String, LineCounts>>,
 }
 
 impl Corpus {
@@ -73,8 +74,8 @@ impl Corpus {
             sessions: HashMap::new(),
             speakers: Vec::new(),
             latest: None,
-            text_tokens: Mutex::new(HashMap::new()),
-            line_tokens: Mutex::new(HashMap::new()),
+            text_tokens: RwLock::new(HashMap::new()),
+            line_tokens: RwLock::new(HashMap::new()),
         };
         corpus.positions = PositionTable::for_ids(evidence.iter().map(|e| e.id));
         for e in evidence {
@@ -199,7 +200,7 @@ impl Corpus {
     ) -> Result<usize, ReaderTokenizerError> {
         let positions = positions.start.min(self.len())..positions.end.min(self.len());
         let missing: Vec<usize> = {
-            let caches = self.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let caches = self.text_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             let cached = caches.get(reader.name());
             positions
                 .filter(|&pos| self.eligible_time_at(pos).is_some())
@@ -211,14 +212,15 @@ impl Corpus {
             let n = reader.count(&self.evidence[pos].turn.text)?;
             counts.push((self.evidence[pos].id, u32::try_from(n).unwrap_or(u32::MAX)));
         }
-        let mut caches = self.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut caches =
+            self.text_tokens.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         caches.entry(reader.name().to_owned()).or_default().extend(counts);
         Ok(missing.len())
     }
 
     /// How many texts have their count in `reader_name` cached.
     pub fn text_tokens_cached(&self, reader_name: &str) -> usize {
-        let caches = self.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let caches = self.text_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         caches.get(reader_name).map_or(0, HashMap::len)
     }
 
@@ -398,7 +400,7 @@ mod tests {
         assert_eq!(corpus.precount_text_tokens(&reader, 0..100).unwrap(), 1, "the third live text");
         assert_eq!(corpus.precount_text_tokens(&reader, 0..100).unwrap(), 0, "all cached");
         assert_eq!(corpus.text_tokens_cached("o200k_base"), 3);
-        let caches = corpus.text_tokens.lock().unwrap();
+        let caches = corpus.text_tokens.read().unwrap();
         for (i, text) in texts[..3].iter().enumerate() {
             let id = TurnId::from_raw(i as u64 + 1);
             assert_eq!(caches["o200k_base"][&id] as usize, reader.count(text).unwrap());

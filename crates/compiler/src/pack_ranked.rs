@@ -7,7 +7,7 @@ use evicortex_core::TokenBudget;
 
 use crate::{
     ReaderTokenizer, ReaderTokenizerError,
-    reader_tokens::{LineCachedCount, LineCounts},
+    reader_tokens::LineCachedCount,
     render::{RenderTurn, render_chronological},
 };
 
@@ -45,8 +45,7 @@ pub fn pack_ranked(
             included.iter().flat_map(|&i| items[i].iter().copied()).collect();
         render_chronological(&turns)
     };
-    let mut lines = LineCounts::new();
-    let cached = LineCachedCount::new(reader, &mut lines);
+    let cached = LineCachedCount::new(reader, None);
     let counter: &dyn ReaderTokenizer = match &cached {
         Some(cached) => cached,
         None => reader,

@@ -3,7 +3,10 @@
 //! followed by its adjacent turns when expansion is on, the exact fit of the rendered block, then
 //! a fill of the slack the estimates left.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::PoisonError,
+};
 
 use evicortex_core::{TurnId, TurnIndex};
 
@@ -39,6 +42,8 @@ pub(crate) struct Packed {
     pub(crate) deferred: HashSet<TurnId>,
 }
 
+/// Packs under read locks of the corpus's count caches, so compiles of one namespace pack side
+/// by side, then adds what this pack counted under the write locks.
 pub(crate) fn pack(
     inputs: &CompileInputs<'_>,
     query: &CompileQuery,
@@ -49,18 +54,70 @@ pub(crate) fn pack(
 ) -> Result<Packed, CompileError> {
     let _span = tracing::debug_span!("pack", budget = query.budget.tokens()).entered();
     let corpus = inputs.corpus;
-    let mut text_tokens =
-        corpus.text_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let text_tokens = text_tokens.entry(inputs.reader.name().to_owned()).or_default();
-    let mut line_tokens =
-        corpus.line_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let line_tokens = line_tokens.entry(inputs.reader.name().to_owned()).or_default();
-    // Every block the fit and the fill count shares most lines with the previous one.
-    let line_cached = LineCachedCount::new(inputs.reader, line_tokens);
-    let reader: &dyn ReaderTokenizer = match &line_cached {
-        Some(cached) => cached,
-        None => inputs.reader,
+    let name = inputs.reader.name();
+    let (packed, fresh_texts, fresh_lines) = {
+        let text_tokens = corpus.text_tokens.read().unwrap_or_else(PoisonError::into_inner);
+        let line_tokens = corpus.line_tokens.read().unwrap_or_else(PoisonError::into_inner);
+        // Every block the fit and the fill count shares most lines with the previous one.
+        let line_cached = LineCachedCount::new(inputs.reader, line_tokens.get(name));
+        let reader: &dyn ReaderTokenizer = match &line_cached {
+            Some(cached) => cached,
+            None => inputs.reader,
+        };
+        let mut counting = Counting {
+            reader,
+            texts: TextCounts { shared: text_tokens.get(name), fresh: HashMap::new() },
+        };
+        let packed =
+            pack_counted(inputs, query, config, fused, admission, representative, &mut counting);
+        let fresh_texts = counting.texts.fresh;
+        (packed, fresh_texts, line_cached.map(LineCachedCount::into_fresh).unwrap_or_default())
     };
+    if !fresh_texts.is_empty() {
+        let mut caches = corpus.text_tokens.write().unwrap_or_else(PoisonError::into_inner);
+        caches.entry(name.to_owned()).or_default().extend(fresh_texts);
+    }
+    if !fresh_lines.is_empty() {
+        let mut caches = corpus.line_tokens.write().unwrap_or_else(PoisonError::into_inner);
+        caches.entry(name.to_owned()).or_default().extend(fresh_lines);
+    }
+    packed
+}
+
+/// How a pack counts: the reader (line-cached where it can be) and the turn-text counts.
+struct Counting<'a> {
+    reader: &'a dyn ReaderTokenizer,
+    texts: TextCounts<'a>,
+}
+
+/// Turn-text counts: the corpus's shared cache, then those this pack counted.
+struct TextCounts<'a> {
+    shared: Option<&'a HashMap<TurnId, u32>>,
+    fresh: HashMap<TurnId, u32>,
+}
+
+impl TextCounts<'_> {
+    fn get(&self, id: &TurnId) -> Option<&u32> {
+        self.shared.and_then(|shared| shared.get(id)).or_else(|| self.fresh.get(id))
+    }
+
+    fn insert(&mut self, id: TurnId, n: u32) {
+        self.fresh.insert(id, n);
+    }
+}
+
+fn pack_counted(
+    inputs: &CompileInputs<'_>,
+    query: &CompileQuery,
+    config: &CompileConfig,
+    fused: &mut Vec<FusedHit<TurnId>>,
+    admission: &Admission<'_>,
+    representative: impl Fn(TurnId) -> TurnId,
+    counting: &mut Counting<'_>,
+) -> Result<Packed, CompileError> {
+    let corpus = inputs.corpus;
+    let reader = counting.reader;
+    let text_tokens = &mut counting.texts;
     let mut planner = BudgetPlanner::new(query.budget, reader.count(PREAMBLE)?);
     let mut chosen: Vec<Chosen> = Vec::new();
     let mut taken: HashSet<TurnId> = HashSet::new();

@@ -120,19 +120,31 @@ pub(crate) type LineCounts = HashMap<[u8; 32], u32>;
 
 /// A tokenizer that is additive at line starts, counting a text as the sum of its lines' counts,
 /// each computed once and cached: the packer counts many blocks that share most of their lines.
+/// Lines are looked up in a shared cache that other compiles read at the same time, then in
+/// this counter's own; new counts go to its own, which the caller adds to the shared one later.
 #[derive(Debug)]
 pub(crate) struct LineCachedCount<'a> {
     inner: &'a dyn ReaderTokenizer,
-    cache: Mutex<&'a mut LineCounts>,
+    shared: Option<&'a LineCounts>,
+    fresh: Mutex<LineCounts>,
 }
 
 impl<'a> LineCachedCount<'a> {
     /// `None` when `inner` does not claim [`ReaderTokenizer::additive_at_line_starts`].
     pub(crate) fn new(
         inner: &'a dyn ReaderTokenizer,
-        cache: &'a mut LineCounts,
+        shared: Option<&'a LineCounts>,
     ) -> Option<LineCachedCount<'a>> {
-        inner.additive_at_line_starts().then(|| LineCachedCount { inner, cache: Mutex::new(cache) })
+        inner.additive_at_line_starts().then(|| LineCachedCount {
+            inner,
+            shared,
+            fresh: Mutex::new(LineCounts::new()),
+        })
+    }
+
+    /// The lines counted that the shared cache did not hold.
+    pub(crate) fn into_fresh(self) -> LineCounts {
+        self.fresh.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -141,15 +153,16 @@ impl ReaderTokenizer for LineCachedCount<'_> {
         self.inner.name()
     }
     fn count(&self, text: &str) -> Result<usize, ReaderTokenizerError> {
-        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut fresh = self.fresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut total = 0usize;
         for line in split_at_line_starts(text) {
             let digest = *blake3::hash(line.as_bytes()).as_bytes();
-            total += match cache.get(&digest) {
+            let cached = self.shared.and_then(|shared| shared.get(&digest)).or(fresh.get(&digest));
+            total += match cached {
                 Some(&n) => n as usize,
                 None => {
                     let n = self.inner.count(line)?;
-                    cache.insert(digest, u32::try_from(n).unwrap_or(u32::MAX));
+                    fresh.insert(digest, u32::try_from(n).unwrap_or(u32::MAX));
                     n
                 }
             };
@@ -258,14 +271,16 @@ mod tests {
                      [#2 #7] 10:01 assistant: Nice!\nA second line\n\n\nSession s2 (2024-06-01):\n\
                      [#3] 2024-06-02 09:00 user: /path \n [x]\n";
         for reader in [TiktokenReader::o200k_base(), TiktokenReader::cl100k_base()] {
-            let mut cache = LineCounts::new();
-            {
-                let cached = LineCachedCount::new(&reader, &mut cache).unwrap();
-                assert_eq!(cached.count(block).unwrap(), reader.count(block).unwrap());
-                assert_eq!(cached.count(block).unwrap(), reader.count(block).unwrap());
-                assert_eq!(cached.count("").unwrap(), 0);
-            }
-            assert_eq!(cache.len(), 7, "one entry per line start");
+            let cached = LineCachedCount::new(&reader, None).unwrap();
+            assert_eq!(cached.count(block).unwrap(), reader.count(block).unwrap());
+            assert_eq!(cached.count(block).unwrap(), reader.count(block).unwrap());
+            assert_eq!(cached.count("").unwrap(), 0);
+            let fresh = cached.into_fresh();
+            assert_eq!(fresh.len(), 7, "one entry per line start");
+            // Over a shared cache holding those lines, nothing is counted again.
+            let again = LineCachedCount::new(&reader, Some(&fresh)).unwrap();
+            assert_eq!(again.count(block).unwrap(), reader.count(block).unwrap());
+            assert!(again.into_fresh().is_empty());
         }
         let lines: Vec<&str> = split_at_line_starts("a\nb\n\n[c\n d\n").collect();
         assert_eq!(lines, ["a\n", "b\n\n", "[c\n d\n"]);

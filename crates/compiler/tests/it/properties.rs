@@ -116,3 +116,42 @@ fn chrono_time(minute: u32) -> String {
     let (h, m) = (minute / 60, minute % 60);
     format!("2024-01-{:02}T{:02}:{:02}:00Z", 1 + h / 24, h % 24, m)
 }
+
+#[test]
+fn compiles_of_one_corpus_on_several_threads_match_one_at_a_time() {
+    let (records, erased) = crate::fixture::conversation();
+    let questions = [
+        "Where did I move?",
+        "What does my sister do?",
+        "When did I start the new job?",
+        "What did I say about the train?",
+    ];
+    let config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
+    let reader = TiktokenReader::o200k_base();
+    let alone = build("alice", records.clone(), erased.clone());
+    let expected: Vec<_> = questions
+        .iter()
+        .map(|q| run(&alone, &query("alice", q, None, 300), &config, &reader, None))
+        .collect();
+    // Packs read the count caches side by side and add to them after: every thread, starting
+    // cold, gets the one-at-a-time answers, and the caches end with what one pass counts.
+    let shared = build("alice", records, erased);
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let (shared, expected, config, reader) = (&shared, &expected, &config, &reader);
+            scope.spawn(move || {
+                for round in 0..3 {
+                    for (i, q) in questions.iter().enumerate().cycle().skip(t).take(4) {
+                        let got = run(shared, &query("alice", q, None, 300), config, reader, None);
+                        assert_eq!(&got, &expected[i], "thread {t}, round {round}, {q}");
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(
+        shared.corpus.text_tokens_cached(reader.name()),
+        alone.corpus.text_tokens_cached(reader.name())
+    );
+    assert!(shared.corpus.text_tokens_cached(reader.name()) > 0);
+}
