@@ -171,7 +171,6 @@ pub fn compile_timed(
             (Some(_), IndexKind::Hnsw(params)) => Some(top_n.max(params.ef_search)),
             _ => None,
         };
-        let seeded = pool.is_some();
         let (mut list, kind) = dense_candidates(
             dense.index,
             dense.query_vector,
@@ -179,8 +178,7 @@ pub fn compile_timed(
             &admission,
             Retriever::Dense,
         )?;
-        let seeds: Vec<TurnId> =
-            if seeded { list.hits.iter().map(|h| h.key).collect() } else { Vec::new() };
+        let seeds: Option<Vec<TurnId>> = pool.map(|_| list.hits.iter().map(|h| h.key).collect());
         list.hits.truncate(top_n);
         lists.push(list);
         served = Some(kind);
@@ -197,13 +195,12 @@ pub fn compile_timed(
         }
         if let Some(vectors) = context_vectors {
             let admit = |id| context_admits(id, radius);
-            let how = match pool {
-                Some(pool) => ContextSearch::Seeded { pool: pool as u32 },
-                None => ContextSearch::Exact,
-            };
-            let seeds = seeded.then_some((corpus, seeds.as_slice()));
+            let seeds = seeds.as_deref().map(|seeds| (corpus, seeds));
             lists.push(dense_context_candidates(vectors, dense.query_vector, top_n, seeds, admit)?);
-            context_search = Some(how);
+            context_search =
+                Some(pool.map_or(ContextSearch::Exact, |pool| ContextSearch::Seeded {
+                    pool: pool as u32,
+                }));
         }
     }
     timings.dense = started.elapsed();

@@ -496,12 +496,18 @@ mod tests {
         }
     }
 
+    /// Radius-1 context vectors of [`corpus`] from five two-dimensional turn vectors.
+    fn small_context_vectors(c: &Corpus) -> ContextVectors {
+        let vectors = [[1.0f32, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0]];
+        ContextVectors::build(c, 1, 2, 5, |id| {
+            vectors.get(id.raw() as usize - 1).map(|v| v.as_slice())
+        })
+    }
+
     #[test]
     fn context_vectors_sum_the_window_and_rank_by_cosine() {
         let c = corpus();
-        let vectors = [[1.0f32, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0]];
-        let of = |id: TurnId| vectors.get(id.raw() as usize - 1).map(|v| v.as_slice());
-        let cv = ContextVectors::build(&c, 1, 2, 5, of);
+        let cv = small_context_vectors(&c);
         // Turn 1: (1,0)+(0,1) normalised; turn 2: (1,0)+(0,1)+(0,1); turn 3: (0,2).
         let hits = cv.search(&[0.0, 1.0], 10, |_| true).unwrap();
         let keys: Vec<u64> = hits.iter().map(|h| h.key.raw()).collect();
@@ -516,9 +522,7 @@ mod tests {
     #[test]
     fn a_seeded_search_scores_the_windows_around_its_seeds() {
         let c = corpus();
-        let vectors = [[1.0f32, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0]];
-        let of = |id: TurnId| vectors.get(id.raw() as usize - 1).map(|v| v.as_slice());
-        let cv = ContextVectors::build(&c, 1, 2, 5, of);
+        let cv = small_context_vectors(&c);
         let query = [0.0, 1.0];
         let every: Vec<TurnId> = c.evidence().iter().map(|e| e.id).collect();
         assert_eq!(

@@ -212,10 +212,29 @@ impl Corpus {
             let n = reader.count(&self.evidence[pos].turn.text)?;
             counts.push((self.evidence[pos].id, u32::try_from(n).unwrap_or(u32::MAX)));
         }
-        let mut caches =
-            self.text_tokens.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        caches.entry(reader.name().to_owned()).or_default().extend(counts);
+        self.add_counts(reader.name(), counts, LineCounts::new());
         Ok(missing.len())
+    }
+
+    /// Adds reader-token counts of turn texts and of rendered lines, each cache under its write
+    /// lock (held by no caller: a pack drops its read locks first).
+    pub(crate) fn add_counts(
+        &self,
+        reader_name: &str,
+        texts: impl IntoIterator<Item = (TurnId, u32)>,
+        lines: LineCounts,
+    ) {
+        let mut texts = texts.into_iter().peekable();
+        if texts.peek().is_some() {
+            let mut caches =
+                self.text_tokens.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            caches.entry(reader_name.to_owned()).or_default().extend(texts);
+        }
+        if !lines.is_empty() {
+            let mut caches =
+                self.line_tokens.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            caches.entry(reader_name.to_owned()).or_default().extend(lines);
+        }
     }
 
     /// How many texts have their count in `reader_name` cached.

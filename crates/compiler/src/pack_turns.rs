@@ -42,54 +42,6 @@ pub(crate) struct Packed {
     pub(crate) deferred: HashSet<TurnId>,
 }
 
-/// Packs under read locks of the corpus's count caches, so compiles of one namespace pack side
-/// by side, then adds what this pack counted under the write locks.
-pub(crate) fn pack(
-    inputs: &CompileInputs<'_>,
-    query: &CompileQuery,
-    config: &CompileConfig,
-    fused: &mut Vec<FusedHit<TurnId>>,
-    admission: &Admission<'_>,
-    representative: impl Fn(TurnId) -> TurnId,
-) -> Result<Packed, CompileError> {
-    let _span = tracing::debug_span!("pack", budget = query.budget.tokens()).entered();
-    let corpus = inputs.corpus;
-    let name = inputs.reader.name();
-    let (packed, fresh_texts, fresh_lines) = {
-        let text_tokens = corpus.text_tokens.read().unwrap_or_else(PoisonError::into_inner);
-        let line_tokens = corpus.line_tokens.read().unwrap_or_else(PoisonError::into_inner);
-        // Every block the fit and the fill count shares most lines with the previous one.
-        let line_cached = LineCachedCount::new(inputs.reader, line_tokens.get(name));
-        let reader: &dyn ReaderTokenizer = match &line_cached {
-            Some(cached) => cached,
-            None => inputs.reader,
-        };
-        let mut counting = Counting {
-            reader,
-            texts: TextCounts { shared: text_tokens.get(name), fresh: HashMap::new() },
-        };
-        let packed =
-            pack_counted(inputs, query, config, fused, admission, representative, &mut counting);
-        let fresh_texts = counting.texts.fresh;
-        (packed, fresh_texts, line_cached.map(LineCachedCount::into_fresh).unwrap_or_default())
-    };
-    if !fresh_texts.is_empty() {
-        let mut caches = corpus.text_tokens.write().unwrap_or_else(PoisonError::into_inner);
-        caches.entry(name.to_owned()).or_default().extend(fresh_texts);
-    }
-    if !fresh_lines.is_empty() {
-        let mut caches = corpus.line_tokens.write().unwrap_or_else(PoisonError::into_inner);
-        caches.entry(name.to_owned()).or_default().extend(fresh_lines);
-    }
-    packed
-}
-
-/// How a pack counts: the reader (line-cached where it can be) and the turn-text counts.
-struct Counting<'a> {
-    reader: &'a dyn ReaderTokenizer,
-    texts: TextCounts<'a>,
-}
-
 /// Turn-text counts: the corpus's shared cache, then those this pack counted.
 struct TextCounts<'a> {
     shared: Option<&'a HashMap<TurnId, u32>>,
@@ -106,18 +58,28 @@ impl TextCounts<'_> {
     }
 }
 
-fn pack_counted(
+/// Packs under read locks of the corpus's count caches, so compiles of one namespace pack side
+/// by side, then adds what this pack counted under the write locks.
+pub(crate) fn pack(
     inputs: &CompileInputs<'_>,
     query: &CompileQuery,
     config: &CompileConfig,
     fused: &mut Vec<FusedHit<TurnId>>,
     admission: &Admission<'_>,
     representative: impl Fn(TurnId) -> TurnId,
-    counting: &mut Counting<'_>,
 ) -> Result<Packed, CompileError> {
+    let _span = tracing::debug_span!("pack", budget = query.budget.tokens()).entered();
     let corpus = inputs.corpus;
-    let reader = counting.reader;
-    let text_tokens = &mut counting.texts;
+    let name = inputs.reader.name();
+    let text_cache = corpus.text_tokens.read().unwrap_or_else(PoisonError::into_inner);
+    let line_cache = corpus.line_tokens.read().unwrap_or_else(PoisonError::into_inner);
+    let mut text_tokens = TextCounts { shared: text_cache.get(name), fresh: HashMap::new() };
+    // Every block the fit and the fill count shares most lines with the previous one.
+    let line_cached = LineCachedCount::new(inputs.reader, line_cache.get(name));
+    let reader: &dyn ReaderTokenizer = match &line_cached {
+        Some(cached) => cached,
+        None => inputs.reader,
+    };
     let mut planner = BudgetPlanner::new(query.budget, reader.count(PREAMBLE)?);
     let mut chosen: Vec<Chosen> = Vec::new();
     let mut taken: HashSet<TurnId> = HashSet::new();
@@ -287,6 +249,10 @@ fn pack_counted(
     // Same order as the rendered text: session of first appearance, then time.
     chosen.sort_by(|a, b| turn_order(corpus.at(a.pos)).cmp(&turn_order(corpus.at(b.pos))));
     let chosen = order_as_rendered(corpus, chosen);
+    let fresh_lines = line_cached.map(LineCachedCount::into_fresh).unwrap_or_default();
+    let fresh_texts = text_tokens.fresh;
+    drop((text_cache, line_cache));
+    corpus.add_counts(name, fresh_texts, fresh_lines);
     Ok(Packed {
         chosen,
         over_budget,

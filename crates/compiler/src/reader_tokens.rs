@@ -157,7 +157,8 @@ impl ReaderTokenizer for LineCachedCount<'_> {
         let mut total = 0usize;
         for line in split_at_line_starts(text) {
             let digest = *blake3::hash(line.as_bytes()).as_bytes();
-            let cached = self.shared.and_then(|shared| shared.get(&digest)).or(fresh.get(&digest));
+            let cached =
+                self.shared.and_then(|shared| shared.get(&digest)).or_else(|| fresh.get(&digest));
             total += match cached {
                 Some(&n) => n as usize,
                 None => {
