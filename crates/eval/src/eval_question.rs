@@ -204,6 +204,7 @@ impl EvalQuestion {
                         widened_relevant_user_turns,
                         widened_relevant_all_turns,
                         gold_sessions,
+                        evidence_turns: gold_turns.clone(),
                         gold_turns,
                         exclusion,
                     },

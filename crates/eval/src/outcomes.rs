@@ -105,6 +105,7 @@ mod tests {
                 turn_keys: vec![vec![key(0, 0), key(0, 1)], vec![key(1, 0), key(1, 1)]],
                 gold_sessions: ["s1".to_owned()].into(),
                 gold_turns: [key(1, 0)].into(),
+                evidence_turns: [key(1, 0)].into(),
                 relevant_user_turns: 1,
                 relevant_sessions: 1,
                 widened_relevant_user_turns: 1,

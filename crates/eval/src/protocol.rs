@@ -40,6 +40,10 @@ pub struct EvidenceKeys {
     pub gold_sessions: HashSet<String>,
     /// Gold turn keys (user turns with `has_answer`).
     pub gold_turns: HashSet<String>,
+    /// Every turn the dataset marks as evidence, of any role (`has_answer` on an assistant turn
+    /// too): what the oracle gives the reader. The released retrieval metrics score only user
+    /// turns, but a single-session-assistant question is answered by the assistant's turn.
+    pub evidence_turns: HashSet<String>,
     /// Number of user turns whose key is gold (the ideal's relevant count at turn level).
     pub relevant_user_turns: usize,
     /// Number of sessions whose key is gold (the ideal's relevant count at session level).
@@ -63,9 +67,13 @@ impl EvidenceKeys {
             turn_keys.push((0..session.turns.len()).map(|i| turn_key(session, i)).collect());
         }
         let mut gold_turns = HashSet::new();
+        let mut evidence_turns = HashSet::new();
         let mut relevant_user_turns = 0;
         for (session, keys) in question.sessions.iter().zip(&turn_keys) {
             for (turn, key) in session.turns.iter().zip::<&Vec<String>>(keys) {
+                if turn.has_answer == Some(true) {
+                    evidence_turns.insert(key.clone());
+                }
                 if turn.role == Role::User && key.contains("answer") {
                     gold_turns.insert(key.clone());
                     relevant_user_turns += 1;
@@ -93,6 +101,7 @@ impl EvidenceKeys {
             turn_keys,
             gold_sessions,
             gold_turns,
+            evidence_turns,
             relevant_user_turns,
             relevant_sessions,
             widened_relevant_user_turns,
@@ -189,5 +198,37 @@ mod tests {
         assert_eq!(turn_key(&filler, 0), "sharegpt_abc_0_1");
         assert_eq!(strip_turn_id("answer_x_1_3"), "answer_x_1");
         assert_eq!(strip_turn_id("nounderscore"), "");
+    }
+
+    fn question(sessions: Vec<HaystackSession>) -> Question {
+        Question {
+            namespace: evicortex::Namespace::new("q").unwrap(),
+            question_type: crate::datasets::longmemeval::QuestionType::SingleSessionAssistant,
+            abstention: false,
+            question: "which restaurant did you recommend?".into(),
+            question_date: NaiveDateTime::default(),
+            answer: crate::datasets::longmemeval::Answer::Text("Miss Bee".into()),
+            answer_session_ids: vec!["answer_y".into()],
+            sessions,
+        }
+    }
+
+    /// An assistant-side evidence turn is no gold turn of the released retrieval metrics (the
+    /// question is excluded from them), but it is evidence the oracle hands the reader.
+    #[test]
+    fn assistant_evidence_is_the_oracles_but_not_a_gold_turn() {
+        let (u, a) = (Role::User, Role::Assistant);
+        let filler = session("sharegpt_abc_0", &[(u, None), (a, None)]);
+        let assistant_only = session("answer_y", &[(u, Some(false)), (a, Some(true))]);
+        let keys = EvidenceKeys::of(&question(vec![filler.clone(), assistant_only]));
+        assert!(keys.gold_turns.is_empty());
+        assert_eq!(keys.exclusion, Some(Exclusion::NoUserEvidence));
+        assert_eq!(keys.evidence_turns, ["answer_y_2".to_owned()].into());
+
+        let both = session("answer_z", &[(u, Some(true)), (a, Some(true)), (u, Some(false))]);
+        let keys = EvidenceKeys::of(&question(vec![filler, both]));
+        assert_eq!(keys.gold_turns, ["answer_z_1".to_owned()].into());
+        assert_eq!(keys.evidence_turns, ["answer_z_1".to_owned(), "answer_z_2".to_owned()].into());
+        assert_eq!(keys.exclusion, None);
     }
 }

@@ -162,6 +162,7 @@ mod tests {
             ],
             gold_sessions: ["answer_a".to_owned(), "answer_b".to_owned()].into(),
             gold_turns: ["answer_a_1".to_owned(), "answer_b_1".to_owned()].into(),
+            evidence_turns: ["answer_a_1".to_owned(), "answer_b_1".to_owned()].into(),
             relevant_user_turns: 2,
             relevant_sessions: 2,
             widened_relevant_user_turns: 2,

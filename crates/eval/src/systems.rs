@@ -289,7 +289,8 @@ impl EvalSystem for FullHistorySystem {
     }
 }
 
-/// Oracle: only the gold evidence turns, oldest first. Its scores are the ceiling a budget allows.
+/// Oracle: only the dataset's evidence turns (of any role), oldest first. Its scores are the
+/// ceiling a budget allows, and its context the reader's.
 #[derive(Debug)]
 pub struct OracleSystem {
     settings: SharedSettings,
@@ -315,7 +316,7 @@ impl EvalSystem for OracleSystem {
         let start = Instant::now();
         let ranked: Vec<TurnRef> = q
             .admitted()
-            .filter(|t| q.keys.gold_turns.contains(q.keys.turn_key(t.at)))
+            .filter(|t| q.keys.evidence_turns.contains(q.keys.turn_key(t.at)))
             .map(|t| t.at)
             .collect();
         let records = self.records.for_budgets(&self.settings, q, budgets)?;

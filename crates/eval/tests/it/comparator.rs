@@ -51,6 +51,7 @@ fn synthetic_question() -> EvalQuestion {
             turn_keys: vec![],
             gold_sessions: Default::default(),
             gold_turns: Default::default(),
+            evidence_turns: Default::default(),
             relevant_user_turns: 0,
             relevant_sessions: 0,
             widened_relevant_user_turns: 0,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use evicortex_eval::{
-    reader_stage::{JudgeSetting, ReaderStageSpec},
+    reader_stage::{JudgeSetting, ReaderStageSpec, export_answers, import_answers},
     runner::{Benchmark, RunSpec, prepare_store, run, stratified},
     split::SplitName,
 };
@@ -90,6 +90,15 @@ fn locomo_answers_are_scored_per_category_and_resume_from_the_cache() {
         assert!(b.cached, "a rerun reads from the cache");
         assert_eq!((&a.text, a.f1, a.prompt_tokens), (&b.text, b.f1, b.prompt_tokens));
     }
+
+    // The cache travels as text to a machine whose store does not exist yet.
+    let file = dir.path().join("answers.jsonl");
+    let exported = export_answers(&dir.path().join("answers.sqlite"), &file).unwrap();
+    assert!(exported > 0);
+    let elsewhere = dir.path().join("elsewhere/store/answers.sqlite");
+    assert_eq!(import_answers(&elsewhere, &file).unwrap(), exported);
+    let again = dir.path().join("again.jsonl");
+    assert_eq!(export_answers(&elsewhere, &again).unwrap(), exported);
 }
 
 #[test]

@@ -210,3 +210,35 @@ fn a_reranking_system_without_a_reranker_is_refused() {
     let err = evicortex_eval::run_config::check_encoder("no-such-model").unwrap_err();
     assert!(format!("{err:#}").contains("all-mpnet-base-v2"), "{err:#}");
 }
+
+/// A single-session-assistant question's evidence is the assistant's turn: the released
+/// retrieval metrics leave the question out (no user evidence turn), but the oracle still
+/// hands the reader that turn, so the oracle row stays the reader's ceiling on every type.
+#[test]
+fn the_oracle_packs_assistant_evidence_of_questions_the_metrics_leave_out() {
+    let mut s = spec(
+        Benchmark::LongMemEval,
+        "longmemeval/longmemeval_s_cleaned.499of500.json.gz",
+        SplitName::Dev,
+        vec![Some(2048)],
+    );
+    s.systems = vec!["oracle".to_owned()];
+    s.max_per_type = Some(2);
+    let (_store_dir, store) = store_for(&s);
+    let report = run(&s, Some(store), &mut |_, _| Ok(None)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    report.write(dir.path(), &s.cutoffs).unwrap();
+    let text = fs_err::read_to_string(dir.path().join("questions.jsonl")).unwrap();
+    let assistant: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["kind"] == "single-session-assistant")
+        .collect();
+    assert_eq!(assistant.len(), 2);
+    for l in &assistant {
+        assert_eq!(l["excluded"], "no_user_evidence", "{l}");
+        let packed = l["packed_turns"].as_array().unwrap();
+        assert!(!packed.is_empty(), "the oracle packed nothing: {l}");
+        assert!(packed.iter().all(|k| k.as_str().unwrap().starts_with("answer_")), "{l}");
+    }
+}
