@@ -47,10 +47,6 @@ pub fn export_answers(cache: &std::path::Path, file: &std::path::Path) -> anyhow
 /// Adds the answers `file` holds (written by [`export_answers`]) to the cache at `cache`,
 /// creating it if needed; returns how many lines the file held.
 pub fn import_answers(cache: &std::path::Path, file: &std::path::Path) -> anyhow::Result<usize> {
-    // A cache is carried to a new machine before the run that makes its store there.
-    if let Some(parent) = cache.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs_err::create_dir_all(parent)?;
-    }
     let opened = AnswerCache::open(cache)
         .with_context(|| format!("opening the answer cache {}", cache.display()))?;
     Ok(opened.import_jsonl(file)?)

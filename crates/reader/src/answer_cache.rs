@@ -100,9 +100,14 @@ pub enum CachedReadError {
 }
 
 impl AnswerCache {
-    /// Opens (creating if needed) the cache at `path`.
+    /// Opens (creating it and its folder if needed) the cache at `path`.
     pub fn open(path: &Path) -> Result<AnswerCache, AnswerCacheError> {
         let sqlite = |source| AnswerCacheError::Sqlite { path: path.to_owned(), source };
+        // A cache is often carried to a new machine before the run that makes its store there.
+        if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs_err::create_dir_all(folder)
+                .map_err(|source| AnswerCacheError::Io { path: path.to_owned(), source })?;
+        }
         let conn = Connection::open(path).map_err(sqlite)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;

@@ -47,6 +47,17 @@ fn spec(
     }
 }
 
+/// The per-question outcomes `report` writes beside itself (questions.jsonl), parsed.
+fn question_lines(
+    report: &evicortex_eval::report::Report,
+    spec: &RunSpec,
+) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().unwrap();
+    report.write(dir.path(), &spec.cutoffs).unwrap();
+    let text = fs_err::read_to_string(dir.path().join("questions.jsonl")).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
 fn metric(
     report: &evicortex_eval::report::Report,
     system: &str,
@@ -151,11 +162,7 @@ fn question_outcomes_add_up_to_the_report() {
     s.max_questions = Some(10);
     let (_store_dir, store) = store_for(&s);
     let report = run(&s, Some(store), &mut |_, _| Ok(None)).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    report.write(dir.path(), &s.cutoffs).unwrap();
-    let text = fs_err::read_to_string(dir.path().join("questions.jsonl")).unwrap();
-    let lines: Vec<serde_json::Value> =
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = question_lines(&report, &s);
     assert_eq!(lines.len(), s.systems.len() * report.questions.selected);
     for system in &s.systems {
         let mine: Vec<&serde_json::Value> =
@@ -226,12 +233,8 @@ fn the_oracle_packs_assistant_evidence_of_questions_the_metrics_leave_out() {
     s.max_per_type = Some(2);
     let (_store_dir, store) = store_for(&s);
     let report = run(&s, Some(store), &mut |_, _| Ok(None)).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    report.write(dir.path(), &s.cutoffs).unwrap();
-    let text = fs_err::read_to_string(dir.path().join("questions.jsonl")).unwrap();
-    let assistant: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let assistant: Vec<serde_json::Value> = question_lines(&report, &s)
+        .into_iter()
         .filter(|l| l["kind"] == "single-session-assistant")
         .collect();
     assert_eq!(assistant.len(), 2);
