@@ -10,6 +10,8 @@ use crate::{
     max_score::{Posting, QueryTerm, top_k},
 };
 
+mod index_bytes;
+
 /// Row of a document inside one [`Bm25Index`]: dense, assigned in insertion order, meaningless
 /// outside that index.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -231,7 +231,8 @@ impl Memory {
         let key = FreshKey::now(self, dense, also, asked)?;
         let indexes = self.inner.indexes.refreshed(namespace, &slot, key, |indexes| {
             indexes.refresh(self, namespace, dense, also)?;
-            indexes.refresh_context(config, namespace)
+            indexes.refresh_context(config, namespace)?;
+            crate::lexical_file::save_if_grown(self, namespace, indexes)
         })?;
         let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
         let analyzer = config.lexical.analyzer;

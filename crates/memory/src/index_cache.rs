@@ -29,7 +29,7 @@ use evicortex_vector::{ExactIndex, VectorIndexRead, WindowedIndex};
 
 use crate::{
     AnnSettings, CompileError, DerivedStore, DerivedStoreError, EraseReceipt, ErrorClass, Memory,
-    ann, memory::Dense,
+    ann, lexical_file, memory::Dense,
 };
 
 /// The BM25 parameters of the cached lexical indexes (the compiler's stated starting point).
@@ -52,6 +52,10 @@ pub(crate) struct IndexCache {
     pub(crate) ann: Option<AnnSettings>,
     /// Where graphs are persisted (`None`: kept in memory only, as for a read-only store).
     pub(crate) ann_dir: Option<PathBuf>,
+    /// Where lexical indexes are persisted (`None`: kept in memory only).
+    pub(crate) lexical_dir: Option<PathBuf>,
+    /// Turns a namespace must hold for its lexical indexes to be written (`None`: never).
+    pub(crate) lexical_files_from: Option<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -68,12 +72,22 @@ struct Entry {
 }
 
 impl IndexCache {
+    /// A cache whose graphs and lexical indexes are persisted in those directories, when given.
     pub(crate) fn new(
         budget_bytes: usize,
         ann: Option<AnnSettings>,
         ann_dir: Option<PathBuf>,
+        lexical_dir: Option<PathBuf>,
+        lexical_files_from: Option<usize>,
     ) -> IndexCache {
-        IndexCache { budget_bytes, entries: Mutex::default(), ann, ann_dir }
+        IndexCache {
+            budget_bytes,
+            entries: Mutex::default(),
+            ann,
+            ann_dir,
+            lexical_dir,
+            lexical_files_from,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
@@ -190,13 +204,14 @@ impl DerivedStore for IndexCache {
             entries.map.remove(&erased.namespace);
         }
         drop(entries);
-        if let Some(dir) = &self.ann_dir {
-            let namespaces: HashSet<&Namespace> =
-                receipt.erased.iter().map(|e| &e.namespace).collect();
-            for namespace in namespaces {
-                ann::remove_files(dir, namespace).map_err(|e| {
-                    DerivedStoreError::new("vector index files", ErrorClass::Internal, e)
-                })?;
+        let namespaces: HashSet<&Namespace> = receipt.erased.iter().map(|e| &e.namespace).collect();
+        let dirs =
+            [(&self.ann_dir, "vector index files"), (&self.lexical_dir, "lexical index files")];
+        for (dir, what) in dirs {
+            let Some(dir) = dir else { continue };
+            for namespace in &namespaces {
+                ann::remove_files(dir, namespace)
+                    .map_err(|e| DerivedStoreError::new(what, ErrorClass::Internal, e))?;
             }
         }
         Ok(())
@@ -224,6 +239,8 @@ pub(crate) struct NamespaceIndexes {
     pub(crate) context_vectors: Option<ContextVectors>,
     /// Turns that got their vectors since the context vectors were last brought up to date.
     vectors_added: Vec<TurnId>,
+    /// Turns the lexical index file held when last written or loaded by this process.
+    pub(crate) lexical_saved: Option<usize>,
     text_bytes: usize,
     /// What the last refresh was asked for and saw (see [`FreshKey`]).
     fresh_for: Option<FreshKey>,
@@ -291,6 +308,7 @@ impl NamespaceIndexes {
             window: None,
             context_vectors: None,
             vectors_added: Vec::new(),
+            lexical_saved: None,
             text_bytes: 0,
             fresh_for: None,
             precounted: Mutex::default(),
@@ -415,16 +433,27 @@ impl NamespaceIndexes {
             };
             // Read before the turns: a lower bound of what they hold.
             let covers = memory.inner.ledger.namespace_head(namespace)?;
+            // Records the turn index holds already (a saved one was loaded).
+            let mut indexed = 0;
             let new_records = match built_at {
                 // Appends that committed after `head` was read may already be in the corpus.
                 Some(_) => memory.evidence_after(namespace, self.corpus.last_record())?,
                 None => {
                     *self = NamespaceIndexes::empty(namespace);
-                    memory.evidence(namespace)?
+                    let live = memory.evidence(namespace)?;
+                    if let Some(saved) = lexical_file::load(memory, namespace, &live)? {
+                        indexed = saved.records;
+                        self.lexical = saved.lexical;
+                        self.window = saved.window;
+                        self.lexical_saved = Some(saved.records);
+                    }
+                    live
                 }
             };
             for e in &new_records {
                 self.text_bytes += e.turn.text.len();
+            }
+            for e in &new_records[indexed..] {
                 self.lexical.add(e.id, &turn_document(&e.turn)).map_err(|source| {
                     CompileError::Lexical { namespace: namespace.clone(), source }
                 })?;

@@ -61,6 +61,7 @@ mod group_commit;
 mod index_cache;
 mod jsonl;
 mod ledger_backend;
+mod lexical_file;
 mod memory;
 mod migrate;
 mod migrate_postgres;
@@ -92,6 +93,7 @@ pub use crate::{
     group_commit::GroupCommitStats,
     index_cache::DEFAULT_INDEX_CACHE_BYTES,
     jsonl::{DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, parse_jsonl},
+    lexical_file::{DEFAULT_LEXICAL_FILES_FROM, LEXICAL_INDEX_DIR},
     memory::{LEDGER_FILE, Memory, MemoryBuilder},
     migrate::migrate_store,
     migrate_postgres::{MigrateToPostgresError, PostgresMigration, migrate_to_postgres},

@@ -192,6 +192,7 @@ pub struct MemoryBuilder {
     index_cache_bytes: usize,
     background_embedding: bool,
     ann: Option<crate::AnnSettings>,
+    lexical_files_from: Option<usize>,
 }
 
 impl MemoryBuilder {
@@ -272,6 +273,15 @@ impl MemoryBuilder {
         self
     }
 
+    /// The turns from which a namespace's lexical indexes (turn and context-window BM25) are
+    /// written to `DIR/lexical-index/` and loaded by the next process instead of rebuilt
+    /// (default [`crate::DEFAULT_LEXICAL_FILES_FROM`]; `None`: never written, and those there
+    /// are not read either).
+    pub fn lexical_files_from(&mut self, turns: Option<usize>) -> &mut MemoryBuilder {
+        self.lexical_files_from = turns;
+        self
+    }
+
     /// Opens the store, creating the directory and an empty ledger if absent. Refuses a store
     /// whose ledger fails the open-time integrity check. The embedding cache (when there is an
     /// encoder, or when the store already has one) is opened and reconciled with the ledger:
@@ -310,7 +320,16 @@ impl MemoryBuilder {
         };
         let ann_dir = dir.join(crate::VECTOR_INDEX_DIR);
         crate::ann::reconcile(&ann_dir, &ledger)?;
-        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, Some(ann_dir)));
+        let lexical_dir = dir.join(crate::LEXICAL_INDEX_DIR);
+        crate::lexical_file::reconcile(&lexical_dir, &ledger)?;
+        let lexical_dir = self.lexical_files_from.is_some().then_some(lexical_dir);
+        let indexes = Arc::new(IndexCache::new(
+            self.index_cache_bytes,
+            self.ann,
+            Some(ann_dir),
+            lexical_dir,
+            self.lexical_files_from,
+        ));
         let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];
         if let Some(cache) = &cache {
             derived.push(cache.clone());
@@ -412,7 +431,7 @@ impl MemoryBuilder {
     /// [`Memory::verify`] can name the first bad record. No derived store is opened.
     pub fn open_read_only(&self) -> Result<Memory, OpenError> {
         let OpenedLedger { dir, ledger, .. } = self.open_ledger(OpenMode::Inspect)?;
-        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, None));
+        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, None, None, None));
         Ok(Memory::from_inner(Inner {
             dir,
             ledger,
@@ -448,6 +467,7 @@ impl Memory {
             index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
             background_embedding: false,
             ann: None,
+            lexical_files_from: Some(crate::DEFAULT_LEXICAL_FILES_FROM),
         }
     }
 

@@ -34,9 +34,9 @@ use std::{
 use evicortex_core::TurnId;
 
 pub use self::file::{
-    INDEX_FILE_MAGIC, INDEX_FILE_VERSION, IndexFileError, IndexFileHeader, IndexFileMeta,
-    IndexFileState, index_file_name, index_file_prefix, index_file_state, read_index_header,
-    remove_abandoned_temporaries, remove_index_file,
+    ChecksumReader, INDEX_FILE_MAGIC, INDEX_FILE_VERSION, IndexFileError, IndexFileHeader,
+    IndexFileMeta, IndexFileState, index_file_name, index_file_prefix, index_file_state,
+    read_index_header, remove_abandoned_temporaries, remove_index_file, write_index_file,
 };
 use self::{
     graph::Graph,

@@ -1,0 +1,174 @@
+//! Lexical index files on a real store: written once a namespace is large enough, loaded by the
+//! next process instead of rebuilt (with the same compiled context as a store that keeps none),
+//! rebuilt when damaged, and gone with every erasure of the namespace.
+
+use std::path::{Path, PathBuf};
+
+use evicortex_compiler::{
+    CompileConfig, CompileQuery, CompiledContext, DenseConfig, TiktokenReader,
+};
+use evicortex_core::{Namespace, TokenBudget};
+
+use super::*;
+use crate::{CompileRequest, EraseTarget, IngestOptions, parse_jsonl};
+
+fn alice() -> Namespace {
+    Namespace::new("alice").unwrap()
+}
+
+/// Turn `i`: three sessions whose turns interleave in ledger order.
+fn turn(i: usize) -> String {
+    let topics = ["a beagle named Max", "the cello lessons", "moving to Lisbon", "the marathon"];
+    format!(
+        r#"{{"namespace":"alice","session":"s{}","turn":{},"role":"user","text":"Turn {i} is about {} and day {}.","time":"2024-05-01T10:{:02}:00Z"}}"#,
+        i % 3,
+        i / 3,
+        topics[(i / 2) % 4],
+        i % 11,
+        i % 60
+    )
+}
+
+fn append(memory: &Memory, range: std::ops::Range<usize>) {
+    let lines: Vec<String> = range.map(turn).collect();
+    let turns =
+        parse_jsonl("test", lines.join("\n").as_bytes(), &IngestOptions::default()).unwrap();
+    memory.append(&turns).unwrap();
+}
+
+fn open(dir: &Path, from: Option<usize>) -> Memory {
+    Memory::builder(dir).lexical_files_from(from).open().unwrap()
+}
+
+fn compile(memory: &Memory, question: &str) -> String {
+    let reader = TiktokenReader::o200k_base();
+    let query = CompileQuery {
+        namespace: alice(),
+        question: question.to_owned(),
+        as_of: None,
+        budget: TokenBudget::new(150),
+    };
+    // The committed default's lexical settings: the cached turn index and a window index.
+    let config = CompileConfig::default_with(10, DenseConfig::Off);
+    let request =
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
+    let context: CompiledContext = memory.compile(&request).unwrap();
+    serde_json::to_string(&context).unwrap()
+}
+
+const QUESTIONS: [&str; 3] = ["What is the beagle called?", "cello lessons", "Lisbon marathon"];
+
+fn file(dir: &Path) -> PathBuf {
+    file_path(&dir.join(LEXICAL_INDEX_DIR), &alice())
+}
+
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs_err::metadata(path).unwrap().ino()
+}
+
+/// Turns the file this memory loaded or wrote holds (`None`: it built its indexes itself).
+fn saved(memory: &Memory) -> Option<usize> {
+    let slot = memory.inner.indexes.slot(&alice());
+    let indexes = slot.read().unwrap();
+    assert!(indexes.window.is_some(), "the default compile has a window index");
+    indexes.lexical_saved
+}
+
+#[test]
+fn the_next_process_loads_the_file_and_compiles_as_a_store_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path(), Some(40));
+    append(&first, 0..30);
+    compile(&first, QUESTIONS[0]);
+    assert!(!file(dir.path()).exists(), "30 turns, below the 40 asked for");
+    append(&first, 30..48);
+    compile(&first, QUESTIONS[0]);
+    assert!(file(dir.path()).exists());
+    assert_eq!(saved(&first), Some(48));
+    drop(first);
+    let written = inode(&file(dir.path()));
+
+    let reopened = open(dir.path(), Some(40));
+    let plain = open(dir.path(), None);
+    for question in QUESTIONS {
+        assert_eq!(compile(&reopened, question), compile(&plain, question), "{question}");
+    }
+    assert_eq!(saved(&reopened), Some(48));
+    assert_eq!(inode(&file(dir.path())), written, "loaded, not rebuilt and written again");
+    assert_eq!(saved(&plain), None);
+
+    // Appended turns extend what was loaded; a growth of an eighth or less is not written.
+    append(&reopened, 48..52);
+    let plain = open(dir.path(), None);
+    for question in QUESTIONS {
+        assert_eq!(compile(&reopened, question), compile(&plain, question), "{question}");
+    }
+    assert_eq!(inode(&file(dir.path())), written, "grown by 4 of 48: not written");
+    append(&reopened, 52..60);
+    compile(&reopened, QUESTIONS[1]);
+    assert_eq!(saved(&reopened), Some(60), "grown by a quarter: written again");
+    let rewritten = inode(&file(dir.path()));
+    assert_ne!(rewritten, written);
+    let again = open(dir.path(), Some(40));
+    let plain = open(dir.path(), None);
+    for question in QUESTIONS {
+        assert_eq!(compile(&again, question), compile(&plain, question), "{question}");
+    }
+    assert_eq!(saved(&again), Some(60));
+    assert_eq!(inode(&file(dir.path())), rewritten, "loaded");
+}
+
+#[test]
+fn a_damaged_file_is_rebuilt_not_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), Some(1));
+    append(&memory, 0..20);
+    let expected = compile(&memory, QUESTIONS[2]);
+    drop(memory);
+    let path = file(dir.path());
+    let mut bytes = fs_err::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    fs_err::write(&path, &bytes).unwrap();
+
+    let memory = open(dir.path(), Some(1));
+    assert_eq!(compile(&memory, QUESTIONS[2]), expected);
+    assert_eq!(saved(&memory), Some(20), "rebuilt, then written afresh");
+    assert_ne!(fs_err::read(&path).unwrap(), bytes);
+    let rewritten = inode(&path);
+    drop(memory);
+    let memory = open(dir.path(), Some(1));
+    assert_eq!(compile(&memory, QUESTIONS[2]), expected);
+    assert_eq!(inode(&path), rewritten, "the rewritten file loads");
+}
+
+#[test]
+fn an_erasure_removes_the_file_and_an_older_copy_is_never_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), Some(1));
+    append(&memory, 0..20);
+    compile(&memory, QUESTIONS[0]);
+    let path = file(dir.path());
+    let before_erasure = fs_err::read(&path).unwrap();
+    let erased = evicortex_core::TurnId::from_raw(3);
+    memory.erase(&EraseTarget::Record(alice(), erased)).unwrap();
+    assert!(!path.exists(), "the erasure removed the file");
+    let after = compile(&memory, QUESTIONS[0]);
+    assert!(path.exists(), "written again after the erasure");
+    drop(memory);
+
+    // A copy from before the erasure (an interrupted purge, say) is removed on open.
+    fs_err::write(&path, &before_erasure).unwrap();
+    let memory = open(dir.path(), Some(1));
+    assert!(!path.exists(), "removed on open");
+    assert_eq!(compile(&memory, QUESTIONS[0]), after);
+    drop(memory);
+
+    // And one put back while a process runs is refused at load.
+    let memory = open(dir.path(), Some(1));
+    fs_err::write(&path, &before_erasure).unwrap();
+    assert_eq!(compile(&memory, QUESTIONS[0]), after);
+    assert_eq!(saved(&memory), Some(19), "rebuilt from the 19 live turns and written");
+    assert_ne!(fs_err::read(&path).unwrap(), before_erasure);
+}
