@@ -22,6 +22,9 @@ mod faultfs_shim;
 mod fused_encoders;
 /// Indexes kept up to date between appends compile what a fresh memory compiles.
 mod incremental_indexes;
+/// The lexical index files: loaded by the next process, purged by erasure, on either backend.
+#[cfg(unix)]
+mod lexical_files;
 /// The same scenario on the embedded ledger and on PostgreSQL.
 mod postgres_backend;
 /// A store over a PostgreSQL hot standby: compiles what the primary compiles, refuses writes.
