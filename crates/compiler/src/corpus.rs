@@ -9,7 +9,10 @@ use std::{
 use evicortex_core::{EventTime, Evidence, Namespace, SessionId, TurnId};
 
 use crate::{
-    CorpusError, ReaderTokenizer, ReaderTokenizerError, reader_tokens::LineCounts, turn_document,
+    CorpusError, ReaderTokenizer, ReaderTokenizerError,
+    reader_tokens::{LineCounts, lines_with_digests},
+    render::{PREAMBLE, RenderTurn, session_header, turn_prefix},
+    turn_document,
 };
 
 /// The evidence of one namespace, sorted by ledger id, plus lookup tables. Built once per ledger
@@ -193,6 +196,13 @@ impl Corpus {
     /// how many it counted. A compile then finds them cached: the memory facade runs this in the
     /// background, a chunk of positions at a time, so that a big namespace's compiles stop paying
     /// for cold counts. The texts are counted without holding the cache's lock.
+    ///
+    /// For a tokenizer additive at line starts, the lines packing counts for each of those turns
+    /// are counted too, as a compile without an as-of time renders them: its citation prefix, its
+    /// session header, and its line inside a rendered block (followed by another turn, or by the
+    /// next session's header), and the preamble. A compile that renders a turn otherwise (another session date,
+    /// other copies cited) counts its own lines, as before; a count cached by line content is
+    /// right whichever compile meets the line.
     pub fn precount_text_tokens(
         &self,
         reader: &dyn ReaderTokenizer,
@@ -212,8 +222,49 @@ impl Corpus {
             let n = reader.count(&self.evidence[pos].turn.text)?;
             counts.push((self.evidence[pos].id, u32::try_from(n).unwrap_or(u32::MAX)));
         }
-        self.add_counts(reader.name(), counts, LineCounts::new());
+        let mut lines = LineCounts::new();
+        if reader.additive_at_line_starts() && !missing.is_empty() {
+            // Every block starts with the preamble, which the plan also counts alone.
+            let preamble = [PREAMBLE.to_owned(), format!("{PREAMBLE}\n")];
+            let rendered: Vec<String> =
+                missing.iter().flat_map(|&pos| self.rendered_lines(pos)).chain(preamble).collect();
+            let pieces = lines_with_digests(rendered.iter().map(String::as_str));
+            let new: Vec<([u8; 32], &str)> = {
+                let caches =
+                    self.line_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let cached = caches.get(reader.name());
+                pieces
+                    .into_iter()
+                    .filter(|(d, _)| cached.is_none_or(|c| !c.contains_key(d)))
+                    .collect()
+            };
+            for (digest, line) in new {
+                if let std::collections::hash_map::Entry::Vacant(slot) = lines.entry(digest) {
+                    slot.insert(u32::try_from(reader.count(line)?).unwrap_or(u32::MAX));
+                }
+            }
+        }
+        self.add_counts(reader.name(), counts, lines);
         Ok(missing.len())
+    }
+
+    /// What packing renders and counts for the turn at `pos` in a compile without an as-of time:
+    /// its citation prefix, its session header, and its line in a block (followed by another
+    /// turn, then by another session's header).
+    fn rendered_lines(&self, pos: usize) -> [String; 4] {
+        let e = &self.evidence[pos];
+        let also: Vec<TurnId> = self
+            .text_group(pos)
+            .iter()
+            .map(|&p| p as usize)
+            .filter(|&p| p != pos && self.eligible_time_at(p).is_some())
+            .map(|p| self.evidence[p].id)
+            .collect();
+        let date = e.turn.time.local_date();
+        let prefix = turn_prefix(&RenderTurn::whole(e, &also), &date);
+        let line = format!("{prefix}{}\n", e.turn.text);
+        let before_header = format!("{line}\n");
+        [prefix, session_header(e.turn.session.as_str(), &date), line, before_header]
     }
 
     /// Adds reader-token counts of turn texts and of rendered lines, each cache under its write
@@ -235,6 +286,12 @@ impl Corpus {
                 self.line_tokens.write().unwrap_or_else(std::sync::PoisonError::into_inner);
             caches.entry(reader_name.to_owned()).or_default().extend(lines);
         }
+    }
+
+    /// How many rendered lines have their count in `reader_name` cached.
+    pub fn line_tokens_cached(&self, reader_name: &str) -> usize {
+        let caches = self.line_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        caches.get(reader_name).map_or(0, HashMap::len)
     }
 
     /// How many texts have their count in `reader_name` cached.

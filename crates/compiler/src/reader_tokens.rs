@@ -175,6 +175,18 @@ impl ReaderTokenizer for LineCachedCount<'_> {
     }
 }
 
+/// The lines of `texts`, each cut as [`LineCachedCount`] cuts a block, with the digests its
+/// caches key them by.
+pub(crate) fn lines_with_digests<'t>(
+    texts: impl IntoIterator<Item = &'t str>,
+) -> Vec<([u8; 32], &'t str)> {
+    texts
+        .into_iter()
+        .flat_map(split_at_line_starts)
+        .map(|line| (*blake3::hash(line.as_bytes()).as_bytes(), line))
+        .collect()
+}
+
 /// `text` cut before every ASCII letter or `[` that follows a newline.
 fn split_at_line_starts(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();

@@ -2,7 +2,9 @@
 //! reader tokenizer, a thread counts every turn text of the namespace in that tokenizer, so that
 //! later compiles find the counts cached. Packing measures every fused candidate (the long-turn
 //! rule divides by its length), and counting the ones it has not met before was the largest
-//! stage of a compile at 100k turns.
+//! stage of a compile at 100k turns. For a tokenizer additive at line starts it also counts the
+//! lines packing renders for each turn (`Corpus::precount_text_tokens`): counting the packed
+//! block's lines the first time they were met was then half of the pack stage at 10k.
 //!
 //! The counts are the ones packing would compute (the same tokenizer, deterministic), so a
 //! compile's result does not depend on how far the precount got. The thread runs at the lowest

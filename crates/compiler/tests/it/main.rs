@@ -8,6 +8,8 @@ mod fill;
 mod fixture;
 /// The default's mechanisms: context, names, time window, long-turn rule.
 mod mechanisms;
+/// The background precount: packs meet only lines it counted.
+mod precount;
 /// Properties: budget, isolation, as-of, erasure, determinism.
 mod properties;
 /// Snapshots of compiled contexts for fixed inputs.
