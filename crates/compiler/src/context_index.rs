@@ -291,13 +291,6 @@ impl ContextVectors {
         self.index.upsert(id, vector).expect("a unit vector of the index's dimension");
     }
 
-    /// A window index read back from where [`WindowIndex::index`] was saved, for the first
-    /// `built_for` records of a corpus; `None` when `index` cannot be one (more documents than
-    /// records). Which windows it holds is the caller's to check against the corpus.
-    pub fn from_saved(radius: u32, index: Bm25Index, built_for: usize) -> Option<WindowIndex> {
-        (radius > 0 && index.len() <= built_for).then_some(WindowIndex { radius, index, built_for })
-    }
-
     /// The window radius.
     pub fn radius(&self) -> u32 {
         self.radius

@@ -52,9 +52,11 @@ pub(crate) struct IndexCache {
     pub(crate) ann: Option<AnnSettings>,
     /// Where graphs are persisted (`None`: kept in memory only, as for a read-only store).
     pub(crate) ann_dir: Option<PathBuf>,
-    /// Where lexical indexes are persisted (`None`: kept in memory only).
+    /// Where lexical indexes are persisted (`None`: kept in memory only, as for a read-only
+    /// store); erasures remove files there even when none are written or read.
     pub(crate) lexical_dir: Option<PathBuf>,
-    /// Turns a namespace must hold for its lexical indexes to be written (`None`: never).
+    /// Turns a namespace must hold for its lexical indexes to be written (`None`: never written
+    /// or read).
     pub(crate) lexical_files_from: Option<usize>,
 }
 

@@ -69,7 +69,10 @@ pub(crate) fn load(
     namespace: &Namespace,
     live: &[Evidence],
 ) -> Result<Option<SavedLexical>, CompileError> {
-    let Some(dir) = memory.inner.indexes.lexical_dir.as_deref() else { return Ok(None) };
+    let cache = &memory.inner.indexes;
+    let (Some(dir), Some(_)) = (cache.lexical_dir.as_deref(), cache.lexical_files_from) else {
+        return Ok(None);
+    };
     let path = file_path(dir, namespace);
     let file = match fs_err::File::open(&path) {
         Ok(file) => file,

@@ -276,7 +276,7 @@ impl MemoryBuilder {
     /// The turns from which a namespace's lexical indexes (turn and context-window BM25) are
     /// written to `DIR/lexical-index/` and loaded by the next process instead of rebuilt
     /// (default [`crate::DEFAULT_LEXICAL_FILES_FROM`]; `None`: never written, and those there
-    /// are not read either).
+    /// are not read either, though an erasure still removes them).
     pub fn lexical_files_from(&mut self, turns: Option<usize>) -> &mut MemoryBuilder {
         self.lexical_files_from = turns;
         self
@@ -322,12 +322,11 @@ impl MemoryBuilder {
         crate::ann::reconcile(&ann_dir, &ledger)?;
         let lexical_dir = dir.join(crate::LEXICAL_INDEX_DIR);
         crate::lexical_file::reconcile(&lexical_dir, &ledger)?;
-        let lexical_dir = self.lexical_files_from.is_some().then_some(lexical_dir);
         let indexes = Arc::new(IndexCache::new(
             self.index_cache_bytes,
             self.ann,
             Some(ann_dir),
-            lexical_dir,
+            Some(lexical_dir),
             self.lexical_files_from,
         ));
         let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];

@@ -171,4 +171,10 @@ fn an_erasure_removes_the_file_and_an_older_copy_is_never_loaded() {
     assert_eq!(compile(&memory, QUESTIONS[0]), after);
     assert_eq!(saved(&memory), Some(19), "rebuilt from the 19 live turns and written");
     assert_ne!(fs_err::read(&path).unwrap(), before_erasure);
+    drop(memory);
+
+    // A memory that keeps no lexical file still removes the one there when it erases.
+    let plain = open(dir.path(), None);
+    plain.erase(&EraseTarget::Record(alice(), evicortex_core::TurnId::from_raw(5))).unwrap();
+    assert!(!path.exists());
 }
