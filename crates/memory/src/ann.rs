@@ -10,8 +10,9 @@
 //! turn of the namespace was erased after that record; otherwise it is removed and the graph
 //! rebuilt from the embedding cache. A current file is extended with the turns after the record
 //! it covers. Only graphs that cover the namespace's last record are written (so a later erasure
-//! always lies after the record recorded), under the writer lock of derived data and never after an
-//! erasure of the namespace they missed; every erasure removes the namespace's files.
+//! always lies after the record recorded), under the writer lock of derived data and the index
+//! files' lock across processes ([`crate::index_cache::IndexCache::lock_files`]), and never after
+//! an erasure of the namespace they missed; every erasure removes the namespace's files.
 
 use std::{path::Path, time::Instant};
 
@@ -153,6 +154,9 @@ pub(crate) fn grow(
         return Ok(());
     }
     let _writes = memory.lock_writes();
+    let _files = cache.lock_files().map_err(|source| {
+        file_err(namespace, IndexFileError::Io { path: cache.files_lock_path(), source })
+    })?;
     if memory.last_erasure(namespace)?.is_some_and(|erased| Some(erased) > covers) {
         // An erasure raced this build: the graph may hold erased vectors and is never written.
         return Ok(());

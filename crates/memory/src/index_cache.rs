@@ -58,7 +58,13 @@ pub(crate) struct IndexCache {
     /// Turns a namespace must hold for its lexical indexes to be written (`None`: never written
     /// or read).
     pub(crate) lexical_files_from: Option<usize>,
+    /// The file locked across processes while index files are checked and renamed into place,
+    /// and while an erasure removes them (`None` with no persisted files).
+    files_lock: Option<PathBuf>,
 }
+
+/// The lock file of the index files, in the store's (or derived) directory.
+pub const INDEX_FILES_LOCK: &str = "index-files.lock";
 
 #[derive(Debug, Default)]
 struct Entries {
@@ -74,22 +80,51 @@ struct Entry {
 }
 
 impl IndexCache {
-    /// A cache whose graphs and lexical indexes are persisted in those directories, when given.
+    /// A cache whose graphs and lexical indexes are persisted in `DIR/vector-index/` and
+    /// `DIR/lexical-index/` when `dir` is given (`None`: kept in memory only, as for a read-only
+    /// store).
     pub(crate) fn new(
         budget_bytes: usize,
         ann: Option<AnnSettings>,
-        ann_dir: Option<PathBuf>,
-        lexical_dir: Option<PathBuf>,
+        dir: Option<&std::path::Path>,
         lexical_files_from: Option<usize>,
     ) -> IndexCache {
         IndexCache {
             budget_bytes,
             entries: Mutex::default(),
             ann,
-            ann_dir,
-            lexical_dir,
+            ann_dir: dir.map(|d| d.join(crate::VECTOR_INDEX_DIR)),
+            lexical_dir: dir.map(|d| d.join(crate::LEXICAL_INDEX_DIR)),
             lexical_files_from,
+            files_lock: dir.map(|d| d.join(INDEX_FILES_LOCK)),
         }
+    }
+
+    /// Holds the index files' lock across processes until dropped (`None` when no file is
+    /// persisted). A writer checks that no erasure followed what its file covers and renames
+    /// the file into place under it, and an erasure's purge removes files under it. So a purge
+    /// that ran after an erasure committed always finds, and removes, any file written without
+    /// seeing that erasure. The in-process writer lock alone left that race open between
+    /// processes: a `compile` beside a server that erases.
+    pub(crate) fn lock_files(&self) -> std::io::Result<Option<std::fs::File>> {
+        let Some(path) = &self.files_lock else { return Ok(None) };
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(evicortex_ledger::PRIVATE_FILE_MODE);
+        }
+        // std's error kinds are kept; the callers name the file.
+        #[allow(clippy::disallowed_methods)]
+        let file = options.open(path)?;
+        file.lock()?;
+        Ok(Some(file))
+    }
+
+    /// The lock file's path, for errors.
+    pub(crate) fn files_lock_path(&self) -> PathBuf {
+        self.files_lock.clone().unwrap_or_default()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
@@ -206,6 +241,11 @@ impl DerivedStore for IndexCache {
             entries.map.remove(&erased.namespace);
         }
         drop(entries);
+        let _files = self.lock_files().map_err(|e| {
+            let e =
+                std::io::Error::new(e.kind(), format!("{}: {e}", self.files_lock_path().display()));
+            DerivedStoreError::new("index files lock", ErrorClass::Internal, e)
+        })?;
         let namespaces: HashSet<&Namespace> = receipt.erased.iter().map(|e| &e.namespace).collect();
         let dirs =
             [(&self.ann_dir, "vector index files"), (&self.lexical_dir, "lexical index files")];

@@ -7,7 +7,8 @@
 //! covers and is used only when no turn of the namespace was erased after that record and the
 //! turns it holds are the namespace's first ones; it is then extended with the turns after it.
 //! It is written only when it covers the namespace's last record, under the writer lock of
-//! derived data, never after an erasure it missed, and every erasure of the namespace removes it.
+//! derived data and the index files' lock across processes, never after an erasure it missed,
+//! and every erasure of the namespace removes it.
 
 use std::{
     io::{BufReader, Read},
@@ -160,6 +161,9 @@ pub(crate) fn save_if_grown(
         return Ok(());
     }
     let _writes = memory.lock_writes();
+    let _files = cache.lock_files().map_err(|source| {
+        file_err(namespace, IndexFileError::Io { path: cache.files_lock_path(), source })
+    })?;
     if memory.last_erasure(namespace)?.is_some_and(|erased| erased > covers) {
         // An erasure raced this refresh: the indexes may hold erased text and are never written.
         return Ok(());

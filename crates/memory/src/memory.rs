@@ -318,15 +318,12 @@ impl MemoryBuilder {
             Some(url) => PgDense::connect_existing(url)?.map(Arc::new),
             None => None,
         };
-        let ann_dir = dir.join(crate::VECTOR_INDEX_DIR);
-        crate::ann::reconcile(&ann_dir, &ledger)?;
-        let lexical_dir = dir.join(crate::LEXICAL_INDEX_DIR);
-        crate::lexical_file::reconcile(&lexical_dir, &ledger)?;
+        crate::ann::reconcile(&dir.join(crate::VECTOR_INDEX_DIR), &ledger)?;
+        crate::lexical_file::reconcile(&dir.join(crate::LEXICAL_INDEX_DIR), &ledger)?;
         let indexes = Arc::new(IndexCache::new(
             self.index_cache_bytes,
             self.ann,
-            Some(ann_dir),
-            Some(lexical_dir),
+            Some(&dir),
             self.lexical_files_from,
         ));
         let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];
@@ -430,7 +427,7 @@ impl MemoryBuilder {
     /// [`Memory::verify`] can name the first bad record. No derived store is opened.
     pub fn open_read_only(&self) -> Result<Memory, OpenError> {
         let OpenedLedger { dir, ledger, .. } = self.open_ledger(OpenMode::Inspect)?;
-        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, None, None, None));
+        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, None, None));
         Ok(Memory::from_inner(Inner {
             dir,
             ledger,

@@ -178,3 +178,30 @@ fn an_erasure_removes_the_file_and_an_older_copy_is_never_loaded() {
     plain.erase(&EraseTarget::Record(alice(), evicortex_core::TurnId::from_raw(5))).unwrap();
     assert!(!path.exists());
 }
+
+#[test]
+fn an_erasure_removes_files_only_once_no_writer_holds_the_index_files_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), Some(1));
+    append(&memory, 0..20);
+    compile(&memory, QUESTIONS[0]);
+    let path = file(dir.path());
+    assert!(path.exists());
+    // What another process's writer holds between its erasure check and its rename.
+    let held = memory.inner.indexes.lock_files().unwrap().expect("a store directory");
+    let (done, erased) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            memory
+                .erase(&EraseTarget::Record(alice(), evicortex_core::TurnId::from_raw(3)))
+                .unwrap();
+            done.send(()).unwrap();
+        });
+        let waited = erased.recv_timeout(std::time::Duration::from_millis(300));
+        assert!(waited.is_err(), "the purge waits for the lock");
+        assert!(path.exists(), "nothing removed while the lock is held");
+        drop(held);
+        erased.recv_timeout(std::time::Duration::from_secs(60)).unwrap();
+    });
+    assert!(!path.exists());
+}
