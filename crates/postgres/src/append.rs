@@ -1,7 +1,7 @@
 //! Appending a batch: one transaction, all or nothing, idempotent per turn, serialised with
 //! every other writer of the database.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use evicortex_core::{Turn, TurnId};
 use evicortex_ledger::{
@@ -12,9 +12,9 @@ use postgres::{GenericClient, Transaction};
 
 use crate::{
     AppendError, PgLedger,
+    append_rows::{NewRow, NewRows, TurnKey, stored_turns},
     head::{self, Head},
-    record_row::{Corrupt, PREV_CHAIN, PREV_CHAIN_COLUMN, RECORD_COLUMNS, RawRecord, StoredBody},
-    schema::KIND_TURN,
+    record_row::{Corrupt, RawRecord, StoredBody},
 };
 
 /// Taken by every append and erasure before it reads the head: it conflicts with itself and
@@ -69,16 +69,9 @@ impl PgLedger {
     ) -> Result<AppendReceipt, AppendError> {
         let plans = self.plan(tx, turns, metas)?;
         let ingest_utc_micros = chrono::Utc::now().timestamp_micros();
-        let insert = tx
-            .prepare(
-                "INSERT INTO records (seq, kind, namespace, session, turn, role, speaker, text, \
-                 event_utc_us, event_offset_s, ingest_utc_us, meta, digest, chain, salt, number) \
-                 VALUES ($1, 1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::text::json, $12, $13, \
-                 $14, $15)",
-            )
-            .map_err(self.db("preparing the insert"))?;
         let mut next_numbers: HashMap<&str, TurnId> = HashMap::new();
         let mut outcomes: Vec<AppendOutcome> = Vec::with_capacity(turns.len());
+        let mut rows = NewRows::default();
         for ((index, turn), planned) in turns.iter().enumerate().zip(plans) {
             let outcome = match planned {
                 Plan::Present(outcome) => outcome,
@@ -99,33 +92,22 @@ impl PgLedger {
                     let digest = turn_digest(turn, ingest_utc_micros, &salt);
                     let chain = head.chain.link(&digest);
                     let seq = head.next_position();
-                    tx.execute(
-                        &insert,
-                        &[
-                            &(seq as i64),
-                            &namespace,
-                            &turn.session.as_str(),
-                            &i64::from(turn.turn.raw()),
-                            &turn.role.as_str(),
-                            &turn.speaker.as_deref(),
-                            &turn.text.as_str(),
-                            &turn.time.utc_micros(),
-                            &turn.time.offset_seconds(),
-                            &ingest_utc_micros,
-                            &metas[index].as_str(),
-                            &digest.as_bytes().as_slice(),
-                            &chain.as_bytes().as_slice(),
-                            &salt.as_bytes().as_slice(),
-                            &(number.raw() as i64),
-                        ],
-                    )
-                    .map_err(self.db("inserting a record"))?;
+                    rows.push(NewRow {
+                        seq: seq as i64,
+                        turn,
+                        meta: &metas[index],
+                        digest: digest.as_bytes().to_vec(),
+                        chain: chain.as_bytes().to_vec(),
+                        salt: salt.as_bytes().to_vec(),
+                        number: number.raw() as i64,
+                    });
                     *head = Head { last: Some(LedgerPosition::from_raw(seq)), chain };
                     AppendOutcome { id: number, digest, status: AppendStatus::Appended }
                 }
             };
             outcomes.push(outcome);
         }
+        rows.insert(tx, ingest_utc_micros).map_err(self.db("inserting records"))?;
         Ok(AppendReceipt { outcomes, head: head.last })
     }
 
@@ -137,13 +119,14 @@ impl PgLedger {
         turns: &[Turn],
         metas: &[String],
     ) -> Result<Vec<Plan>, AppendError> {
-        let find = tx
-            .prepare(&format!(
-                "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records \
-                 WHERE namespace = $1 AND session = $2 AND turn = $3 AND kind = {KIND_TURN}"
-            ))
-            .map_err(self.db("preparing the lookup of stored turns"))?;
-        let mut in_batch: HashMap<(&str, &str, u32), usize> = HashMap::new();
+        let mut seen: HashSet<TurnKey<'_>> = HashSet::new();
+        let keys: Vec<TurnKey<'_>> = turns
+            .iter()
+            .map(|t| (t.namespace.as_str(), t.session.as_str(), t.turn.raw()))
+            .filter(|key| seen.insert(*key))
+            .collect();
+        let mut in_batch: HashMap<TurnKey<'_>, usize> = HashMap::new();
+        let mut stored = stored_turns(tx, &keys).map_err(self.db("looking up the stored turns"))?;
         let mut plans = Vec::with_capacity(turns.len());
         for (index, turn) in turns.iter().enumerate() {
             let key = (turn.namespace.as_str(), turn.session.as_str(), turn.turn.raw());
@@ -156,16 +139,11 @@ impl PgLedger {
                 continue;
             }
             in_batch.insert(key, index);
-            let row = tx
-                .query_opt(&find, &[&key.0, &key.1, &i64::from(key.2)])
-                .map_err(self.db("looking up a stored turn"))?;
-            let Some(row) = row else {
+            let lookup = (key.0.to_owned(), key.1.to_owned(), i64::from(key.2));
+            let Some((raw, prev_chain)) = stored.remove(&lookup) else {
                 plans.push(Plan::New);
                 continue;
             };
-            let raw = RawRecord::from_row(&row).map_err(self.db("reading a stored turn"))?;
-            let prev_chain: Option<Vec<u8>> =
-                row.try_get(PREV_CHAIN_COLUMN).map_err(self.db("reading a stored turn"))?;
             let id = raw.number().map_err(corrupted)?;
             if raw.erased_by.is_some() {
                 return Err(AppendError::Erased {

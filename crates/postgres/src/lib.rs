@@ -36,6 +36,7 @@
 
 mod append;
 mod append_checks;
+mod append_rows;
 mod client_pool;
 mod connect;
 mod erase;

@@ -143,3 +143,54 @@ fn namespaces_are_numbered_and_read_apart() {
     assert_eq!(seen, [(3, "a2".to_owned()), (7, "a3".to_owned())]);
     pg.verify().unwrap();
 }
+
+#[test]
+fn a_batch_larger_than_one_statement_is_looked_up_and_stored_whole() {
+    // The lookup and the insert send a thousand keys or rows per statement.
+    let db = TestDb::new();
+    let pg = db.ledger();
+    let text = |i: u32| format!("turn {i}");
+    let first: Vec<_> = (0..2_500).map(|i| turn("alice", "s1", i, &text(i))).collect();
+    let receipt = pg.append(&first).unwrap();
+    assert_eq!(receipt.appended(), 2_500);
+    let ids: Vec<u64> = receipt.outcomes.iter().map(|o| o.id.raw()).collect();
+    assert_eq!(ids, (1..=2_500).collect::<Vec<u64>>());
+
+    // Stored turns, new ones and in-batch repeats, interleaved across statement boundaries.
+    let mut second = Vec::new();
+    for i in 2_000..3_200 {
+        second.push(turn("alice", "s1", i, &text(i)));
+        if i % 7 == 0 {
+            second.push(turn("alice", "s1", i, &text(i)));
+        }
+    }
+    let receipt = pg.append(&second).unwrap();
+    assert_eq!(receipt.appended(), 700);
+    let mut seen = std::collections::HashSet::new();
+    for (t, outcome) in second.iter().zip(&receipt.outcomes) {
+        let i = t.turn.raw();
+        assert_eq!(outcome.id.raw(), u64::from(i) + 1, "turn {i}");
+        let appended = i >= 2_500 && seen.insert(i);
+        let expected = if appended { AppendStatus::Appended } else { AppendStatus::AlreadyPresent };
+        assert_eq!(outcome.status, expected, "turn {i}");
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM records"), 3_200);
+
+    // A conflict with a stored turn far into the batch refuses all of it, naming its index.
+    let mut third: Vec<_> = (3_200..4_500).map(|i| turn("alice", "s1", i, &text(i))).collect();
+    third.push(turn("alice", "s1", 1_999, "rewritten"));
+    let err = pg.append(&third).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AppendError::Conflict { index: 1_300, existing: ConflictingRecord::Stored(id), field: "text", .. }
+                if id == TurnId::from_raw(2_000)
+        ),
+        "{err}"
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM records"), 3_200);
+    let texts: Vec<String> =
+        pg.evidence(&ns("alice")).unwrap().into_iter().map(|e| e.turn.text).collect();
+    assert_eq!(texts, (0..3_200).map(text).collect::<Vec<_>>());
+    assert_eq!(pg.verify().unwrap().records, 3_200);
+}

@@ -1,0 +1,153 @@
+//! The two statements an append sends per batch rather than per turn: the lookup of the stored
+//! turns with the batch's keys, and the insert of its new records. A round trip per turn made
+//! ingest into PostgreSQL 19 times slower than into the embedded store.
+
+use std::collections::HashMap;
+
+use postgres::Transaction;
+
+use crate::{
+    record_row::{PREV_CHAIN, PREV_CHAIN_COLUMN, RECORD_COLUMNS, RawRecord},
+    schema::KIND_TURN,
+};
+
+/// Keys or rows per statement: large enough that round trips stop mattering, small enough that
+/// one statement's parameters stay a few megabytes.
+const ROWS_PER_STATEMENT: usize = 1_000;
+
+/// A turn's key: namespace, session, turn index.
+pub(crate) type TurnKey<'a> = (&'a str, &'a str, u32);
+
+/// A stored turn row and the chain hash of the record before it.
+pub(crate) type StoredTurn = (RawRecord, Option<Vec<u8>>);
+
+/// The stored turn rows whose keys are among `keys`, by key.
+pub(crate) fn stored_turns(
+    tx: &mut Transaction<'_>,
+    keys: &[TurnKey<'_>],
+) -> Result<HashMap<(String, String, i64), StoredTurn>, postgres::Error> {
+    let find = tx.prepare(&format!(
+        "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records \
+         WHERE kind = {KIND_TURN} AND (namespace, session, turn) IN \
+         (SELECT k.namespace, k.session, k.turn \
+          FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(namespace, session, turn))"
+    ))?;
+    let mut stored = HashMap::new();
+    for chunk in keys.chunks(ROWS_PER_STATEMENT) {
+        let namespaces: Vec<&str> = chunk.iter().map(|k| k.0).collect();
+        let sessions: Vec<&str> = chunk.iter().map(|k| k.1).collect();
+        let turns: Vec<i64> = chunk.iter().map(|k| i64::from(k.2)).collect();
+        for row in tx.query(&find, &[&namespaces, &sessions, &turns])? {
+            let raw = RawRecord::from_row(&row)?;
+            let prev_chain: Option<Vec<u8>> = row.try_get(PREV_CHAIN_COLUMN)?;
+            // The selection asks for these three columns, and the table's UNIQUE key holds
+            // at most one row per key.
+            let key = (
+                raw.namespace.clone(),
+                raw.session.clone().unwrap_or_default(),
+                raw.turn.unwrap_or_default(),
+            );
+            stored.insert(key, (raw, prev_chain));
+        }
+    }
+    Ok(stored)
+}
+
+/// The new turn records of a batch, column by column, inserted by [`NewRows::insert`].
+#[derive(Default)]
+pub(crate) struct NewRows<'a> {
+    seq: Vec<i64>,
+    namespace: Vec<&'a str>,
+    session: Vec<&'a str>,
+    turn: Vec<i64>,
+    role: Vec<&'a str>,
+    speaker: Vec<Option<&'a str>>,
+    text: Vec<&'a str>,
+    event_utc_us: Vec<i64>,
+    event_offset_s: Vec<i32>,
+    meta: Vec<&'a str>,
+    digest: Vec<Vec<u8>>,
+    chain: Vec<Vec<u8>>,
+    salt: Vec<Vec<u8>>,
+    number: Vec<i64>,
+}
+
+/// One new turn record's columns (all but `kind` and the batch's ingest time).
+pub(crate) struct NewRow<'a> {
+    pub(crate) seq: i64,
+    pub(crate) turn: &'a evicortex_core::Turn,
+    pub(crate) meta: &'a str,
+    pub(crate) digest: Vec<u8>,
+    pub(crate) chain: Vec<u8>,
+    pub(crate) salt: Vec<u8>,
+    pub(crate) number: i64,
+}
+
+impl<'a> NewRows<'a> {
+    pub(crate) fn push(&mut self, row: NewRow<'a>) {
+        let turn = row.turn;
+        self.seq.push(row.seq);
+        self.namespace.push(turn.namespace.as_str());
+        self.session.push(turn.session.as_str());
+        self.turn.push(i64::from(turn.turn.raw()));
+        self.role.push(turn.role.as_str());
+        self.speaker.push(turn.speaker.as_deref());
+        self.text.push(turn.text.as_str());
+        self.event_utc_us.push(turn.time.utc_micros());
+        self.event_offset_s.push(turn.time.offset_seconds());
+        self.meta.push(row.meta);
+        self.digest.push(row.digest);
+        self.chain.push(row.chain);
+        self.salt.push(row.salt);
+        self.number.push(row.number);
+    }
+
+    /// Inserts every pushed row in `tx`, stamped with `ingest_utc_us`, in statements of
+    /// [`ROWS_PER_STATEMENT`] rows.
+    pub(crate) fn insert(
+        &self,
+        tx: &mut Transaction<'_>,
+        ingest_utc_us: i64,
+    ) -> Result<(), postgres::Error> {
+        if self.seq.is_empty() {
+            return Ok(());
+        }
+        let insert = tx.prepare(&format!(
+            "INSERT INTO records (seq, kind, namespace, session, turn, role, speaker, text, \
+             event_utc_us, event_offset_s, ingest_utc_us, meta, digest, chain, salt, number) \
+             SELECT r.seq, {KIND_TURN}, r.namespace, r.session, r.turn, r.role, r.speaker, \
+             r.text, r.event_utc_us, r.event_offset_s, $1, r.meta::json, r.digest, r.chain, \
+             r.salt, r.number \
+             FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::text[], \
+             $7::text[], $8::text[], $9::bigint[], $10::integer[], $11::text[], $12::bytea[], \
+             $13::bytea[], $14::bytea[], $15::bigint[]) \
+             AS r(seq, namespace, session, turn, role, speaker, text, event_utc_us, \
+             event_offset_s, meta, digest, chain, salt, number)"
+        ))?;
+        let n = self.seq.len();
+        for start in (0..n).step_by(ROWS_PER_STATEMENT) {
+            let r = start..(start + ROWS_PER_STATEMENT).min(n);
+            tx.execute(
+                &insert,
+                &[
+                    &ingest_utc_us,
+                    &&self.seq[r.clone()],
+                    &&self.namespace[r.clone()],
+                    &&self.session[r.clone()],
+                    &&self.turn[r.clone()],
+                    &&self.role[r.clone()],
+                    &&self.speaker[r.clone()],
+                    &&self.text[r.clone()],
+                    &&self.event_utc_us[r.clone()],
+                    &&self.event_offset_s[r.clone()],
+                    &&self.meta[r.clone()],
+                    &&self.digest[r.clone()],
+                    &&self.chain[r.clone()],
+                    &&self.salt[r.clone()],
+                    &&self.number[r],
+                ],
+            )?;
+        }
+        Ok(())
+    }
+}
