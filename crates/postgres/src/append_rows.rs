@@ -15,6 +15,11 @@ use crate::{
 /// one statement's parameters stay a few megabytes.
 const ROWS_PER_STATEMENT: usize = 1_000;
 
+/// Text bytes (texts, speakers, metas) past which an insert statement takes no further row:
+/// an array parameter must stay under PostgreSQL's 1 GiB for one value, and a thousand long
+/// turns would pass it.
+const TEXT_BYTES_PER_STATEMENT: usize = 32 << 20;
+
 /// A turn's key: namespace, session, turn index.
 pub(crate) type TurnKey<'a> = (&'a str, &'a str, u32);
 
@@ -124,9 +129,7 @@ impl<'a> NewRows<'a> {
              AS r(seq, namespace, session, turn, role, speaker, text, event_utc_us, \
              event_offset_s, meta, digest, chain, salt, number)"
         ))?;
-        let n = self.seq.len();
-        for start in (0..n).step_by(ROWS_PER_STATEMENT) {
-            let r = start..(start + ROWS_PER_STATEMENT).min(n);
+        for r in self.statements() {
             tx.execute(
                 &insert,
                 &[
@@ -149,5 +152,77 @@ impl<'a> NewRows<'a> {
             )?;
         }
         Ok(())
+    }
+
+    /// The rows of each insert statement: at most [`ROWS_PER_STATEMENT`], and no row added
+    /// once [`TEXT_BYTES_PER_STATEMENT`] is reached (a longer row goes alone).
+    fn statements(&self) -> Vec<std::ops::Range<usize>> {
+        let bytes = |i: usize| {
+            self.text[i].len() + self.speaker[i].map_or(0, str::len) + self.meta[i].len()
+        };
+        let mut ranges = Vec::new();
+        let (mut start, mut held) = (0, 0);
+        for i in 0..self.seq.len() {
+            let row = bytes(i);
+            if i > start
+                && (i - start == ROWS_PER_STATEMENT || held + row > TEXT_BYTES_PER_STATEMENT)
+            {
+                ranges.push(start..i);
+                (start, held) = (i, 0);
+            }
+            held += row;
+        }
+        if start < self.seq.len() {
+            ranges.push(start..self.seq.len());
+        }
+        ranges
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use evicortex_core::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
+
+    use super::*;
+
+    fn turn(i: u32, text_bytes: usize) -> Turn {
+        Turn {
+            namespace: Namespace::new("n").unwrap(),
+            session: SessionId::new("s").unwrap(),
+            turn: TurnIndex::new(i),
+            role: Role::User,
+            speaker: None,
+            text: "x".repeat(text_bytes),
+            time: EventTime::parse_rfc3339("2024-05-02T10:00:00Z").unwrap(),
+            meta: serde_json::Map::new(),
+        }
+    }
+
+    fn statements(sizes: &[usize]) -> Vec<std::ops::Range<usize>> {
+        let turns: Vec<Turn> = sizes.iter().enumerate().map(|(i, &n)| turn(i as u32, n)).collect();
+        let mut rows = NewRows::default();
+        for (i, t) in turns.iter().enumerate() {
+            let (digest, chain, salt) = (vec![0; 32], vec![0; 32], vec![0; 32]);
+            rows.push(NewRow {
+                seq: i as i64 + 1,
+                turn: t,
+                meta: "{}",
+                digest,
+                chain,
+                salt,
+                number: 1,
+            });
+        }
+        rows.statements()
+    }
+
+    #[test]
+    fn statements_hold_a_thousand_rows_or_32_mib_of_text_and_a_longer_row_alone() {
+        assert_eq!(statements(&[]), []);
+        assert_eq!(statements(&[10; 2_500]), [0..1_000, 1_000..2_000, 2_000..2_500]);
+        let mib = 1 << 20;
+        assert_eq!(statements(&[20 * mib, 20 * mib, 1, 1]), [0..1, 1..4]);
+        assert_eq!(statements(&[40 * mib, 1, 40 * mib]), [0..1, 1..2, 2..3]);
+        assert_eq!(statements(&[16 * mib - 2, 16 * mib - 2, 1]), [0..2, 2..3]);
     }
 }

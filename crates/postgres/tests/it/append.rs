@@ -194,3 +194,17 @@ fn a_batch_larger_than_one_statement_is_looked_up_and_stored_whole() {
     assert_eq!(texts, (0..3_200).map(text).collect::<Vec<_>>());
     assert_eq!(pg.verify().unwrap().records, 3_200);
 }
+
+#[test]
+fn a_batch_of_long_turns_split_by_text_bytes_is_stored_whole() {
+    // 40 turns of 1 MiB: more text than one insert statement takes (32 MiB), so two statements.
+    let db = TestDb::new();
+    let pg = db.ledger();
+    let text = |i: u32| format!("{i:>4}").repeat(1 << 18);
+    let batch: Vec<_> = (0..40).map(|i| turn("alice", "s1", i, &text(i))).collect();
+    assert_eq!(pg.append(&batch).unwrap().appended(), 40);
+    let stored: Vec<String> =
+        pg.evidence(&ns("alice")).unwrap().into_iter().map(|e| e.turn.text).collect();
+    assert_eq!(stored, (0..40).map(text).collect::<Vec<_>>());
+    assert_eq!(pg.verify().unwrap().records, 40);
+}
