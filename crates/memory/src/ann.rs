@@ -23,8 +23,8 @@ use evicortex_vector::{
 };
 
 use crate::{
-    CompileError, Memory, OpenError, index_cache::DenseIndex, ledger_backend::LedgerBackend,
-    memory::Dense,
+    CompileError, Memory, OpenError, index_cache::DenseIndex, index_files,
+    ledger_backend::LedgerBackend, memory::Dense,
 };
 
 /// The directory of the vector index files inside a store directory.
@@ -148,24 +148,16 @@ pub(crate) fn grow(
         );
     }
     let Some(dir) = cache.ann_dir.as_deref() else { return Ok(()) };
-    let covers = index.index.covers();
     let rows = index.index.len();
-    if covers.is_none() || covers != head || index.saved_rows.is_some_and(|s| rows - s <= s / 8) {
+    let Some(covers) = index.index.covers() else { return Ok(()) };
+    if Some(covers) != head || index.saved_rows.is_some_and(|s| rows - s <= s / 8) {
         return Ok(());
     }
-    let _writes = memory.lock_writes();
-    let _files = cache.lock_files().map_err(|source| {
-        file_err(namespace, IndexFileError::Io { path: cache.files_lock_path(), source })
-    })?;
-    if memory.last_erasure(namespace)?.is_some_and(|erased| Some(erased) > covers) {
-        // An erasure raced this build: the graph may hold erased vectors and is never written.
+    let Some(_guard) = index_files::begin_write(memory, namespace, covers, dir)? else {
         return Ok(());
-    }
+    };
     let meta = meta(dense, namespace);
     let path = dir.join(index_file_name(namespace, &meta.encoder));
-    evicortex_ledger::create_private_dir(dir).map_err(|source| {
-        file_err(namespace, IndexFileError::Io { path: dir.to_owned(), source })
-    })?;
     index.index.save_hnsw(&path, &meta).map_err(|e| file_err(namespace, e))?;
     index.saved_rows = Some(rows);
     Ok(())
@@ -194,32 +186,12 @@ pub(crate) fn remove_files(dir: &Path, namespace: &Namespace) -> Result<(), Inde
 /// namespace erased after the position they cover, and those that cannot be read; and the
 /// temporary files of writers killed before their rename.
 pub(crate) fn reconcile(dir: &Path, ledger: &LedgerBackend) -> Result<(), OpenError> {
-    let io = |path: &Path, source| OpenError::IndexFile {
-        source: IndexFileError::Io { path: path.to_owned(), source },
-    };
-    evicortex_vector::remove_abandoned_temporaries(dir)
-        .map_err(|source| OpenError::IndexFile { source })?;
-    let entries = match fs_err::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => return Err(io(dir, source)),
-    };
-    for entry in entries {
-        let path = entry.map_err(|source| io(dir, source))?.path();
-        if path.extension().is_none_or(|e| e != "hnsw") {
-            continue;
+    index_files::reconcile(dir, "hnsw", |path| match read_index_header(path) {
+        Ok(header) => {
+            let erased = ledger.last_erasure(&header.meta.namespace)?;
+            Ok(header.covers.is_none() || erased.is_some_and(|e| Some(e) > header.covers))
         }
-        let stale = match read_index_header(&path) {
-            Ok(header) => {
-                let erased = ledger.last_erasure(&header.meta.namespace)?;
-                header.covers.is_none() || erased.is_some_and(|e| Some(e) > header.covers)
-            }
-            Err(IndexFileError::Corrupted { .. }) => true,
-            Err(source) => return Err(OpenError::IndexFile { source }),
-        };
-        if stale {
-            remove_index_file(&path).map_err(|source| OpenError::IndexFile { source })?;
-        }
-    }
-    Ok(())
+        Err(IndexFileError::Corrupted { .. }) => Ok(true),
+        Err(source) => Err(OpenError::IndexFile { source }),
+    })
 }

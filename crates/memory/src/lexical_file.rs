@@ -19,13 +19,13 @@ use evicortex_compiler::WindowIndex;
 use evicortex_core::{Evidence, Namespace, TurnId};
 use evicortex_lexical::Bm25Index;
 use evicortex_vector::{
-    ChecksumReader, IndexFileError, index_file_prefix, remove_abandoned_temporaries,
-    remove_index_file, write_index_file,
+    ChecksumReader, IndexFileError, index_file_prefix, remove_index_file, write_index_file,
 };
 
 use crate::{
     CompileError, Memory, OpenError,
     index_cache::{BM25, NamespaceIndexes, cached_analyzer},
+    index_files,
     ledger_backend::LedgerBackend,
 };
 
@@ -160,17 +160,9 @@ pub(crate) fn save_if_grown(
     if turns < from || !grown || !window_current || indexes.corpus.len() != turns {
         return Ok(());
     }
-    let _writes = memory.lock_writes();
-    let _files = cache.lock_files().map_err(|source| {
-        file_err(namespace, IndexFileError::Io { path: cache.files_lock_path(), source })
-    })?;
-    if memory.last_erasure(namespace)?.is_some_and(|erased| erased > covers) {
-        // An erasure raced this refresh: the indexes may hold erased text and are never written.
+    let Some(_guard) = index_files::begin_write(memory, namespace, covers, dir)? else {
         return Ok(());
-    }
-    evicortex_ledger::create_private_dir(dir).map_err(|source| {
-        file_err(namespace, IndexFileError::Io { path: dir.to_owned(), source })
-    })?;
+    };
     let path = file_path(dir, namespace);
     let lexical = &indexes.lexical;
     let window = indexes.window.as_ref();
@@ -285,30 +277,16 @@ pub(crate) fn reconcile(dir: &Path, ledger: &LedgerBackend) -> Result<(), OpenEr
     let io = |path: &Path, source| OpenError::IndexFile {
         source: IndexFileError::Io { path: path.to_owned(), source },
     };
-    remove_abandoned_temporaries(dir).map_err(|source| OpenError::IndexFile { source })?;
-    let entries = match fs_err::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => return Err(io(dir, source)),
-    };
-    for entry in entries {
-        let path = entry.map_err(|source| io(dir, source))?.path();
-        if path.extension().is_none_or(|e| e != "bm25") {
-            continue;
-        }
-        let file = fs_err::File::open(&path).map_err(|source| io(&path, source))?;
-        let stale = match read_header(&mut BufReader::new(file)) {
+    index_files::reconcile(dir, "bm25", |path| {
+        let file = fs_err::File::open(path).map_err(|source| io(path, source))?;
+        match read_header(&mut BufReader::new(file)) {
             Ok(header) => {
-                ledger.last_erasure(&header.namespace)?.is_some_and(|erased| erased > header.covers)
+                Ok(ledger.last_erasure(&header.namespace)?.is_some_and(|e| e > header.covers))
             }
-            Err(Problem::Damaged(_)) => true,
-            Err(Problem::Io(source)) => return Err(io(&path, source)),
-        };
-        if stale {
-            remove_index_file(&path).map_err(|source| OpenError::IndexFile { source })?;
+            Err(Problem::Damaged(_)) => Ok(true),
+            Err(Problem::Io(source)) => Err(io(path, source)),
         }
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]

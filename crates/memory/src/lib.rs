@@ -59,6 +59,7 @@ mod error;
 mod export;
 mod group_commit;
 mod index_cache;
+mod index_files;
 mod jsonl;
 mod ledger_backend;
 mod lexical_file;
