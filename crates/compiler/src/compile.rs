@@ -116,6 +116,18 @@ pub fn compile_timed(
     query: &CompileQuery,
     config: &CompileConfig,
 ) -> Result<(CompiledContext, StageTimings), CompileError> {
+    compile_timed_beside_from(inputs, query, config, PARALLEL_STAGES_FROM)
+}
+
+/// [`compile_timed`] with the records from which the lexical lists are searched on a second
+/// thread beside the dense lists (the product's is [`PARALLEL_STAGES_FROM`]); the compiled
+/// context is the same whatever it is.
+pub fn compile_timed_beside_from(
+    inputs: &CompileInputs<'_>,
+    query: &CompileQuery,
+    config: &CompileConfig,
+    beside_from: usize,
+) -> Result<(CompiledContext, StageTimings), CompileError> {
     let _span = tracing::debug_span!("compile", namespace = %query.namespace).entered();
     check_inputs(inputs, query, config)?;
     let corpus = inputs.corpus;
@@ -129,81 +141,33 @@ pub fn compile_timed(
         Some(pos) => window_admitted(corpus, pos, radius, &admission),
     };
 
-    // 1. Candidates, filtered inside each retriever.
-    let started = Instant::now();
-    let mut lists: Vec<RankedList> = Vec::new();
-    let top_n = config.lexical.top_n;
-    if top_n > 0 {
-        let admit = |id| admission.admits(id);
-        lists.push(lexical_candidates(
-            inputs.lexical,
-            &query.question,
-            top_n,
-            Retriever::Lexical,
-            admit,
-        ));
-        let radius = config.context.lexical_radius;
-        if let (true, Some(window)) = (radius > 0, inputs.context.lexical) {
-            lists.push(lexical_candidates(
-                window.index(),
-                &query.question,
-                top_n,
-                Retriever::LexicalContext,
-                |id| context_admits(id, radius),
-            ));
-        }
-    }
-    timings.lexical = started.elapsed();
-    let started = Instant::now();
-    // The kind of index that served each dense list (a graph may answer by its exact scan).
-    let mut served: Option<IndexKind> = None;
-    let mut also_served: Vec<IndexKind> = Vec::new();
-    let mut context_search: Option<ContextSearch> = None;
-    if let (DenseConfig::On { top_n }, Some(dense)) = (config.dense, inputs.dense) {
-        let radius = config.context.dense_radius;
-        let context_vectors = inputs.context.dense.filter(|_| radius > 0);
-        // Behind a graph, the context list scores only the windows around the graph's best
-        // turns (`ContextVectors::search_seeded`): a full scan of the context vectors would
-        // cost what the graph saves. The seeds are the graph's whole beam, which a search
-        // walks anyway, so its top `top_n` are the same whether it is asked for them or for
-        // the beam.
-        let pool = match (context_vectors, dense.index.kind()) {
-            (Some(_), IndexKind::Hnsw(params)) => Some(top_n.max(params.ef_search)),
-            _ => None,
-        };
-        let (mut list, kind) = dense_candidates(
-            dense.index,
-            dense.query_vector,
-            pool.unwrap_or(top_n),
-            &admission,
-            Retriever::Dense,
-        )?;
-        let seeds: Option<Vec<TurnId>> = pool.map(|_| list.hits.iter().map(|h| h.key).collect());
-        list.hits.truncate(top_n);
-        lists.push(list);
-        served = Some(kind);
-        for (i, also) in inputs.also_dense.iter().enumerate() {
-            let (list, kind) = dense_candidates(
-                also.index,
-                also.query_vector,
-                top_n,
-                &admission,
-                Retriever::DenseAlso(i as u8),
-            )?;
-            lists.push(list);
-            also_served.push(kind);
-        }
-        if let Some(vectors) = context_vectors {
-            let admit = |id| context_admits(id, radius);
-            let seeds = seeds.as_deref().map(|seeds| (corpus, seeds));
-            lists.push(dense_context_candidates(vectors, dense.query_vector, top_n, seeds, admit)?);
-            context_search =
-                Some(pool.map_or(ContextSearch::Exact, |pool| ContextSearch::Seeded {
-                    pool: pool as u32,
-                }));
-        }
-    }
-    timings.dense = started.elapsed();
+    // 1. Candidates, filtered inside each retriever: on a large namespace the lexical lists are
+    // searched on a second thread while this one searches the dense lists (the two stages read
+    // different indexes; the lists keep their order, so the compile's output is the same).
+    let (lexical, window) = (inputs.lexical, inputs.context.lexical);
+    let question = query.question.as_str();
+    let run_lexical = || {
+        let started = Instant::now();
+        let lists = lexical_lists(lexical, window, question, config, &admission, &context_admits);
+        (lists, started.elapsed())
+    };
+    let dense_on = matches!(config.dense, DenseConfig::On { .. }) && inputs.dense.is_some();
+    let beside = dense_on && config.lexical.top_n > 0 && corpus.len() >= beside_from;
+    let ((mut lists, lexical_time), dense) = if beside {
+        std::thread::scope(|scope| {
+            let lexical = scope.spawn(run_lexical);
+            let dense = dense_lists(inputs, config, &admission, &context_admits);
+            let lexical = lexical.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (lexical, dense)
+        })
+    } else {
+        let lexical = run_lexical();
+        (lexical, dense_lists(inputs, config, &admission, &context_admits))
+    };
+    let DenseLists { lists: dense_lists, served, also_served, context_search, elapsed } = dense?;
+    lists.extend(dense_lists);
+    timings.lexical = lexical_time;
+    timings.dense = elapsed;
 
     // 2. Dedup: every copy maps to the earliest admitted record with the same document.
     let started = Instant::now();
@@ -587,6 +551,110 @@ fn check_context_inputs(
         }
         _ => Ok(()),
     }
+}
+
+/// Records a namespace must hold for a compile to search its lexical lists beside its dense
+/// lists, on a second thread: below it the thread costs more than the overlap saves (a lexical
+/// stage of a few hundred microseconds at 10,000 turns, `bench ann run`'s stage table).
+pub const PARALLEL_STAGES_FROM: usize = 5_000;
+
+/// The lexical lists: turns, and the lexical context windows when their radius is set.
+fn lexical_lists(
+    lexical: &Bm25Index,
+    window: Option<&WindowIndex>,
+    question: &str,
+    config: &CompileConfig,
+    admission: &Admission<'_>,
+    context_admits: &(impl Fn(TurnId, u32) -> bool + Sync),
+) -> Vec<RankedList> {
+    let mut lists = Vec::new();
+    let top_n = config.lexical.top_n;
+    if top_n > 0 {
+        let admit = |id| admission.admits(id);
+        lists.push(lexical_candidates(lexical, question, top_n, Retriever::Lexical, admit));
+        let radius = config.context.lexical_radius;
+        if let (true, Some(window)) = (radius > 0, window) {
+            lists.push(lexical_candidates(
+                window.index(),
+                question,
+                top_n,
+                Retriever::LexicalContext,
+                |id| context_admits(id, radius),
+            ));
+        }
+    }
+    lists
+}
+
+/// The dense lists, the kind of index that served each, and how the context list was searched.
+struct DenseLists {
+    lists: Vec<RankedList>,
+    served: Option<IndexKind>,
+    also_served: Vec<IndexKind>,
+    context_search: Option<ContextSearch>,
+    elapsed: Duration,
+}
+
+fn dense_lists(
+    inputs: &CompileInputs<'_>,
+    config: &CompileConfig,
+    admission: &Admission<'_>,
+    context_admits: &impl Fn(TurnId, u32) -> bool,
+) -> Result<DenseLists, CompileError> {
+    let started = Instant::now();
+    let corpus = inputs.corpus;
+    let mut lists: Vec<RankedList> = Vec::new();
+    // The kind of index that served each dense list (a graph may answer by its exact scan).
+    let mut served: Option<IndexKind> = None;
+    let mut also_served: Vec<IndexKind> = Vec::new();
+    let mut context_search: Option<ContextSearch> = None;
+    if let (DenseConfig::On { top_n }, Some(dense)) = (config.dense, inputs.dense) {
+        let radius = config.context.dense_radius;
+        let context_vectors = inputs.context.dense.filter(|_| radius > 0);
+        // Behind a graph or a sketch, the context list scores only the windows around the
+        // index's best turns (`ContextVectors::search_seeded`): a full scan of the context
+        // vectors would cost what the approximate index saves. The seeds are the graph's whole
+        // beam, which a search walks anyway (or the best of the sketch's candidates, the same
+        // set whatever is asked for), so its top `top_n` are the same whether it is asked for
+        // them or for the seeds.
+        let pool = match (context_vectors, dense.index.kind()) {
+            (Some(_), IndexKind::Hnsw(params)) => Some(top_n.max(params.ef_search)),
+            (Some(_), IndexKind::Sketch(params)) => Some(top_n.max(params.seeds)),
+            _ => None,
+        };
+        let (mut list, kind) = dense_candidates(
+            dense.index,
+            dense.query_vector,
+            pool.unwrap_or(top_n),
+            admission,
+            Retriever::Dense,
+        )?;
+        let seeds: Option<Vec<TurnId>> = pool.map(|_| list.hits.iter().map(|h| h.key).collect());
+        list.hits.truncate(top_n);
+        lists.push(list);
+        served = Some(kind);
+        for (i, also) in inputs.also_dense.iter().enumerate() {
+            let (list, kind) = dense_candidates(
+                also.index,
+                also.query_vector,
+                top_n,
+                admission,
+                Retriever::DenseAlso(i as u8),
+            )?;
+            lists.push(list);
+            also_served.push(kind);
+        }
+        if let Some(vectors) = context_vectors {
+            let admit = |id| context_admits(id, radius);
+            let seeds = seeds.as_deref().map(|seeds| (corpus, seeds));
+            lists.push(dense_context_candidates(vectors, dense.query_vector, top_n, seeds, admit)?);
+            context_search =
+                Some(pool.map_or(ContextSearch::Exact, |pool| ContextSearch::Seeded {
+                    pool: pool as u32,
+                }));
+        }
+    }
+    Ok(DenseLists { lists, served, also_served, context_search, elapsed: started.elapsed() })
 }
 
 #[allow(clippy::too_many_arguments)] // internal stage; the arguments are the stage's whole state

@@ -187,6 +187,15 @@ pub enum DenseIndexRef {
         /// Seed of the row levels.
         seed: u64,
     },
+    /// The exact index's rows chosen by their sign sketch (one bit a dimension against a 4-bit
+    /// query), the best `candidates` then scored exactly (approximate like a graph: the scores
+    /// are exact, which vectors are found is not).
+    Sketch {
+        /// Admitted rows rescored exactly.
+        candidates: u32,
+        /// Turns that seed the dense context list.
+        seeds: u32,
+    },
     /// pgvector's HNSW index in a PostgreSQL store.
     PgvectorHnsw {
         /// Links per element on each layer.
@@ -210,6 +219,9 @@ impl From<evicortex_vector::IndexKind> for DenseIndexRef {
                 ef_search: p.ef_search as u32,
                 seed: p.seed,
             },
+            evicortex_vector::IndexKind::Sketch(p) => {
+                DenseIndexRef::Sketch { candidates: p.candidates as u32, seeds: p.seeds as u32 }
+            }
             evicortex_vector::IndexKind::Pgvector(Some(p)) => DenseIndexRef::PgvectorHnsw {
                 m: p.m,
                 ef_construction: p.ef_construction,
@@ -228,6 +240,9 @@ impl std::fmt::Display for DenseIndexRef {
                 f,
                 "hnsw (m {m}, ef_construction {ef_construction}, ef_search {ef_search}, seed {seed:#x})"
             ),
+            DenseIndexRef::Sketch { candidates, seeds } => {
+                write!(f, "sign sketch (candidates {candidates}, seeds {seeds})")
+            }
             DenseIndexRef::PgvectorHnsw { m, ef_construction, ef_search } => write!(
                 f,
                 "pgvector hnsw (m {m}, ef_construction {ef_construction}, ef_search {ef_search})"

@@ -100,7 +100,10 @@ pub use crate::filter::Admission;
 pub use crate::{
     abstain::lexical_coverage,
     candidates::{MAX_ALSO_ENCODERS, Retriever},
-    compile::{CompileInputs, ContextInputs, DenseInput, StageTimings, compile, compile_timed},
+    compile::{
+        CompileInputs, ContextInputs, DenseInput, PARALLEL_STAGES_FROM, StageTimings, compile,
+        compile_timed, compile_timed_beside_from,
+    },
     compiled_context::{
         AbstainReason, AlsoDenseRef, BudgetParts, COMPILED_CONTEXT_FORMAT, CompiledContext,
         ContextItem, ContextSearch, Coverage, DenseIndexRef, EncoderRef, ExcludedCandidate,

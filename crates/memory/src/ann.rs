@@ -18,8 +18,9 @@ use std::{path::Path, time::Instant};
 
 use evicortex_core::{Namespace, TurnId};
 use evicortex_vector::{
-    HnswParams, IndexFileError, IndexFileMeta, IndexFileState, VectorIndexRead, WindowedIndex,
-    index_file_name, index_file_prefix, index_file_state, read_index_header, remove_index_file,
+    HnswParams, IndexFileError, IndexFileMeta, IndexFileState, SketchParams, VectorIndexRead,
+    WindowedIndex, index_file_name, index_file_prefix, index_file_state, read_index_header,
+    remove_index_file,
 };
 
 use crate::{
@@ -47,11 +48,19 @@ pub struct AnnSettings {
     pub threshold: usize,
     /// The graph's parameters (recorded in index files and compiled contexts).
     pub params: HnswParams,
+    /// Set: a namespace at or above the threshold is searched by the sign sketch of its exact
+    /// index instead of a graph (`ExactIndex::search_sketched`): no graph is built, loaded or
+    /// written, and every search, filtered or not, takes the sketch's path.
+    pub sketch: Option<SketchParams>,
 }
 
 impl Default for AnnSettings {
     fn default() -> AnnSettings {
-        AnnSettings { threshold: DEFAULT_ANN_THRESHOLD, params: HnswParams::default() }
+        AnnSettings {
+            threshold: DEFAULT_ANN_THRESHOLD,
+            params: HnswParams::default(),
+            sketch: None,
+        }
     }
 }
 
@@ -77,6 +86,9 @@ pub(crate) fn load(
     let (Some(settings), Some(dir)) = (cache.ann, cache.ann_dir.as_deref()) else {
         return Ok(None);
     };
+    if settings.sketch.is_some() {
+        return Ok(None);
+    }
     let meta = meta(dense, namespace);
     let path = dir.join(index_file_name(namespace, &meta.encoder));
     let last_erasure = memory.last_erasure(namespace)?;
@@ -117,7 +129,8 @@ pub(crate) fn load(
     }
 }
 
-/// Replaces the exact index by a graph once it reaches the threshold, and writes the graph when
+/// Makes a namespace at the threshold search by sketch when the settings ask for it; otherwise
+/// replaces the exact index by a graph once it reaches the threshold, and writes the graph when
 /// it covers the namespace's last record (`head`) and has grown by more than an eighth since last written.
 pub(crate) fn grow(
     memory: &Memory,
@@ -128,6 +141,11 @@ pub(crate) fn grow(
 ) -> Result<(), CompileError> {
     let cache = &memory.inner.indexes;
     let Some(settings) = cache.ann else { return Ok(()) };
+    if let Some(sketch) = settings.sketch {
+        let large = index.index.len() >= settings.threshold;
+        index.index.set_sketch(large.then_some(sketch));
+        return Ok(());
+    }
     if index.index.hnsw().is_none() {
         if index.index.len() < settings.threshold {
             return Ok(());

@@ -127,7 +127,7 @@ pub use evicortex_ledger::{
 };
 
 /// The HNSW graph's parameters ([`AnnSettings::params`]).
-pub use evicortex_vector::{HnswParams, VectorHit};
+pub use evicortex_vector::{HnswParams, SketchParams, VectorHit};
 
 /// A PostgreSQL URL with its password replaced, for messages.
 pub use evicortex_postgres::redact_password as redact_postgres_password;

@@ -12,7 +12,8 @@ use evicortex_core::TurnId;
 
 use crate::{
     IndexKind, RowMap, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
-    distance::{dot, dot_i8_rows, normalize, quantize},
+    distance::{dot, dot_i8, dot_i8_rows, normalize, quantize},
+    sketch::SignSketch,
 };
 
 /// Exact cosine search over unit vectors stored contiguously (`f32`, row-major), with an `i8`
@@ -34,8 +35,13 @@ pub struct ExactIndex<K = TurnId> {
     scales: Vec<f32>,
     errors: Vec<f32>,
     norms: Vec<f32>,
+    /// The rows' sign bits, for approximate searches ([`ExactIndex::search_sketched`]).
+    sketch: SignSketch,
     covers: Option<TurnId>,
 }
+
+/// Rows ahead of the one being scored whose first and last bytes are read first (see `rescore`).
+const LOOKAHEAD: usize = 6;
 
 /// Slack added to the int8 error bound to absorb `f32` rounding in the scores themselves.
 const BOUND_SLACK: f32 = 1e-4;
@@ -51,6 +57,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
             scales: Vec::new(),
             errors: Vec::new(),
             norms: Vec::new(),
+            sketch: SignSketch::new(dim),
             covers: None,
         }
     }
@@ -66,9 +73,13 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         &self.rows
     }
 
-    /// Bytes held by the vectors and their quantised copy (not counting the row map).
+    /// Bytes held by the vectors, their quantised copy and their sketch (not counting the row
+    /// map).
     pub fn heap_bytes(&self) -> usize {
-        self.vectors.len() * 4 + self.quantized.len() + self.scales.len() * 12
+        self.vectors.len() * 4
+            + self.quantized.len()
+            + self.scales.len() * 12
+            + self.sketch.heap_bytes()
     }
 
     /// Full `f32` scan without the int8 pass: the reference the oracle tests and benchmark compare
@@ -94,7 +105,8 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
 
     /// The `n` best admitted rows among `keys` (keys without a row are skipped, a repeated key
     /// counts once), scored in `f32` as [`ExactIndex::search_f32_scan`] scores them: the exact
-    /// answer over a candidate set, for a caller that knows where the best rows must lie.
+    /// answer over a candidate set, for a caller that knows where the best rows must lie. Each
+    /// key is asked about once; the `i8` pass and its bound choose which rows are read in `f32`.
     pub fn search_among(
         &self,
         query: &[f32],
@@ -103,20 +115,113 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         admit: &mut dyn FnMut(K) -> bool,
     ) -> Result<Vec<VectorHit<K>>, VectorError> {
         let query = self.check_query(query)?;
-        let mut rows: Vec<(K, usize)> =
-            keys.into_iter().filter_map(|key| Some((key, self.rows.row(key)?.index()))).collect();
+        let mut rows: Vec<(K, u32)> = keys
+            .into_iter()
+            .filter_map(|key| Some((key, self.rows.row(key)?.index() as u32)))
+            .collect();
         rows.sort_unstable_by_key(|&(_, row)| row);
         rows.dedup_by_key(|&mut (_, row)| row);
-        let mut hits: Vec<VectorHit<K>> = Vec::with_capacity(rows.len());
+        let admitted: Vec<u32> =
+            rows.into_iter().filter(|&(key, _)| admit(key)).map(|(_, row)| row).collect();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.rescore(&query, n, admitted))
+    }
+
+    /// An approximate search: the `n` best of the `candidates` admitted rows with the best sign
+    /// sketch scores (at least `n` of them), each scored exactly as
+    /// [`ExactIndex::search_f32_scan`] scores it. What may differ from the exact answer is which
+    /// rows are found, never their scores; `admit` is asked only about rows that would enter the
+    /// candidates. A filter admitting no more than `candidates` rows gets the exact answer.
+    pub fn search_sketched(
+        &self,
+        query: &[f32],
+        n: usize,
+        candidates: usize,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<Vec<VectorHit<K>>, VectorError> {
+        let query = self.check_query(query)?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let keep = candidates.max(n);
+        let keys = self.rows.keys();
+        let mut scores = Vec::with_capacity(keys.len());
+        self.sketch.scores(&query, &mut scores);
+        let mut head: BinaryHeap<Reverse<(OrderedScore, Reverse<u32>)>> =
+            BinaryHeap::with_capacity(keep + 1);
+        for (row, score) in scores.iter().enumerate() {
+            let entry = Reverse((OrderedScore(*score), Reverse(row as u32)));
+            let full = head.len() == keep;
+            if full && head.peek().is_some_and(|worst| entry >= *worst) {
+                continue;
+            }
+            if !admit(keys[row]) {
+                continue;
+            }
+            if full {
+                head.pop();
+            }
+            head.push(entry);
+        }
+        let rows: Vec<u32> = head.into_iter().map(|Reverse((_, Reverse(row)))| row).collect();
+        Ok(self.rescore(&query, n, rows))
+    }
+
+    /// The exact top `n` of `rows` (admitted rows, each once), scored in `f32` only where the
+    /// `i8` pass and its error bound leave a row a chance: the best `n` by `i8` score, then every
+    /// row whose bound reaches the `n`-th exact score among them (the argument of
+    /// [`ExactIndex`]'s search; `n` rather than its `2n`: the rows here are few and read at
+    /// random, so each `f32` row spared is a cache miss spared).
+    fn rescore(&self, query: &[f32], n: usize, mut rows: Vec<u32>) -> Vec<VectorHit<K>> {
+        let keys = self.rows.keys();
+        let dim = self.dim;
+        let mut query_q = Vec::with_capacity(dim);
+        let query_quant = quantize(query, &mut query_q);
+        // Row order: the rows' copies are read front to back.
+        rows.sort_unstable();
+        let mut approx: Vec<(f32, f32, u32)> = Vec::with_capacity(rows.len());
         pulp::Arch::new().dispatch(|| {
-            for (key, row) in rows {
-                if admit(key) {
-                    hits.push(VectorHit { key, score: dot(&query, self.vector(row)) });
+            for (i, &row) in rows.iter().enumerate() {
+                // A read of a row a few ahead: its cache misses overlap this row's work.
+                if let Some(&ahead) = rows.get(i + LOOKAHEAD) {
+                    let ahead = ahead as usize * dim;
+                    std::hint::black_box((self.quantized[ahead], self.quantized[ahead + dim - 1]));
                 }
+                let at = row as usize;
+                let dot = dot_i8(&query_q, &self.quantized[at * dim..(at + 1) * dim]);
+                let score = query_quant.scale * self.scales[at] * dot as f32;
+                let bound = self.errors[at] + query_quant.error * self.norms[at] + BOUND_SLACK;
+                approx.push((score, score + bound, row));
             }
         });
+        let first = n.min(approx.len());
+        let by_approx =
+            |a: &(f32, f32, u32), b: &(f32, f32, u32)| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2));
+        if first < approx.len() {
+            approx.select_nth_unstable_by(first, by_approx);
+        }
+        let mut hits: Vec<VectorHit<K>> = Vec::with_capacity(first);
+        let exact = |row: u32| VectorHit {
+            key: keys[row as usize],
+            score: dot(query, self.vector(row as usize)),
+        };
+        pulp::Arch::new().dispatch(|| hits.extend(approx[..first].iter().map(|a| exact(a.2))));
         top_n(&mut hits, n);
-        Ok(hits)
+        if hits.len() == n {
+            let threshold = hits[n - 1].score;
+            let before = hits.len();
+            pulp::Arch::new().dispatch(|| {
+                hits.extend(
+                    approx[first..].iter().filter(|a| a.1 >= threshold).map(|a| exact(a.2)),
+                );
+            });
+            if hits.len() > before {
+                top_n(&mut hits, n);
+            }
+        }
+        hits
     }
 
     fn vector(&self, row: usize) -> &[f32] {
@@ -143,6 +248,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         })?;
         let quant = quantize(unit, &mut self.quantized);
         self.vectors.extend_from_slice(unit);
+        self.sketch.push(unit);
         self.scales.push(quant.scale);
         self.errors.push(quant.error);
         self.norms.push(quant.norm);
@@ -161,6 +267,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         let quant = quantize(&unit, &mut quantized);
         self.vectors[at * dim..(at + 1) * dim].copy_from_slice(&unit);
         self.quantized[at * dim..(at + 1) * dim].copy_from_slice(&quantized);
+        self.sketch.set(at, &unit);
         self.scales[at] = quant.scale;
         self.errors[at] = quant.error;
         self.norms[at] = quant.norm;
@@ -180,6 +287,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         }
         self.vectors.truncate(last * dim);
         self.quantized.truncate(last * dim);
+        self.sketch.swap_remove(at);
         self.scales.swap_remove(at);
         self.errors.swap_remove(at);
         self.norms.swap_remove(at);
@@ -420,6 +528,35 @@ mod tests {
         let all = index.search_among(query, 10, 0..2000, &mut |_| true).unwrap();
         assert_eq!(all, index.search(query, 10, &mut |_| true).unwrap());
         assert_eq!(index.search_among(query, 10, [], &mut |_| true).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_sketched_search_scores_exactly_and_finds_the_exact_top_when_candidates_cover_it() {
+        let vectors = clustered(3000, 96, 13);
+        let mut index = build(&vectors);
+        // Edited rows keep their sketch in step with their vectors.
+        index.upsert(17, &vectors[2000]).unwrap();
+        assert!(index.remove(2999));
+        let queries = clustered(10, 96, 14);
+        for q in &queries {
+            let exact = index.search(q, 20, &mut |_| true).unwrap();
+            // Every row a candidate: the exact answer.
+            assert_eq!(index.search_sketched(q, 20, 3000, &mut |_| true).unwrap(), exact);
+            // A filter admitting fewer rows than the candidates: the exact answer too.
+            let few = |k: u32| k % 200 == 3;
+            assert_eq!(
+                index.search_sketched(q, 5, 100, &mut |k| few(k)).unwrap(),
+                index.search(q, 5, &mut |k| few(k)).unwrap()
+            );
+            // Fewer candidates: the scores are the rows' exact ones (how much of the exact top is
+            // found depends on the embeddings: `bench ann run --sketch` audits it on real ones).
+            let sketched = index.search_sketched(q, 20, 300, &mut |_| true).unwrap();
+            assert_eq!(sketched.len(), 20);
+            for hit in &sketched {
+                let reference = index.search_among(q, 1, [hit.key], &mut |_| true).unwrap();
+                assert_eq!(reference[0].score, hit.score);
+            }
+        }
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub enum IndexKind {
     Exact,
     /// An HNSW graph with these parameters ([`crate::HnswIndex`]).
     Hnsw(crate::HnswParams),
+    /// The exact index's rows chosen by their sign sketch, then scored exactly
+    /// ([`crate::ExactIndex::search_sketched`]).
+    Sketch(crate::SketchParams),
     /// pgvector in a PostgreSQL store: its HNSW index with these parameters, or (`None`) its
     /// exact scan over every admitted vector.
     Pgvector(Option<PgvectorHnsw>),

@@ -25,6 +25,7 @@ mod hnsw;
 mod index;
 mod key;
 mod row_map;
+mod sketch;
 mod windowed;
 
 pub use crate::{
@@ -39,5 +40,6 @@ pub use crate::{
     index::{IndexKind, PgvectorHnsw, VectorError, VectorHit, VectorIndex, VectorIndexRead},
     key::IndexKey,
     row_map::{RowMap, VectorRow},
+    sketch::SketchParams,
     windowed::{WindowKey, WindowedIndex},
 };

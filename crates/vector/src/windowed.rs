@@ -1,22 +1,25 @@
 //! Turns embedded as one or more windows, searched as turns: a turn scores as its best window.
 
-use std::path::Path;
+use std::{collections::HashSet, path::Path};
 
 use evicortex_core::TurnId;
 
 use crate::{
     ExactIndex, HnswIndex, HnswParams, IndexFileError, IndexFileHeader, IndexFileMeta, IndexKind,
-    VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
+    SketchParams, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
 };
 
 /// A window's key: the turn and the window's number.
 pub type WindowKey = (TurnId, u32);
 
 /// An index over window vectors keyed by (turn, window number), read as an index of turns: exact
-/// (every admitted window scored) or an HNSW graph over the same rows.
+/// (every admitted window scored), the exact rows searched by their sign sketch, or an HNSW graph
+/// over the same rows.
 #[derive(Debug)]
 pub struct WindowedIndex {
     index: Rows,
+    /// Set: an exact index answers by [`ExactIndex::search_sketched`].
+    sketch: Option<SketchParams>,
 }
 
 // One per namespace index: the variants' sizes differ, and boxing the graph would buy nothing.
@@ -30,12 +33,23 @@ enum Rows {
 impl WindowedIndex {
     /// Wraps an exact index whose keys are (turn, window number).
     pub fn new(index: ExactIndex<WindowKey>) -> WindowedIndex {
-        WindowedIndex { index: Rows::Exact(index) }
+        WindowedIndex { index: Rows::Exact(index), sketch: None }
     }
 
     /// Wraps an HNSW index whose keys are (turn, window number).
     pub fn from_hnsw(index: HnswIndex<WindowKey>) -> WindowedIndex {
-        WindowedIndex { index: Rows::Hnsw(index) }
+        WindowedIndex { index: Rows::Hnsw(index), sketch: None }
+    }
+
+    /// Makes an exact index answer searches by its sign sketch with `params` (`None`: by the
+    /// exact scan again). A graph is searched as a graph whatever this says.
+    pub fn set_sketch(&mut self, params: Option<SketchParams>) {
+        self.sketch = params;
+    }
+
+    /// The sketch parameters the searches of an exact index use, when set.
+    pub fn sketch(&self) -> Option<SketchParams> {
+        self.sketch
     }
 
     /// Reads an HNSW index file of windows ([`HnswIndex::load`]).
@@ -143,9 +157,12 @@ impl WindowedIndex {
         n: usize,
         admit: &mut dyn FnMut(WindowKey) -> bool,
     ) -> Result<(Vec<VectorHit<WindowKey>>, IndexKind), VectorError> {
-        match &self.index {
-            Rows::Exact(index) => index.search_served(query, n, admit),
-            Rows::Hnsw(index) => index.search_served(query, n, admit),
+        match (&self.index, self.sketch) {
+            (Rows::Exact(index), Some(params)) => index
+                .search_sketched(query, n, params.candidates, admit)
+                .map(|hits| (hits, IndexKind::Sketch(params))),
+            (Rows::Exact(index), None) => index.search_served(query, n, admit),
+            (Rows::Hnsw(index), _) => index.search_served(query, n, admit),
         }
     }
 
@@ -171,9 +188,10 @@ impl VectorIndexRead for WindowedIndex {
     }
 
     fn kind(&self) -> IndexKind {
-        match &self.index {
-            Rows::Exact(index) => index.kind(),
-            Rows::Hnsw(index) => index.kind(),
+        match (&self.index, self.sketch) {
+            (Rows::Exact(_), Some(params)) => IndexKind::Sketch(params),
+            (Rows::Exact(index), None) => index.kind(),
+            (Rows::Hnsw(index), _) => index.kind(),
         }
     }
 
@@ -201,8 +219,9 @@ impl VectorIndexRead for WindowedIndex {
         loop {
             let (windows, kind) = self.search_windows(query, want, &mut |(turn, _)| admit(turn))?;
             let mut hits: Vec<VectorHit<TurnId>> = Vec::with_capacity(n);
+            let mut seen: HashSet<TurnId> = HashSet::with_capacity(windows.len());
             for w in &windows {
-                if !hits.iter().any(|h| h.key == w.key.0) {
+                if seen.insert(w.key.0) {
                     hits.push(VectorHit { key: w.key.0, score: w.score });
                 }
             }

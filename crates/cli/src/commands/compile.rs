@@ -95,6 +95,10 @@ pub struct CompileArgs {
     /// on first need), as `serve --ann-from` does; default: an exact scan.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub ann_from: Option<u64>,
+    /// What searches a namespace of at least `--ann-from` vectors: the HNSW graph, or the sign
+    /// sketch of its exact index (nothing built or persisted; see docs/vector-index.md)
+    #[arg(long, value_enum, default_value_t = AnnIndex::Graph, requires = "ann_from")]
+    pub ann_index: AnnIndex,
     /// Print the ranks, scores and exclusion reasons after the text.
     #[arg(long)]
     pub explain: bool,
@@ -167,7 +171,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         builder.encoders(crate::commands::embed::load_store_encoders(store, overlength)?);
     }
     if let Some(from) = args.ann_from {
-        use_ann(&mut builder, store, from)?;
+        use_ann(&mut builder, store, from, args.ann_index)?;
     }
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;
@@ -214,12 +218,24 @@ fn with_options(config: &CompileConfig, json: &str) -> anyhow::Result<CompileCon
         .map_err(|e| UsageError(format!("--options: {e}")).into())
 }
 
-/// Turns on the HNSW graph for namespaces of at least `from` vectors (`--ann-from`), saying so
-/// on stderr; refused on a PostgreSQL store, whose dense search is pgvector's.
+/// The approximate index of `--ann-from` namespaces (`--ann-index`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AnnIndex {
+    /// An HNSW graph, built on first need and persisted in the store's vector-index/ directory.
+    Graph,
+    /// The sign sketch of the exact index: candidates chosen by one bit a dimension, rescored
+    /// exactly.
+    Sketch,
+}
+
+/// Turns on the HNSW graph or the sign sketch for namespaces of at least `from` vectors
+/// (`--ann-from`, `--ann-index`), saying so on stderr; refused on a PostgreSQL store, whose
+/// dense search is pgvector's.
 pub fn use_ann(
     builder: &mut evicortex::MemoryBuilder,
     store: &Path,
     from: u64,
+    index: AnnIndex,
 ) -> anyhow::Result<()> {
     if store.to_str().is_some_and(evicortex::is_postgres_url) {
         return Err(UsageError(
@@ -230,8 +246,22 @@ pub fn use_ann(
     }
     let threshold =
         usize::try_from(from).map_err(|_| UsageError("--ann-from: too large".into()))?;
-    eprintln!("dense search: an HNSW graph for namespaces of at least {threshold} vectors");
-    builder.ann(Some(evicortex::AnnSettings { threshold, ..evicortex::AnnSettings::default() }));
+    let sketch = (index == AnnIndex::Sketch).then(evicortex::SketchParams::default);
+    match sketch {
+        Some(params) => eprintln!(
+            "dense search: the sign sketch ({} candidates rescored exactly) for namespaces of at \
+             least {threshold} vectors",
+            params.candidates
+        ),
+        None => {
+            eprintln!("dense search: an HNSW graph for namespaces of at least {threshold} vectors")
+        }
+    }
+    builder.ann(Some(evicortex::AnnSettings {
+        threshold,
+        sketch,
+        ..evicortex::AnnSettings::default()
+    }));
     Ok(())
 }
 

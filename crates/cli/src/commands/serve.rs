@@ -100,6 +100,10 @@ pub struct RetrievalArgs {
     /// Embedded stores only (a PostgreSQL store searches with pgvector's own index).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub ann_from: Option<u64>,
+    /// What searches a namespace of at least `--ann-from` vectors: the HNSW graph, or the sign
+    /// sketch of its exact index (nothing built or persisted; see docs/vector-index.md)
+    #[arg(long, value_enum, default_value_t = crate::commands::compile::AnnIndex::Graph, requires = "ann_from")]
+    pub ann_index: crate::commands::compile::AnnIndex,
     /// Memory for the namespaces' in-memory indexes, in MiB (default 1024): the least recently
     /// compiled namespaces are dropped beyond it and rebuilt from the store when next asked
     /// for. With dense retrieval a namespace of 100,000 vectors fits the default and one of a
@@ -137,7 +141,7 @@ impl RetrievalArgs {
             builder.loaded_reranker(crate::commands::compile::load_reranker(spec)?);
         }
         if let Some(from) = self.ann_from {
-            crate::commands::compile::use_ann(&mut builder, store, from)?;
+            crate::commands::compile::use_ann(&mut builder, store, from, self.ann_index)?;
         }
         if let Some(mib) = self.index_cache_mib {
             let bytes = usize::try_from(mib.saturating_mul(1 << 20))

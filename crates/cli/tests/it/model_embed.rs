@@ -183,7 +183,8 @@ fn compile_uses_the_windowed_vectors_that_embed_wrote() {
 }
 
 /// `compile --ann-from N` serves a namespace of at least N vectors from the HNSW graph it builds
-/// and persists, and says so in the manifest; without the flag the same store is scanned.
+/// and persists (or, with `--ann-index sketch`, from the sign sketch), and says so in the
+/// manifest; without the flag the same store is scanned.
 #[test]
 fn compile_with_ann_from_searches_the_graph_and_names_it() {
     installed_model();
@@ -208,6 +209,10 @@ fn compile_with_ann_from_searches_the_graph_and_names_it() {
     assert!(store.path().join("vector-index").is_dir());
     assert_eq!(compile(&["--ann-from", "13"]).0, "exact", "12 vectors are under 13");
     assert_eq!(compile(&[]).0, "exact");
+    let (kind, stderr) = compile(&["--ann-from", "10", "--ann-index", "sketch"]);
+    assert_eq!(kind, "sketch", "{stderr}");
+    assert!(stderr.contains("the sign sketch (1000 candidates"), "{stderr}");
+    assert_eq!(compile(&["--ann-from", "13", "--ann-index", "sketch"]).0, "exact");
     let out = evicortex(
         &[
             "--store",

@@ -14,3 +14,5 @@ mod precount;
 mod properties;
 /// Snapshots of compiled contexts for fixed inputs.
 mod snapshots;
+/// The lexical lists searched beside the dense lists: the same compile.
+mod stages_beside;

@@ -8,8 +8,8 @@ use std::{os::unix::fs::MetadataExt, path::Path, sync::Arc};
 use evicortex::{
     AnnSettings, CatchUpLimits, CompileConfig, CompileError, CompileQuery, CompileRequest,
     CompiledContext, ContextSearch, DenseConfig, DenseIndexRef, EraseTarget, EventTime, HnswParams,
-    IngestOptions, Memory, Namespace, TiktokenReader, TokenBudget, TurnId, VECTOR_INDEX_DIR,
-    parse_jsonl,
+    IngestOptions, Memory, Namespace, SketchParams, TiktokenReader, TokenBudget, TurnId,
+    VECTOR_INDEX_DIR, parse_jsonl,
 };
 use evicortex_vector::{HnswIndex, IndexFileHeader, VectorIndexRead, read_index_header};
 
@@ -26,7 +26,7 @@ pub(crate) fn encoder() -> Arc<dyn evicortex::Encoder> {
 
 /// Every vector through the graph, whatever the size.
 pub(crate) fn graph_always() -> Option<AnnSettings> {
-    Some(AnnSettings { threshold: 1, params: HnswParams::default() })
+    Some(AnnSettings { threshold: 1, params: HnswParams::default(), sketch: None })
 }
 
 pub(crate) fn open(
@@ -164,6 +164,42 @@ fn the_graph_serves_compile_with_the_same_packed_context_as_exact() {
     assert!(index_files(exact_dir.path()).is_empty(), "an exact index is never written");
 }
 
+/// The sign sketch in the graph's place: on the sample, whose every turn is a candidate, the
+/// packed context is the exact one; it is named in the manifest and `explain`, nothing is
+/// written, and a namespace under the threshold is scanned.
+#[test]
+fn the_sketch_serves_compile_with_the_same_packed_context_as_exact() {
+    let encoder = encoder();
+    let (sketch_dir, exact_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let params = SketchParams { candidates: 40, seeds: 64 };
+    let settings = AnnSettings { threshold: 1, sketch: Some(params), ..AnnSettings::default() };
+    let sketch = open(sketch_dir.path(), &encoder, Some(settings));
+    let exact = open(exact_dir.path(), &encoder, None);
+    ingest(&sketch, SAMPLE);
+    ingest(&exact, SAMPLE);
+    let rows = exact.evidence(&alice()).unwrap().len();
+    assert!(rows <= 40, "every turn of the sample is a candidate and a seed");
+    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: 10 });
+    for (question, as_of) in QUESTIONS {
+        let by_sketch = try_compile_with(&sketch, question, as_of, &config).unwrap();
+        let by_exact = try_compile_with(&exact, question, as_of, &config).unwrap();
+        assert_eq!(
+            by_sketch.dense_index,
+            Some(DenseIndexRef::Sketch { candidates: 40, seeds: 64 }),
+            "{question}"
+        );
+        assert!(by_sketch.explain().contains("sign sketch (candidates 40, seeds 64)"));
+        assert_eq!(by_sketch.context_search, Some(ContextSearch::Seeded { pool: 64 }));
+        assert_eq!(by_sketch.text, by_exact.text, "{question}");
+        assert_eq!(items(&by_sketch), items(&by_exact), "{question}");
+    }
+    assert!(index_files(sketch_dir.path()).is_empty(), "a sketch writes no index file");
+    let above = AnnSettings { threshold: rows + 1, ..settings };
+    let under = open(sketch_dir.path(), &encoder, Some(above));
+    let context = try_compile_with(&under, QUESTIONS[0].0, None, &config).unwrap();
+    assert_eq!(context.dense_index, Some(DenseIndexRef::Exact));
+}
+
 #[test]
 fn a_search_whose_filter_admits_fewer_vectors_than_the_threshold_is_served_by_the_exact_scan() {
     let encoder = encoder();
@@ -248,7 +284,8 @@ fn a_stale_or_damaged_file_is_rebuilt() {
 
     // Other graph parameters: the file is stale, removed and rebuilt under the new ones.
     let other = HnswParams { ef_search: 64, ..HnswParams::default() };
-    let memory = open(dir.path(), &encoder, Some(AnnSettings { threshold: 1, params: other }));
+    let memory =
+        open(dir.path(), &encoder, Some(AnnSettings { threshold: 1, params: other, sketch: None }));
     let context = compile(&memory, QUESTIONS[1].0, None);
     assert_eq!(context.text, expected.text);
     let (rebuilt, header) = only_index_file(dir.path());
@@ -261,7 +298,8 @@ fn a_stale_or_damaged_file_is_rebuilt() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x55;
     fs_err::write(&path, &bytes).unwrap();
-    let memory = open(dir.path(), &encoder, Some(AnnSettings { threshold: 1, params: other }));
+    let memory =
+        open(dir.path(), &encoder, Some(AnnSettings { threshold: 1, params: other, sketch: None }));
     assert_eq!(compile(&memory, QUESTIONS[1].0, None).text, expected.text);
     // Removed and written again (the inode may be reused, the bytes are not the damaged ones).
     assert_ne!(fs_err::read(&path).unwrap(), bytes, "rewritten");

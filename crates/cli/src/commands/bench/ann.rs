@@ -5,6 +5,7 @@ mod audit_set;
 mod pgvector;
 mod prepare;
 mod run;
+mod sketch;
 
 /// Arguments of `evicortex bench ann`.
 #[derive(Debug, clap::Args)]

@@ -25,7 +25,7 @@ use anyhow::Context;
 use evicortex::{
     AnnSettings, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, DEFAULT_ANN_THRESHOLD,
     DenseConfig, DenseIndexRef, Encoder, EventTime, HnswParams, IdentifiedVector, Memory,
-    Namespace, StageTimings, TokenBudget, TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
+    Namespace, SketchParams, StageTimings, TokenBudget, TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
 };
 use evicortex_vector::{
     ExactIndex, HnswIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex,
@@ -82,6 +82,17 @@ pub struct RunArgs {
     /// another, each dropped before the next opens.
     #[arg(long, value_name = "VECTORS", default_value_t = 300_000)]
     pub interleave_up_to: usize,
+    /// Audit the sign sketch instead of the graph: recall@50, packed turns and compile latency
+    /// through the sketch beside the exact scan (no graph is built)
+    #[arg(long, conflicts_with_all = ["postgres_only", "ef_search", "threshold"])]
+    pub sketch: bool,
+    /// The sketch's candidates rescored exactly (default: the product's,
+    /// `SketchParams::default()`)
+    #[arg(long, value_name = "N", requires = "sketch")]
+    pub sketch_candidates: Option<usize>,
+    /// The turns of the sketch's search that seed the context list (default: the product's)
+    #[arg(long, value_name = "N", requires = "sketch")]
+    pub sketch_seeds: Option<usize>,
 }
 
 /// The gate on recall@50.
@@ -151,7 +162,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         questions.len(),
         turns.len()
     )?;
-    if !args.postgres_only {
+    let mut sketch_params = SketchParams::default();
+    if let Some(n) = args.sketch_candidates {
+        sketch_params.candidates = n;
+    }
+    if let Some(n) = args.sketch_seeds {
+        sketch_params.seeds = n;
+    }
+    if args.sketch {
+        outln!("sign sketch {sketch_params:?} in the graph's place")?;
+        outln!(
+            "| vectors | as-of admits | recall@50 sketch vs exact | gate | packed turns also packed by the sketch | compile p50 / p99 exact | compile p50 / p99 sketch | dense p50 / p99 exact | dense p50 / p99 sketch | served by sketch | load avg |"
+        )?;
+        outln!("|---|---|---|---|---|---|---|---|---|---|---|")?;
+    } else if !args.postgres_only {
         outln!(
             "| vectors | as-of admits | recall@50 graph vs exact | gate | packed turns also packed by the graph | first compile (read, build, write) | graph build alone | load | file MiB | compile p50 / p99 exact | compile p50 / p99 graph | compile p50 / p99 rule | dense p50 / p99 exact | dense p50 / p99 graph | dense p50 / p99 rule | rule served by graph | load avg |"
         )?;
@@ -177,7 +201,36 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         audit_size(&args.audit_store, &dir, &turns[..keep], &encoder)?;
         let filters = std::iter::once(None).chain(args.as_of_fraction.iter().map(|&f| Some(f)));
         // `--postgres-only`: none of the embedded graph rows.
-        for fraction in filters.filter(|_| !args.postgres_only) {
+        for fraction in filters.clone().filter(|_| args.sketch) {
+            let outcome = super::sketch::measure(
+                &dir,
+                &namespace,
+                &encoder,
+                &questions,
+                sketch_params,
+                fraction,
+            )?;
+            for (path, stages) in [("exact", &outcome.exact), ("sketch", &outcome.sketch)] {
+                stage_rows.push(stage_row(outcome.rows, &outcome.admitted, path, stages));
+            }
+            failed |= outcome.recall < RECALL_GATE;
+            outln!(
+                "| {} | {} | {:.4} | {} | {:.4} | {} | {} | {} | {} | {}/{} | {} |",
+                outcome.rows,
+                outcome.admitted,
+                outcome.recall,
+                if outcome.recall >= RECALL_GATE { "pass" } else { "FAIL" },
+                outcome.packed_agreement,
+                pair(&column(&outcome.exact, total)),
+                pair(&column(&outcome.sketch, total)),
+                pair(&column(&outcome.exact, dense)),
+                pair(&column(&outcome.sketch, dense)),
+                outcome.served,
+                questions.len(),
+                load_average(),
+            )?;
+        }
+        for fraction in filters.filter(|_| !args.postgres_only && !args.sketch) {
             let settings = Settings {
                 params,
                 threshold,
@@ -358,8 +411,8 @@ fn measure(
 ) -> anyhow::Result<Outcome> {
     let params = settings.params;
     // Threshold 1: the graph serves every search that admits anything.
-    let graph_settings = Some(AnnSettings { threshold: 1, params });
-    let rule_settings = Some(AnnSettings { threshold: settings.threshold, params });
+    let graph_settings = Some(AnnSettings { threshold: 1, params, sketch: None });
+    let rule_settings = Some(AnnSettings { threshold: settings.threshold, params, sketch: None });
     let filtered = settings.as_of_fraction.is_some();
     let index_dir = dir.join(VECTOR_INDEX_DIR);
     let (mut first_compile, mut build, mut load) = (None, None, None);
@@ -577,7 +630,7 @@ fn measure(
 }
 
 /// One compile's wall time and its stages.
-type Timed = (Duration, StageTimings);
+pub(super) type Timed = (Duration, StageTimings);
 
 fn total(c: &Timed) -> Duration {
     c.0
@@ -609,7 +662,7 @@ fn stage_row(rows: usize, admitted: &str, path: &str, compiles: &[Timed]) -> Str
 }
 
 /// The exact top `n` turns (a turn scores as its best window), as [`WindowedIndex`] ranks them.
-fn exact_turns(
+pub(super) fn exact_turns(
     exact: &ExactIndex<WindowKey>,
     query: &[f32],
     n: usize,

@@ -1,0 +1,69 @@
+//! On a large namespace the lexical lists are searched on a second thread beside the dense lists:
+//! the compiled context is byte for byte the one-thread compile's.
+
+use evicortex_compiler::{
+    CompileConfig, CompileInputs, DenseConfig, DenseInput, PARALLEL_STAGES_FROM, TiktokenReader,
+    compile_timed_beside_from,
+};
+use evicortex_core::Role;
+
+use crate::fixture::{bag_of_words, build, conversation, evidence, query};
+
+#[test]
+fn lexical_beside_dense_compiles_what_one_thread_compiles() {
+    let (mut records, erased) = conversation();
+    // Enough records for the product's rule to take the second thread.
+    let topics = ["bakery", "Porto", "cello", "lake", "kettle", "apartment", "dog", "train"];
+    let first = records.iter().map(|e| e.id.raw()).max().unwrap() + 1;
+    for i in 0..PARALLEL_STAGES_FROM as u64 {
+        let topic = topics[i as usize % topics.len()];
+        let text = format!("note {i}: the {topic} again, {} days later", i % 97);
+        let time = format!("2024-05-{:02}T10:00:00Z", 1 + i % 28);
+        records.push(evidence(
+            first + i,
+            "alice",
+            &format!("bulk-{}", i / 40),
+            (i % 40) as u32,
+            Role::User,
+            &time,
+            &text,
+        ));
+    }
+    let built = build("alice", records, erased);
+    assert!(built.corpus.len() >= PARALLEL_STAGES_FROM);
+    let reader = TiktokenReader::o200k_base();
+    for config in [
+        CompileConfig::hybrid(10, DenseConfig::On { top_n: 20 }),
+        CompileConfig::hybrid(3, DenseConfig::On { top_n: 50 }),
+    ] {
+        for (question, as_of) in [
+            ("Where did I move for the bakery job?", None),
+            ("the kettle and the dog", Some("2024-05-10T00:00:00Z")),
+        ] {
+            let q = query("alice", question, as_of, 500);
+            let vector = bag_of_words(question);
+            let inputs = CompileInputs {
+                corpus: &built.corpus,
+                lexical: &built.lexical,
+                dense: Some(DenseInput {
+                    index: &built.dense,
+                    query_vector: &vector,
+                    encoder: &built.encoder,
+                    pending: 0,
+                }),
+                also_dense: &[],
+                context: evicortex_compiler::ContextInputs::default(),
+                reader: &reader,
+                reranker: None,
+            };
+            let (beside, _) = compile_timed_beside_from(&inputs, &q, &config, 1).unwrap();
+            let (alone, _) = compile_timed_beside_from(&inputs, &q, &config, usize::MAX).unwrap();
+            assert_eq!(
+                serde_json::to_string(&beside).unwrap(),
+                serde_json::to_string(&alone).unwrap(),
+                "{question}"
+            );
+            assert!(!beside.items.is_empty(), "{question}");
+        }
+    }
+}
