@@ -132,8 +132,9 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
     /// An approximate search: the `n` best of the `candidates` admitted rows with the best sign
     /// sketch scores (at least `n` of them), each scored exactly as
     /// [`ExactIndex::search_f32_scan`] scores it. What may differ from the exact answer is which
-    /// rows are found, never their scores; `admit` is asked only about rows that would enter the
-    /// candidates. A filter admitting no more than `candidates` rows gets the exact answer.
+    /// rows are found, never their scores; `admit` is asked only about rows whose sketch score
+    /// could place them among the candidates. A filter admitting no more than `candidates` rows
+    /// gets the exact answer.
     pub fn search_sketched(
         &self,
         query: &[f32],
@@ -149,23 +150,10 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         let keys = self.rows.keys();
         let mut scores = Vec::with_capacity(keys.len());
         self.sketch.scores(&query, &mut scores);
-        let mut head: BinaryHeap<Reverse<(OrderedScore, Reverse<u32>)>> =
-            BinaryHeap::with_capacity(keep + 1);
-        for (row, score) in scores.iter().enumerate() {
-            let entry = Reverse((OrderedScore(*score), Reverse(row as u32)));
-            let full = head.len() == keep;
-            if full && head.peek().is_some_and(|worst| entry >= *worst) {
-                continue;
-            }
-            if !admit(keys[row]) {
-                continue;
-            }
-            if full {
-                head.pop();
-            }
-            head.push(entry);
-        }
-        let rows: Vec<u32> = head.into_iter().map(|Reverse((_, Reverse(row)))| row).collect();
+        let rows = match best_above_sampled_cut(&scores, keep, &mut |row| admit(keys[row])) {
+            Some(rows) => rows,
+            None => best_by_heap(&scores, keep, &mut |row| admit(keys[row])),
+        };
         Ok(self.rescore(&query, n, rows))
     }
 
@@ -423,6 +411,77 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndex<K> for ExactIndex<K> {
     }
 }
 
+/// Rows of the sample taken to place the cut of [`best_above_sampled_cut`]: one in this many.
+const SAMPLE_STEP: usize = 16;
+
+/// The `keep` admitted rows with the best scores (ties by row), found by a cut placed from a
+/// sample of the scores so that about a quarter more admitted rows than `keep` pass it (the
+/// share a filter admits is learnt from the rows above a first cut, and the cut lowered once):
+/// `admit` is asked only about rows above a cut. `None` when the scores are too few to sample or
+/// fewer than `keep` admitted rows pass the lowered cut; the heap then answers. When at least
+/// `keep` admitted rows pass a cut, the best `keep` admitted rows are all among them, so the
+/// answer is the heap's.
+fn best_above_sampled_cut(
+    scores: &[f32],
+    keep: usize,
+    admit: &mut dyn FnMut(usize) -> bool,
+) -> Option<Vec<u32>> {
+    let mut sample: Vec<f32> = scores.iter().step_by(SAMPLE_STEP).copied().collect();
+    let mut wanted = keep + keep / 4;
+    for _ in 0..2 {
+        let rank = wanted.div_ceil(SAMPLE_STEP);
+        if rank >= sample.len() {
+            return None;
+        }
+        let (_, cut, _) = sample.select_nth_unstable_by(rank, |a, b| b.total_cmp(a));
+        let cut = *cut;
+        let (mut above, mut passed) = (0usize, Vec::with_capacity(keep + keep / 2));
+        for (row, score) in scores.iter().enumerate() {
+            if score.total_cmp(&cut) != Ordering::Less {
+                above += 1;
+                if admit(row) {
+                    passed.push((*score, row as u32));
+                }
+            }
+        }
+        if passed.len() >= keep {
+            let order = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+            if passed.len() > keep {
+                passed.select_nth_unstable_by(keep - 1, order);
+                passed.truncate(keep);
+            }
+            return Some(passed.into_iter().map(|(_, row)| row).collect());
+        }
+        // The share admitted above the cut, at least one in 64 (a narrower filter is left to
+        // the heap: the lowered cut would reach most rows anyway).
+        let share = (passed.len().max(1) as f64 / above.max(1) as f64).max(1.0 / 64.0);
+        wanted = ((keep + keep / 4) as f64 / share).ceil() as usize;
+    }
+    None
+}
+
+/// The `keep` admitted rows with the best scores (ties by row), through a heap of the best so
+/// far: `admit` is asked only about rows that would enter it.
+fn best_by_heap(scores: &[f32], keep: usize, admit: &mut dyn FnMut(usize) -> bool) -> Vec<u32> {
+    let mut head: BinaryHeap<Reverse<(OrderedScore, Reverse<u32>)>> =
+        BinaryHeap::with_capacity(keep + 1);
+    for (row, score) in scores.iter().enumerate() {
+        let entry = Reverse((OrderedScore(*score), Reverse(row as u32)));
+        let full = head.len() == keep;
+        if full && head.peek().is_some_and(|worst| entry >= *worst) {
+            continue;
+        }
+        if !admit(row) {
+            continue;
+        }
+        if full {
+            head.pop();
+        }
+        head.push(entry);
+    }
+    head.into_iter().map(|Reverse((_, Reverse(row)))| row).collect()
+}
+
 /// An `f32` ordered by `total_cmp`, for the first pass's heap.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub(crate) struct OrderedScore(pub(crate) f32);
@@ -555,6 +614,26 @@ mod tests {
             for hit in &sketched {
                 let reference = index.search_among(q, 1, [hit.key], &mut |_| true).unwrap();
                 assert_eq!(reference[0].score, hit.score);
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_sampled_cut_keeps_what_the_heap_keeps(
+            scores in proptest::collection::vec(-40i32..40, 0..3000),
+            keep in 1usize..400,
+            modulus in 1usize..6,
+        ) {
+            // Few distinct values: ties at the cut are the rule, not the exception.
+            let scores: Vec<f32> = scores.iter().map(|s| *s as f32 * 0.5).collect();
+            let mut heap = best_by_heap(&scores, keep, &mut |row| row % modulus == 0);
+            heap.sort_unstable();
+            if let Some(mut cut) =
+                best_above_sampled_cut(&scores, keep, &mut |row| row % modulus == 0)
+            {
+                cut.sort_unstable();
+                prop_assert_eq!(cut, heap);
             }
         }
     }
