@@ -47,11 +47,6 @@ impl WindowedIndex {
         self.sketch = params;
     }
 
-    /// The sketch parameters the searches of an exact index use, when set.
-    pub fn sketch(&self) -> Option<SketchParams> {
-        self.sketch
-    }
-
     /// Reads an HNSW index file of windows ([`HnswIndex::load`]).
     pub fn load_hnsw(path: &Path) -> Result<(IndexFileHeader, WindowedIndex), IndexFileError> {
         let (header, index) = HnswIndex::load(path)?;

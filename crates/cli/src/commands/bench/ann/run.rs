@@ -417,52 +417,28 @@ fn measure(
     let index_dir = dir.join(VECTOR_INDEX_DIR);
     let (mut first_compile, mut build, mut load) = (None, None, None);
     let turns = Memory::open(dir)?.evidence(namespace)?;
-    let as_of_time: Option<EventTime> = settings.as_of_fraction.map(|fraction| {
-        let mut times: Vec<EventTime> = turns.iter().map(|e| e.turn.time).collect();
-        times.sort_unstable_by_key(|t| t.utc_micros());
-        let at = ((times.len() as f64 * fraction) as usize).min(times.len() - 1);
-        times[at]
-    });
+    let (as_of_time, admitted_share) = as_of_admitting(&turns, settings.as_of_fraction);
     let as_of = as_of_time.map(|t| t.utc_micros());
-    let admitted =
-        turns.iter().filter(|e| as_of.is_none_or(|t| e.turn.time.utc_micros() <= t)).count();
-    let admitted_share = format!("{:.1}%", 100.0 * admitted as f64 / turns.len() as f64);
-
-    let open = |ann: Option<AnnSettings>| {
-        Memory::builder(dir)
-            .encoder(Arc::clone(encoder))
-            .ann(ann)
-            .index_cache_bytes(INDEX_CACHE_BYTES)
-            .open()
-    };
+    let open = |ann: Option<AnnSettings>| open_audit_memory(dir, encoder, ann);
     let exact = open(None)?;
     if !filtered && index_dir.exists() {
         fs_err::remove_dir_all(&index_dir)?;
     }
     let graph = open(graph_settings)?;
-    let reader = reader_tokenizer("o200k_base")?;
-    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT });
-    let query_of = |question: &str| CompileQuery {
-        namespace: namespace.clone(),
-        question: question.to_owned(),
-        as_of: as_of_time,
-        budget: TokenBudget::new(2048),
-    };
     let vectors: Vec<IdentifiedVector> =
         questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?;
+    let audit = AuditCompile {
+        namespace,
+        questions,
+        vectors: &vectors,
+        as_of: as_of_time,
+        config: CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT }),
+        reader: reader_tokenizer("o200k_base")?,
+    };
     let compile_served = |memory: &Memory, i: usize| {
-        let query = query_of(&questions[i]);
-        let started = Instant::now();
-        let report = memory.compile_report(&CompileRequest {
-            query: &query,
-            config: &config,
-            reader: &*reader,
-            query_vectors: std::slice::from_ref(&vectors[i]),
-        })?;
-        let elapsed = started.elapsed();
-        let by_graph = matches!(report.context.dense_index, Some(DenseIndexRef::Hnsw { .. }));
-        let packed: Vec<TurnId> = report.context.items.iter().map(|item| item.record).collect();
-        anyhow::Ok((elapsed, report.stages, by_graph, packed))
+        let ((total, stages), index, packed) = audit.run(memory, i)?;
+        let by_graph = matches!(index, Some(DenseIndexRef::Hnsw { .. }));
+        anyhow::Ok((total, stages, by_graph, packed))
     };
     let compile_with = |memory: &Memory, i: usize| {
         compile_served(memory, i).map(|(total, stages, _, _)| (total, stages))
@@ -510,16 +486,8 @@ fn measure(
         turns.iter().map(|e| (e.id, e.turn.time.utc_micros())).collect();
     let admit = |turn: TurnId| as_of.is_none_or(|t| time_of.get(&turn).is_some_and(|&x| x <= t));
     let windowed = WindowedIndex::from_hnsw(loaded);
-    let mut recall_sum = 0.0;
-    for v in &vectors {
-        let found = windowed.search(&v.vector, RECALL_AT, &mut |k| admit(k))?;
-        let exact_rows = windowed.hnsw().expect("a graph").exact();
-        let truth = exact_turns(exact_rows, &v.vector, RECALL_AT, &admit)?;
-        let truth_keys: std::collections::HashSet<TurnId> = truth.iter().copied().collect();
-        let hit = found.iter().filter(|h| truth_keys.contains(&h.key)).count();
-        recall_sum += hit as f64 / truth.len().max(1) as f64;
-    }
-    let recall = recall_sum / vectors.len() as f64;
+    let exact_rows = windowed.hnsw().expect("a graph").exact();
+    let recall = mean_recall(&windowed, exact_rows, &vectors, &admit)?;
 
     // The timed compiles are a running server's: each memory's first compile started the
     // background count of every turn's reader tokens, and a server has long finished it.
@@ -603,16 +571,7 @@ fn measure(
             rebuild.as_secs_f64() / reload.as_secs_f64()
         )?;
     }
-    let packed_agreement = packed_exact
-        .iter()
-        .zip(&packed_graph)
-        .map(|(exact, graph)| {
-            let graph: std::collections::HashSet<&TurnId> = graph.iter().collect();
-            let kept = exact.iter().filter(|id| graph.contains(id)).count();
-            if exact.is_empty() { 1.0 } else { kept as f64 / exact.len() as f64 }
-        })
-        .sum::<f64>()
-        / packed_exact.len().max(1) as f64;
+    let packed_agreement = packed_agreement(&packed_exact, &packed_graph);
     Ok(Outcome {
         rows: windowed.len(),
         admitted: admitted_share,
@@ -683,6 +642,110 @@ pub(super) fn exact_turns(
         }
         want *= 2;
     }
+}
+
+/// The as-of time that admits `fraction` of `turns` (by event time), and the share it admits
+/// as printed ("10.0%"); no time and "100.0%" without a fraction.
+pub(super) fn as_of_admitting(
+    turns: &[evicortex::Evidence],
+    fraction: Option<f64>,
+) -> (Option<EventTime>, String) {
+    let as_of_time: Option<EventTime> = fraction.map(|fraction| {
+        let mut times: Vec<EventTime> = turns.iter().map(|e| e.turn.time).collect();
+        times.sort_unstable_by_key(|t| t.utc_micros());
+        let at = ((times.len() as f64 * fraction) as usize).min(times.len() - 1);
+        times[at]
+    });
+    let as_of = as_of_time.map(|t| t.utc_micros());
+    let admitted =
+        turns.iter().filter(|e| as_of.is_none_or(|t| e.turn.time.utc_micros() <= t)).count();
+    (as_of_time, format!("{:.1}%", 100.0 * admitted as f64 / turns.len() as f64))
+}
+
+/// Mean over the questions of the share of the exact path's packed turns that the other path's
+/// compile also packs.
+pub(super) fn packed_agreement(exact: &[Vec<TurnId>], other: &[Vec<TurnId>]) -> f64 {
+    exact
+        .iter()
+        .zip(other)
+        .map(|(exact, other)| {
+            let other: std::collections::HashSet<&TurnId> = other.iter().collect();
+            let kept = exact.iter().filter(|id| other.contains(id)).count();
+            if exact.is_empty() { 1.0 } else { kept as f64 / exact.len() as f64 }
+        })
+        .sum::<f64>()
+        / exact.len().max(1) as f64
+}
+
+/// Mean recall@50 over the question vectors of `index`'s turns against the exact top turns of
+/// `exact` (the same rows), among the turns `admit` accepts.
+pub(super) fn mean_recall(
+    index: &WindowedIndex,
+    exact: &ExactIndex<WindowKey>,
+    vectors: &[IdentifiedVector],
+    admit: &dyn Fn(TurnId) -> bool,
+) -> anyhow::Result<f64> {
+    let mut sum = 0.0;
+    for v in vectors {
+        let found = index.search(&v.vector, RECALL_AT, &mut |k| admit(k))?;
+        let truth = exact_turns(exact, &v.vector, RECALL_AT, admit)?;
+        let truth: std::collections::HashSet<TurnId> = truth.iter().copied().collect();
+        let hit = found.iter().filter(|h| truth.contains(&h.key)).count();
+        sum += hit as f64 / truth.len().max(1) as f64;
+    }
+    Ok(sum / vectors.len() as f64)
+}
+
+/// The audit's compile of one question through the facade, timed: the question embedded
+/// beforehand, the default configuration with the dense list at [`RECALL_AT`], 2,048 tokens.
+pub(super) struct AuditCompile<'a> {
+    pub(super) namespace: &'a Namespace,
+    pub(super) questions: &'a [String],
+    pub(super) vectors: &'a [IdentifiedVector],
+    pub(super) as_of: Option<EventTime>,
+    pub(super) config: CompileConfig,
+    pub(super) reader: Box<dyn evicortex::ReaderTokenizer>,
+}
+
+impl AuditCompile<'_> {
+    /// Question `i` through `memory`: its wall time and stages, the index that served its dense
+    /// list, and the turns it packed.
+    pub(super) fn run(
+        &self,
+        memory: &Memory,
+        i: usize,
+    ) -> anyhow::Result<(Timed, Option<DenseIndexRef>, Vec<TurnId>)> {
+        let query = CompileQuery {
+            namespace: self.namespace.clone(),
+            question: self.questions[i].clone(),
+            as_of: self.as_of,
+            budget: TokenBudget::new(2048),
+        };
+        let started = Instant::now();
+        let report = memory.compile_report(&CompileRequest {
+            query: &query,
+            config: &self.config,
+            reader: &*self.reader,
+            query_vectors: std::slice::from_ref(&self.vectors[i]),
+        })?;
+        let elapsed = started.elapsed();
+        let packed = report.context.items.iter().map(|item| item.record).collect();
+        Ok(((elapsed, report.stages), report.context.dense_index, packed))
+    }
+}
+
+/// A memory over the size store with `ann`, holding its one namespace's indexes whatever their
+/// size.
+pub(super) fn open_audit_memory(
+    dir: &Path,
+    encoder: &Arc<dyn Encoder>,
+    ann: Option<AnnSettings>,
+) -> Result<Memory, evicortex::OpenError> {
+    Memory::builder(dir)
+        .encoder(Arc::clone(encoder))
+        .ann(ann)
+        .index_cache_bytes(INDEX_CACHE_BYTES)
+        .open()
 }
 
 fn secs(d: Duration) -> String {

@@ -4,17 +4,19 @@
 //! sketch path also packs, and compile p50/p99 through the exact scan and through the sketch,
 //! timed question by question in turn through the `Memory` facade.
 
-use std::{collections::HashSet, path::Path, sync::Arc, time::Instant};
+use std::{path::Path, sync::Arc};
 
 use anyhow::Context;
 use evicortex::{
-    AnnSettings, CompileConfig, CompileQuery, CompileRequest, DenseConfig, DenseIndexRef, Encoder,
-    EventTime, IdentifiedVector, Memory, Namespace, SketchParams, TokenBudget, TurnId,
-    reader_tokenizer,
+    AnnSettings, CompileConfig, DenseConfig, DenseIndexRef, Encoder, IdentifiedVector, Namespace,
+    SketchParams, TurnId, reader_tokenizer,
 };
 use evicortex_vector::{ExactIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex};
 
-use super::run::{INDEX_CACHE_BYTES, RECALL_AT, Timed, exact_turns, wait_for_counts};
+use super::run::{
+    AuditCompile, RECALL_AT, Timed, as_of_admitting, mean_recall, open_audit_memory,
+    packed_agreement, wait_for_counts,
+};
 
 /// One row of the sketch audit.
 pub(super) struct SketchOutcome {
@@ -82,28 +84,13 @@ pub(super) fn measure(
     params: SketchParams,
     as_of_fraction: Option<f64>,
 ) -> anyhow::Result<SketchOutcome> {
-    let open = |ann: Option<AnnSettings>| {
-        Memory::builder(dir)
-            .encoder(Arc::clone(encoder))
-            .ann(ann)
-            .index_cache_bytes(INDEX_CACHE_BYTES)
-            .open()
-    };
-    let exact = open(None)?;
+    let exact = open_audit_memory(dir, encoder, None)?;
     // Threshold 1: the sketch serves every search.
-    let sketch =
-        open(Some(AnnSettings { threshold: 1, sketch: Some(params), ..AnnSettings::default() }))?;
+    let settings = AnnSettings { threshold: 1, sketch: Some(params), ..AnnSettings::default() };
+    let sketch = open_audit_memory(dir, encoder, Some(settings))?;
     let turns = exact.evidence(namespace)?;
-    let as_of_time: Option<EventTime> = as_of_fraction.map(|fraction| {
-        let mut times: Vec<EventTime> = turns.iter().map(|e| e.turn.time).collect();
-        times.sort_unstable_by_key(|t| t.utc_micros());
-        let at = ((times.len() as f64 * fraction) as usize).min(times.len() - 1);
-        times[at]
-    });
+    let (as_of_time, admitted) = as_of_admitting(&turns, as_of_fraction);
     let as_of = as_of_time.map(|t| t.utc_micros());
-    let admitted =
-        turns.iter().filter(|e| as_of.is_none_or(|t| e.turn.time.utc_micros() <= t)).count();
-    let admitted = format!("{:.1}%", 100.0 * admitted as f64 / turns.len() as f64);
 
     let vectors: Vec<IdentifiedVector> =
         questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?;
@@ -113,60 +100,38 @@ pub(super) fn measure(
     let rows = stored_rows(dir, encoder, &turns)?;
     let mut windowed = WindowedIndex::new(rows.clone());
     windowed.set_sketch(Some(params));
-    let mut recall_sum = 0.0;
-    for v in &vectors {
-        let found = windowed.search(&v.vector, RECALL_AT, &mut |k| admit(k))?;
-        let truth = exact_turns(&rows, &v.vector, RECALL_AT, &admit)?;
-        let truth: HashSet<TurnId> = truth.iter().copied().collect();
-        let hit = found.iter().filter(|h| truth.contains(&h.key)).count();
-        recall_sum += hit as f64 / truth.len().max(1) as f64;
-    }
-    let recall = recall_sum / vectors.len() as f64;
+    let recall = mean_recall(&windowed, &rows, &vectors, &admit)?;
     let size = windowed.len();
     drop((windowed, rows));
 
-    let reader = reader_tokenizer("o200k_base")?;
-    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT });
-    let compile = |memory: &Memory, i: usize| {
-        let query = CompileQuery {
-            namespace: namespace.clone(),
-            question: questions[i].clone(),
-            as_of: as_of_time,
-            budget: TokenBudget::new(2048),
-        };
-        let started = Instant::now();
-        let report = memory.compile_report(&CompileRequest {
-            query: &query,
-            config: &config,
-            reader: &*reader,
-            query_vectors: std::slice::from_ref(&vectors[i]),
-        })?;
-        let elapsed = started.elapsed();
-        let by_sketch = matches!(report.context.dense_index, Some(DenseIndexRef::Sketch { .. }));
-        let packed: Vec<TurnId> = report.context.items.iter().map(|item| item.record).collect();
-        anyhow::Ok(((elapsed, report.stages), by_sketch, packed))
+    let audit = AuditCompile {
+        namespace,
+        questions,
+        vectors: &vectors,
+        as_of: as_of_time,
+        config: CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT }),
+        reader: reader_tokenizer("o200k_base")?,
     };
     for memory in [&exact, &sketch] {
-        compile(memory, 0)?;
+        audit.run(memory, 0)?;
         wait_for_counts(memory)?;
     }
-    let (mut by_exact, mut by_sketch, mut served, mut agreement) = (vec![], vec![], 0, 0.0);
+    let (mut by_exact, mut by_sketch, mut served) = (vec![], vec![], 0);
+    let (mut packed_exact, mut packed_sketch) = (vec![], vec![]);
     for i in 0..questions.len() {
-        let (timed, _, packed_exact) = compile(&exact, i)?;
+        let (timed, _, packed) = audit.run(&exact, i)?;
         by_exact.push(timed);
-        let (timed, sketched, packed_sketch) = compile(&sketch, i)?;
+        packed_exact.push(packed);
+        let (timed, index, packed) = audit.run(&sketch, i)?;
         by_sketch.push(timed);
-        served += usize::from(sketched);
-        let packed: HashSet<&TurnId> = packed_sketch.iter().collect();
-        let kept = packed_exact.iter().filter(|id| packed.contains(id)).count();
-        agreement +=
-            if packed_exact.is_empty() { 1.0 } else { kept as f64 / packed_exact.len() as f64 };
+        packed_sketch.push(packed);
+        served += usize::from(matches!(index, Some(DenseIndexRef::Sketch { .. })));
     }
     Ok(SketchOutcome {
         rows: size,
         admitted,
         recall,
-        packed_agreement: agreement / questions.len().max(1) as f64,
+        packed_agreement: packed_agreement(&packed_exact, &packed_sketch),
         exact: by_exact,
         sketch: by_sketch,
         served,
