@@ -211,6 +211,25 @@ pub fn dense_candidates(
     let _span = tracing::debug_span!("dense_candidates", top_n).entered();
     let (hits, served) =
         index.search_served(query_vector, top_n, &mut |id| admission.admits(id))?;
+    Ok((ranked(retriever, hits), served))
+}
+
+/// [`dense_candidates`], with the `pool` admitted turns the index ranks best besides
+/// ([`VectorIndexRead::search_pooled`]): seeds for a search around them.
+pub fn dense_candidates_pooled(
+    index: &dyn VectorIndexRead,
+    query_vector: &[f32],
+    top_n: usize,
+    pool: usize,
+    admission: &Admission<'_>,
+    retriever: Retriever,
+) -> Result<(RankedList, Vec<TurnId>, IndexKind), CompileError> {
+    let _span = tracing::debug_span!("dense_candidates_pooled", top_n, pool).entered();
+    let found = index.search_pooled(query_vector, top_n, pool, &mut |id| admission.admits(id))?;
+    Ok((ranked(retriever, found.hits), found.pool, found.served))
+}
+
+fn ranked(retriever: Retriever, hits: Vec<evicortex_vector::VectorHit<TurnId>>) -> RankedList {
     let hits = hits.into_iter().map(|h| ScoredKey { key: h.key, score: h.score }).collect();
-    Ok((RankedList { retriever, hits }, served))
+    RankedList { retriever, hits }
 }

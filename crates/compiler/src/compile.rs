@@ -18,7 +18,9 @@ use crate::{
     RankScore, RankedList, ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey,
     SessionConfig, SupportSignal, TimeConfig, WindowIndex,
     abstain::lexical_coverage,
-    candidates::{dense_candidates, dense_context_candidates, lexical_candidates},
+    candidates::{
+        dense_candidates, dense_candidates_pooled, dense_context_candidates, lexical_candidates,
+    },
     compiled_context::{AlsoDenseRef, COMPILED_CONTEXT_FORMAT},
     context_index::window_admitted,
     dedup::dedup_ranked_lists,
@@ -391,8 +393,11 @@ pub fn compile_timed_beside_from(
     if config.report_filtered {
         excluded.extend(filtered_candidates(inputs, query, config, &admission)?);
     }
-    let budget_parts =
-        if items.is_empty() { None } else { Some(BudgetParts::of(&items, inputs.reader)?) };
+    let budget_parts = if items.is_empty() {
+        None
+    } else {
+        Some(corpus.counting_lines(inputs.reader, |reader| BudgetParts::of(&items, reader))?)
+    };
     timings.pack = started.elapsed();
 
     let context = CompiledContext {
@@ -614,23 +619,37 @@ fn dense_lists(
         // Behind a graph or a sketch, the context list scores only the windows around the
         // index's best turns (`ContextVectors::search_seeded`): a full scan of the context
         // vectors would cost what the approximate index saves. The seeds are the graph's whole
-        // beam, which a search walks anyway (or the best of the sketch's candidates, the same
-        // set whatever is asked for), so its top `top_n` are the same whether it is asked for
-        // them or for the seeds.
+        // beam, which a search walks anyway, or the sketch's best candidates by their `i8`
+        // score (`VectorIndexRead::search_pooled`: only the top `top_n` are read in `f32`). The
+        // top `top_n` are the same whether the index is asked for them or for the seeds.
         let pool = match (context_vectors, dense.index.kind()) {
             (Some(_), IndexKind::Hnsw(params)) => Some(top_n.max(params.ef_search)),
             (Some(_), IndexKind::Sketch(params)) => Some(top_n.max(params.seeds)),
             _ => None,
         };
-        let (mut list, kind) = dense_candidates(
-            dense.index,
-            dense.query_vector,
-            pool.unwrap_or(top_n),
-            admission,
-            Retriever::Dense,
-        )?;
-        let seeds: Option<Vec<TurnId>> = pool.map(|_| list.hits.iter().map(|h| h.key).collect());
-        list.hits.truncate(top_n);
+        let (list, seeds, kind) = match pool {
+            Some(pool) => {
+                let (list, seeds, kind) = dense_candidates_pooled(
+                    dense.index,
+                    dense.query_vector,
+                    top_n,
+                    pool,
+                    admission,
+                    Retriever::Dense,
+                )?;
+                (list, Some(seeds), kind)
+            }
+            None => {
+                let (list, kind) = dense_candidates(
+                    dense.index,
+                    dense.query_vector,
+                    top_n,
+                    admission,
+                    Retriever::Dense,
+                )?;
+                (list, None, kind)
+            }
+        };
         lists.push(list);
         served = Some(kind);
         for (i, also) in inputs.also_dense.iter().enumerate() {

@@ -38,13 +38,7 @@ fn window_positions_among(
         return Vec::new();
     }
     let session = corpus.session_of(pos);
-    let key = |p: u32| {
-        let e = corpus.at(p as usize);
-        (e.turn.turn, e.id)
-    };
-    let Ok(at) = session.binary_search_by(|&p| key(p).cmp(&key(pos as u32))) else {
-        return Vec::new();
-    };
+    let at = corpus.place_in_session(pos);
     let eligible =
         |p: &&u32| present(**p as usize) && corpus.eligible_time_at(**p as usize).is_some();
     let radius = radius as usize;
@@ -79,8 +73,12 @@ fn windows_holding(
     corpus: &Corpus,
     radius: u32,
     positions: impl IntoIterator<Item = usize>,
-) -> std::collections::BTreeSet<usize> {
-    positions.into_iter().flat_map(|p| window_positions(corpus, p, radius)).collect()
+) -> Vec<usize> {
+    let mut windows: Vec<usize> =
+        positions.into_iter().flat_map(|p| window_positions(corpus, p, radius)).collect();
+    windows.sort_unstable();
+    windows.dedup();
+    windows
 }
 
 fn document_of(corpus: &Corpus, positions: Vec<usize>) -> String {

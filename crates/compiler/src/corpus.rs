@@ -10,7 +10,7 @@ use evicortex_core::{EventTime, Evidence, Namespace, SessionId, TurnId};
 
 use crate::{
     CorpusError, ReaderTokenizer, ReaderTokenizerError,
-    reader_tokens::{LineCounts, lines_with_digests},
+    reader_tokens::{LineCachedCount, LineCounts, lines_with_digests},
     render::{PREAMBLE, RenderTurn, session_header, turn_prefix},
     turn_document,
 };
@@ -38,7 +38,13 @@ pub struct Corpus {
     groups: Vec<Vec<u32>>,
     group_ids: HashMap<[u8; 32], u32>,
     /// Positions per session, in (turn index, ledger id) order.
-    sessions: HashMap<SessionId, Vec<u32>>,
+    sessions: Vec<Vec<u32>>,
+    session_ids: HashMap<SessionId, u32>,
+    /// Per position: index into `sessions`. A context list looks up the sessions of hundreds of
+    /// records per compile; hashing each session name cost more than scoring their windows.
+    session_at: Vec<u32>,
+    /// Per position: the turn index, so a session's order is searched without reading records.
+    turn_at: Vec<u32>,
     /// The distinct speaker names of eligible records, in order of first appearance.
     speakers: Vec<String>,
     /// The latest event time of an eligible record.
@@ -74,7 +80,10 @@ impl Corpus {
             group_of: Vec::new(),
             groups: Vec::new(),
             group_ids: HashMap::new(),
-            sessions: HashMap::new(),
+            sessions: Vec::new(),
+            session_ids: HashMap::new(),
+            session_at: Vec::new(),
+            turn_at: Vec::new(),
             speakers: Vec::new(),
             latest: None,
             text_tokens: RwLock::new(HashMap::new()),
@@ -136,13 +145,19 @@ impl Corpus {
         let key = (time, e.id);
         let at = members.partition_point(|&p| (times[p as usize], evidence[p as usize].id) < key);
         members.insert(at, pos);
-        let session = self.sessions.entry(e.turn.session.clone()).or_default();
-        let key = (e.turn.turn, e.id);
-        let at = session.partition_point(|&p| {
-            let other = &evidence[p as usize];
-            (other.turn.turn, other.id) < key
-        });
-        session.insert(at, pos);
+        let next = self.sessions.len() as u32;
+        let session = *self.session_ids.entry(e.turn.session.clone()).or_insert(next);
+        if session == next {
+            self.sessions.push(Vec::new());
+        }
+        self.session_at.push(session);
+        self.turn_at.push(e.turn.turn.raw());
+        // Positions follow ledger ids, so (turn index, position) orders as (turn index, id).
+        let turn_at = &self.turn_at;
+        let key = (e.turn.turn.raw(), pos);
+        let members = &mut self.sessions[session as usize];
+        let at = members.partition_point(|&p| (turn_at[p as usize], p) < key);
+        members.insert(at, pos);
         self.evidence.push(e);
     }
 
@@ -222,7 +237,7 @@ impl Corpus {
             let n = reader.count(&self.evidence[pos].turn.text)?;
             counts.push((self.evidence[pos].id, u32::try_from(n).unwrap_or(u32::MAX)));
         }
-        let mut lines = LineCounts::new();
+        let mut lines = LineCounts::default();
         if reader.additive_at_line_starts() && !missing.is_empty() {
             // Every block starts with the preamble, which the plan also counts alone.
             let preamble = [PREAMBLE.to_owned(), format!("{PREAMBLE}\n")];
@@ -288,6 +303,24 @@ impl Corpus {
         }
     }
 
+    /// Runs `f` with `reader` counting line by line through the shared line cache (when the
+    /// tokenizer is additive at line starts; `reader` itself otherwise), then adds the lines it
+    /// counted to the cache.
+    pub(crate) fn counting_lines<T>(
+        &self,
+        reader: &dyn ReaderTokenizer,
+        f: impl FnOnce(&dyn ReaderTokenizer) -> Result<T, ReaderTokenizerError>,
+    ) -> Result<T, ReaderTokenizerError> {
+        let (out, fresh) = {
+            let caches = self.line_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let cached = LineCachedCount::new(reader, caches.get(reader.name()));
+            let out = f(cached.as_ref().map_or(reader, |c| c as &dyn ReaderTokenizer));
+            (out, cached.map(LineCachedCount::into_fresh).unwrap_or_default())
+        };
+        self.add_counts(reader.name(), std::iter::empty(), fresh);
+        out
+    }
+
     /// How many rendered lines have their count in `reader_name` cached.
     pub fn line_tokens_cached(&self, reader_name: &str) -> usize {
         let caches = self.line_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -330,7 +363,13 @@ impl Corpus {
 
     /// Positions of the session of the record at `pos`, by turn index.
     pub(crate) fn session_of(&self, pos: usize) -> &[u32] {
-        &self.sessions[&self.evidence[pos].turn.session]
+        &self.sessions[self.session_at[pos] as usize]
+    }
+
+    /// Where the record at `pos` stands in [`Corpus::session_of`] its session.
+    pub(crate) fn place_in_session(&self, pos: usize) -> usize {
+        let key = (self.turn_at[pos], pos as u32);
+        self.session_of(pos).partition_point(|&p| (self.turn_at[p as usize], p) < key)
     }
 }
 

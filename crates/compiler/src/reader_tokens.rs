@@ -2,7 +2,6 @@
 //! counted in them, exactly.
 
 use std::{
-    collections::HashMap,
     path::Path,
     sync::{Arc, Mutex},
 };
@@ -116,7 +115,7 @@ impl ReaderTokenizer for TiktokenReader {
 }
 
 /// Cached line counts of one tokenizer, by BLAKE3 digest of the line.
-pub(crate) type LineCounts = HashMap<[u8; 32], u32>;
+pub(crate) type LineCounts = rustc_hash::FxHashMap<[u8; 32], u32>;
 
 /// A tokenizer that is additive at line starts, counting a text as the sum of its lines' counts,
 /// each computed once and cached: the packer counts many blocks that share most of their lines.
@@ -138,7 +137,7 @@ impl<'a> LineCachedCount<'a> {
         inner.additive_at_line_starts().then(|| LineCachedCount {
             inner,
             shared,
-            fresh: Mutex::new(LineCounts::new()),
+            fresh: Mutex::new(LineCounts::default()),
         })
     }
 

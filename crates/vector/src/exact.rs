@@ -142,11 +142,27 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         candidates: usize,
         admit: &mut dyn FnMut(K) -> bool,
     ) -> Result<Vec<VectorHit<K>>, VectorError> {
+        self.search_sketched_pooled(query, n, 0, candidates, admit).map(|(hits, _)| hits)
+    }
+
+    /// [`ExactIndex::search_sketched`], with the keys of up to `pool` of the admitted candidates
+    /// besides: the top `n` found, in their order, then the other candidates by their `i8`
+    /// score (ties by row). For seeding a further search, which needs to know which rows lie
+    /// near the top but not their exact order: only the top `n` are read in `f32`. The
+    /// candidates are the best `candidates.max(n).max(pool)` by sketch.
+    pub fn search_sketched_pooled(
+        &self,
+        query: &[f32],
+        n: usize,
+        pool: usize,
+        candidates: usize,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<(Vec<VectorHit<K>>, Vec<K>), VectorError> {
         let query = self.check_query(query)?;
-        if n == 0 {
-            return Ok(Vec::new());
+        if n == 0 && pool == 0 {
+            return Ok((Vec::new(), Vec::new()));
         }
-        let keep = candidates.max(n);
+        let keep = candidates.max(n).max(pool);
         let keys = self.rows.keys();
         let mut scores = Vec::with_capacity(keys.len());
         self.sketch.scores(&query, &mut scores);
@@ -154,7 +170,25 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
             Some(rows) => rows,
             None => best_by_heap(&scores, keep, &mut |row| admit(keys[row])),
         };
-        Ok(self.rescore(&query, n, rows))
+        let mut approx = self.approximate(&query, rows);
+        let hits = self.exact_top(&query, n, &mut approx);
+        let mut pooled: Vec<K> = hits.iter().take(pool).map(|h| h.key).collect();
+        if pool > pooled.len() {
+            let found: std::collections::HashSet<K> = pooled.iter().copied().collect();
+            let mut rest: Vec<&(f32, f32, u32)> =
+                approx.iter().filter(|a| !found.contains(&keys[a.2 as usize])).collect();
+            let more = (pool - pooled.len()).min(rest.len());
+            let by_approx = |a: &&(f32, f32, u32), b: &&(f32, f32, u32)| {
+                b.0.total_cmp(&a.0).then(a.2.cmp(&b.2))
+            };
+            if more < rest.len() {
+                rest.select_nth_unstable_by(more, by_approx);
+                rest.truncate(more);
+            }
+            rest.sort_unstable_by(by_approx);
+            pooled.extend(rest.into_iter().map(|a| keys[a.2 as usize]));
+        }
+        Ok((hits, pooled))
     }
 
     /// The exact top `n` of `rows` (admitted rows, each once), scored in `f32` only where the
@@ -162,8 +196,13 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
     /// row whose bound reaches the `n`-th exact score among them (the argument of
     /// [`ExactIndex`]'s search; `n` rather than its `2n`: the rows here are few and read at
     /// random, so each `f32` row spared is a cache miss spared).
-    fn rescore(&self, query: &[f32], n: usize, mut rows: Vec<u32>) -> Vec<VectorHit<K>> {
-        let keys = self.rows.keys();
+    fn rescore(&self, query: &[f32], n: usize, rows: Vec<u32>) -> Vec<VectorHit<K>> {
+        let mut approx = self.approximate(query, rows);
+        self.exact_top(query, n, &mut approx)
+    }
+
+    /// Each of `rows`' `i8` score and that score plus its error bound, with the row.
+    fn approximate(&self, query: &[f32], mut rows: Vec<u32>) -> Vec<(f32, f32, u32)> {
         let dim = self.dim;
         let mut query_q = Vec::with_capacity(dim);
         let query_quant = quantize(query, &mut query_q);
@@ -184,6 +223,20 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
                 approx.push((score, score + bound, row));
             }
         });
+        approx
+    }
+
+    /// The exact top `n` of the rows `approx` scored (see `rescore`); reorders `approx`.
+    fn exact_top(
+        &self,
+        query: &[f32],
+        n: usize,
+        approx: &mut [(f32, f32, u32)],
+    ) -> Vec<VectorHit<K>> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let keys = self.rows.keys();
         let first = n.min(approx.len());
         let by_approx =
             |a: &(f32, f32, u32), b: &(f32, f32, u32)| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2));
@@ -615,6 +668,36 @@ mod tests {
                 let reference = index.search_among(q, 1, [hit.key], &mut |_| true).unwrap();
                 assert_eq!(reference[0].score, hit.score);
             }
+        }
+    }
+
+    #[test]
+    fn a_pooled_sketch_search_gives_the_same_hits_and_a_pool_led_by_them() {
+        let vectors = clustered(3000, 96, 15);
+        let index = build(&vectors);
+        let admit = |k: u32| !k.is_multiple_of(3);
+        for q in &clustered(8, 96, 16) {
+            let (hits, pooled) =
+                index.search_sketched_pooled(q, 20, 150, 400, &mut |k| admit(k)).unwrap();
+            assert_eq!(hits, index.search_sketched(q, 20, 400, &mut |k| admit(k)).unwrap());
+            assert_eq!(pooled.len(), 150);
+            let keys: Vec<u32> = hits.iter().map(|h| h.key).collect();
+            assert_eq!(pooled[..20], keys[..]);
+            let distinct: std::collections::HashSet<u32> = pooled.iter().copied().collect();
+            assert_eq!(distinct.len(), pooled.len());
+            assert!(pooled.iter().all(|&k| admit(k)));
+            // Every row a candidate: the pool is the exact top 150 up to the `i8` error at its
+            // edge.
+            let (_, all) =
+                index.search_sketched_pooled(q, 20, 150, 3000, &mut |k| admit(k)).unwrap();
+            let exact = index.search(q, 150, &mut |k| admit(k)).unwrap();
+            let shared = exact.iter().filter(|h| all.contains(&h.key)).count();
+            assert!(shared >= 145, "{shared} of the exact top 150 in the pool");
+            // A pool smaller than the hits is their head; no hits, the pool alone.
+            let (hits, head) = index.search_sketched_pooled(q, 20, 5, 400, &mut |_| true).unwrap();
+            assert_eq!(head, hits[..5].iter().map(|h| h.key).collect::<Vec<_>>());
+            let (none, pool) = index.search_sketched_pooled(q, 0, 30, 400, &mut |_| true).unwrap();
+            assert_eq!((none.len(), pool.len()), (0, 30));
         }
     }
 

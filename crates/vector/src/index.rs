@@ -46,6 +46,50 @@ pub trait VectorIndexRead<K = TurnId> {
     ) -> Result<(Vec<VectorHit<K>>, IndexKind), VectorError> {
         Ok((self.search(query, n, admit)?, self.kind()))
     }
+    /// [`VectorIndexRead::search_served`] for `n`, with the keys of the `pool` admitted vectors
+    /// the index ranks best besides (fewer when it holds fewer): the `n` hits first, in their
+    /// order, then the others as the index ranks them. For seeding a further search, which needs
+    /// to know which vectors lie near the top rather than their exact order: an index may rank
+    /// the keys past the `n`-th by an approximate score. By default the pool is the hits of a
+    /// search for `pool` (so the hits are the first `n` of it).
+    fn search_pooled(
+        &self,
+        query: &[f32],
+        n: usize,
+        pool: usize,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<PooledHits<K>, VectorError>
+    where
+        K: Copy,
+    {
+        let (hits, served) = self.search_served(query, n.max(pool), admit)?;
+        Ok(PooledHits::from_search(hits, n, pool, served))
+    }
+}
+
+/// A search's hits with the keys of a wider pool ([`VectorIndexRead::search_pooled`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PooledHits<K> {
+    /// The `n` best admitted vectors, scored as [`VectorIndexRead::search`] scores them.
+    pub hits: Vec<VectorHit<K>>,
+    /// The keys of the `pool` best, the hits' first.
+    pub pool: Vec<K>,
+    /// The kind of index that answered.
+    pub served: IndexKind,
+}
+
+impl<K: Copy> PooledHits<K> {
+    /// The pool as the first `pool` of a search's `hits`, the hits as its first `n`.
+    pub fn from_search(
+        mut hits: Vec<VectorHit<K>>,
+        n: usize,
+        pool: usize,
+        served: IndexKind,
+    ) -> PooledHits<K> {
+        let pool = hits.iter().take(pool).map(|h| h.key).collect();
+        hits.truncate(n);
+        PooledHits { hits, pool, served }
+    }
 }
 
 /// Which kind of index answers a search.

@@ -37,7 +37,9 @@ pub use crate::{
         index_file_name, index_file_prefix, index_file_state, read_index_header,
         remove_abandoned_temporaries, remove_index_file, write_index_file,
     },
-    index::{IndexKind, PgvectorHnsw, VectorError, VectorHit, VectorIndex, VectorIndexRead},
+    index::{
+        IndexKind, PgvectorHnsw, PooledHits, VectorError, VectorHit, VectorIndex, VectorIndexRead,
+    },
     key::IndexKey,
     row_map::{RowMap, VectorRow},
     sketch::SketchParams,

@@ -1,6 +1,8 @@
 //! The map between a vector's key (a `TurnId` for turns) and its dense row inside one index.
 
-use std::{collections::HashMap, hash::Hash};
+use std::hash::Hash;
+
+use rustc_hash::FxHashMap;
 
 /// Row of a vector inside one vector index. Meaningless outside that index.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -17,13 +19,15 @@ impl VectorRow {
 #[derive(Debug, Clone)]
 pub struct RowMap<K> {
     keys: Vec<K>,
-    rows: HashMap<K, VectorRow>,
+    /// Fx rather than SipHash: the keys are ids the ledger assigns, and a search among given
+    /// keys looks one up per key.
+    rows: FxHashMap<K, VectorRow>,
 }
 
 impl<K: Copy + Eq + Hash> RowMap<K> {
     /// An empty map.
     pub fn new() -> RowMap<K> {
-        RowMap { keys: Vec::new(), rows: HashMap::new() }
+        RowMap { keys: Vec::new(), rows: FxHashMap::default() }
     }
 
     /// Assigns the next row to `key`; `None` if the key is present or rows are exhausted.

@@ -6,7 +6,7 @@ use evicortex_core::TurnId;
 
 use crate::{
     ExactIndex, HnswIndex, HnswParams, IndexFileError, IndexFileHeader, IndexFileMeta, IndexKind,
-    SketchParams, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
+    PooledHits, SketchParams, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
 };
 
 /// A window's key: the turn and the window's number.
@@ -199,6 +199,51 @@ impl VectorIndexRead for WindowedIndex {
         self.search_served(query, n, admit).map(|(hits, _)| hits)
     }
 
+    /// Behind a sketch, only the windows of the `n` hits are read in `f32`; the pool's other
+    /// turns are ranked by their best window's `i8` score among the sketch's candidates.
+    fn search_pooled(
+        &self,
+        query: &[f32],
+        n: usize,
+        pool: usize,
+        admit: &mut dyn FnMut(TurnId) -> bool,
+    ) -> Result<PooledHits<TurnId>, VectorError> {
+        let (Rows::Exact(index), Some(params)) = (&self.index, self.sketch) else {
+            let (hits, served) = self.search_served(query, n.max(pool), admit)?;
+            return Ok(PooledHits::from_search(hits, n, pool, served));
+        };
+        // As in `search_served`: twice as many windows as turns, doubled while too few turns.
+        let (mut want, mut want_pool) = (2 * n, 2 * pool);
+        loop {
+            let (windows, pooled) = index.search_sketched_pooled(
+                query,
+                want,
+                want_pool,
+                params.candidates,
+                &mut |(turn, _)| admit(turn),
+            )?;
+            let hits = best_window_per_turn(&windows);
+            let mut seen: HashSet<TurnId> = HashSet::with_capacity(pooled.len());
+            let turns: Vec<TurnId> =
+                pooled.iter().map(|w| w.0).filter(|&turn| seen.insert(turn)).collect();
+            let hits_short = hits.len() < n && windows.len() == want;
+            let pool_short = turns.len() < pool && pooled.len() == want_pool;
+            if !hits_short && !pool_short {
+                let mut hits = hits;
+                hits.truncate(n);
+                let mut turns = turns;
+                turns.truncate(pool);
+                return Ok(PooledHits { hits, pool: turns, served: IndexKind::Sketch(params) });
+            }
+            if hits_short {
+                want *= 2;
+            }
+            if pool_short {
+                want_pool *= 2;
+            }
+        }
+    }
+
     fn search_served(
         &self,
         query: &[f32],
@@ -213,18 +258,75 @@ impl VectorIndexRead for WindowedIndex {
         let mut want = 2 * n;
         loop {
             let (windows, kind) = self.search_windows(query, want, &mut |(turn, _)| admit(turn))?;
-            let mut hits: Vec<VectorHit<TurnId>> = Vec::with_capacity(n);
-            let mut seen: HashSet<TurnId> = HashSet::with_capacity(windows.len());
-            for w in &windows {
-                if seen.insert(w.key.0) {
-                    hits.push(VectorHit { key: w.key.0, score: w.score });
-                }
-            }
+            let mut hits = best_window_per_turn(&windows);
             if hits.len() >= n || windows.len() < want {
                 hits.truncate(n);
                 return Ok((hits, kind));
             }
             want *= 2;
+        }
+    }
+}
+
+/// Each turn once, at its first (best) window's score, in the windows' order.
+fn best_window_per_turn(windows: &[VectorHit<WindowKey>]) -> Vec<VectorHit<TurnId>> {
+    let mut seen: HashSet<TurnId> = HashSet::with_capacity(windows.len());
+    windows
+        .iter()
+        .filter(|w| seen.insert(w.key.0))
+        .map(|w| VectorHit { key: w.key.0, score: w.score })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+
+    use super::*;
+
+    /// 900 turns of one to three windows each, around eight centres.
+    fn windowed(sketch: Option<SketchParams>) -> (WindowedIndex, Vec<Vec<f32>>) {
+        let dim = 64;
+        let mut rng = StdRng::seed_from_u64(21);
+        let centers: Vec<Vec<f32>> =
+            (0..8).map(|_| (0..dim).map(|_| rng.random_range(-1.0..1.0)).collect()).collect();
+        let sample = |rng: &mut StdRng| -> Vec<f32> {
+            let c = &centers[rng.random_range(0..centers.len())];
+            c.iter().map(|x| x + rng.random_range(-0.4..0.4)).collect()
+        };
+        let mut index = WindowedIndex::new(ExactIndex::new(dim));
+        for turn in 1..=900u64 {
+            for w in 0..=(turn % 3) as u32 {
+                index.insert_window((TurnId::from_raw(turn), w), &sample(&mut rng)).unwrap();
+            }
+        }
+        index.set_sketch(sketch);
+        let queries = (0..6).map(|_| sample(&mut rng)).collect();
+        (index, queries)
+    }
+
+    #[test]
+    fn a_pooled_search_gives_the_searchs_hits_and_distinct_turns_led_by_them() {
+        let params = SketchParams { candidates: 400, seeds: 64 };
+        for sketch in [None, Some(params)] {
+            let (index, queries) = windowed(sketch);
+            let admit = |t: TurnId| t.raw() % 4 != 1;
+            for q in &queries {
+                let PooledHits { hits, pool: pooled, served: kind } =
+                    index.search_pooled(q, 10, 100, &mut |t| admit(t)).unwrap();
+                let (searched, served) = index.search_served(q, 10, &mut |t| admit(t)).unwrap();
+                assert_eq!((&hits, kind), (&searched, served));
+                assert_eq!(pooled.len(), 100);
+                let keys: Vec<TurnId> = hits.iter().map(|h| h.key).collect();
+                assert_eq!(pooled[..10], keys[..]);
+                let distinct: HashSet<TurnId> = pooled.iter().copied().collect();
+                assert_eq!(distinct.len(), 100);
+                assert!(pooled.iter().all(|&t| admit(t)));
+                // The pool is the top 100 turns up to the approximate order past the hits.
+                let top = index.search(q, 100, &mut |t| admit(t)).unwrap();
+                let shared = top.iter().filter(|h| distinct.contains(&h.key)).count();
+                assert!(shared >= 90, "{shared} of the top 100 turns in the pool ({sketch:?})");
+            }
         }
     }
 }
