@@ -54,11 +54,8 @@ pub fn turn_prefix(turn: &RenderTurn<'_>, session_date: &str) -> String {
         citation.push_str(&format!(" #{}", id.raw()));
     }
     let time = e.turn.time;
-    let when = if time.local_date() == session_date {
-        hhmm(time)
-    } else {
-        format!("{} {}", time.local_date(), hhmm(time))
-    };
+    let date = time.local_date();
+    let when = if date == session_date { hhmm(time) } else { format!("{date} {}", hhmm(time)) };
     match &e.turn.speaker {
         Some(speaker) => format!("[{citation}] {when} {} ({speaker}): ", e.turn.role),
         None => format!("[{citation}] {when} {}: ", e.turn.role),
@@ -100,5 +97,7 @@ pub(crate) fn turn_order(e: &Evidence) -> (i64, &str, u32, u64) {
 }
 
 fn hhmm(time: EventTime) -> String {
-    time.as_datetime().format("%H:%M").to_string()
+    use chrono::Timelike;
+    let t = time.as_datetime();
+    format!("{:02}:{:02}", t.hour(), t.minute())
 }

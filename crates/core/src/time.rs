@@ -66,7 +66,15 @@ impl EventTime {
 
     /// The calendar date in the original offset, `YYYY-MM-DD`.
     pub fn local_date(self) -> String {
-        self.0.format("%Y-%m-%d").to_string()
+        use chrono::Datelike;
+        // Written directly: packing renders a date for every turn of every block it counts, and
+        // `format` parses its pattern each time. Years past four digits keep chrono's sign.
+        let date = self.0.date_naive();
+        if (0..=9999).contains(&date.year()) {
+            format!("{:04}-{:02}-{:02}", date.year(), date.month(), date.day())
+        } else {
+            self.0.format("%Y-%m-%d").to_string()
+        }
     }
 
     /// The underlying chrono value.
@@ -129,6 +137,19 @@ mod tests {
         assert!(a < b);
         let back = EventTime::from_parts(a.utc_micros(), a.offset_seconds()).unwrap();
         assert_eq!(back, a);
+    }
+
+    #[test]
+    fn local_dates_read_as_chrono_writes_them() {
+        // From year 1 BCE to past 9999, on both sides of the offset's midnight.
+        for micros in
+            [-62_200_000_000_000_000i64, -1, 0, 1_714_600_000_000_000, 253_402_300_800_000_000]
+        {
+            for offset in [-36_000, 0, 50_400] {
+                let t = EventTime::from_parts(micros, offset).unwrap();
+                assert_eq!(t.local_date(), t.as_datetime().format("%Y-%m-%d").to_string());
+            }
+        }
     }
 
     #[test]

@@ -174,7 +174,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         let hits = self.exact_top(&query, n, &mut approx);
         let mut pooled: Vec<K> = hits.iter().take(pool).map(|h| h.key).collect();
         if pool > pooled.len() {
-            let found: std::collections::HashSet<K> = pooled.iter().copied().collect();
+            let found: rustc_hash::FxHashSet<K> = pooled.iter().copied().collect();
             let mut rest: Vec<&(f32, f32, u32)> =
                 approx.iter().filter(|a| !found.contains(&keys[a.2 as usize])).collect();
             let more = (pool - pooled.len()).min(rest.len());

@@ -1,8 +1,9 @@
 //! Turns embedded as one or more windows, searched as turns: a turn scores as its best window.
 
-use std::{collections::HashSet, path::Path};
+use std::path::Path;
 
 use evicortex_core::TurnId;
+use rustc_hash::FxHashSet as HashSet;
 
 use crate::{
     ExactIndex, HnswIndex, HnswParams, IndexFileError, IndexFileHeader, IndexFileMeta, IndexKind,
@@ -223,7 +224,8 @@ impl VectorIndexRead for WindowedIndex {
                 &mut |(turn, _)| admit(turn),
             )?;
             let hits = best_window_per_turn(&windows);
-            let mut seen: HashSet<TurnId> = HashSet::with_capacity(pooled.len());
+            let mut seen: HashSet<TurnId> =
+                HashSet::with_capacity_and_hasher(pooled.len(), Default::default());
             let turns: Vec<TurnId> =
                 pooled.iter().map(|w| w.0).filter(|&turn| seen.insert(turn)).collect();
             let hits_short = hits.len() < n && windows.len() == want;
@@ -270,7 +272,8 @@ impl VectorIndexRead for WindowedIndex {
 
 /// Each turn once, at its first (best) window's score, in the windows' order.
 fn best_window_per_turn(windows: &[VectorHit<WindowKey>]) -> Vec<VectorHit<TurnId>> {
-    let mut seen: HashSet<TurnId> = HashSet::with_capacity(windows.len());
+    let mut seen: HashSet<TurnId> =
+        HashSet::with_capacity_and_hasher(windows.len(), Default::default());
     windows
         .iter()
         .filter(|w| seen.insert(w.key.0))
