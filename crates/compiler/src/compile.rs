@@ -4,6 +4,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
+    sync::atomic::{AtomicBool, Ordering as AtomicOrdering},
     time::{Duration, Instant},
 };
 
@@ -93,7 +94,8 @@ impl std::fmt::Debug for DenseInput<'_> {
 /// reproducible byte for byte).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StageTimings {
-    /// Lexical candidate generation.
+    /// Lexical candidate generation: the turn list's time plus the window list's (on a large
+    /// namespace they run beside the dense lists, and may run beside each other).
     pub lexical: Duration,
     /// Dense candidate generation.
     pub dense: Duration,
@@ -144,28 +146,33 @@ pub fn compile_timed_beside_from(
     };
 
     // 1. Candidates, filtered inside each retriever: on a large namespace the lexical lists are
-    // searched on a second thread while this one searches the dense lists (the two stages read
-    // different indexes; the lists keep their order, so the compile's output is the same).
+    // searched on a second thread while this one searches the dense lists (the stages read
+    // different indexes; the lists keep their order, so the compile's output is the same). The
+    // second thread starts with the window list, the longer; whichever thread is free first
+    // takes the turn list, so a question whose lexical lists outlast the dense ones shares them.
     let (lexical, window) = (inputs.lexical, inputs.context.lexical);
     let question = query.question.as_str();
-    let run_lexical = || {
-        let started = Instant::now();
-        let lists = lexical_lists(lexical, window, question, config, &admission, &context_admits);
-        (lists, started.elapsed())
-    };
+    let turn_list = || timed(|| lexical_turn_list(lexical, question, config, &admission));
+    let window_list = || timed(|| lexical_window_list(window, question, config, &context_admits));
     let dense_on = matches!(config.dense, DenseConfig::On { .. }) && inputs.dense.is_some();
     let beside = dense_on && config.lexical.top_n > 0 && corpus.len() >= beside_from;
-    let ((mut lists, lexical_time), dense) = if beside {
+    let (turns, windows, dense) = if beside {
+        let claimed = AtomicBool::new(false);
+        let turns_once = || (!claimed.swap(true, AtomicOrdering::AcqRel)).then(turn_list);
         std::thread::scope(|scope| {
-            let lexical = scope.spawn(run_lexical);
+            let other = scope.spawn(|| (window_list(), turns_once()));
             let dense = dense_lists(inputs, config, &admission, &context_admits);
-            let lexical = lexical.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (lexical, dense)
+            let mine = turns_once();
+            let (windows, theirs) =
+                other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let turns = theirs.or(mine).expect("one of the threads claims the turn list");
+            (turns, windows, dense)
         })
     } else {
-        let lexical = run_lexical();
-        (lexical, dense_lists(inputs, config, &admission, &context_admits))
+        (turn_list(), window_list(), dense_lists(inputs, config, &admission, &context_admits))
     };
+    let mut lists: Vec<RankedList> = turns.0.into_iter().chain(windows.0).collect();
+    let lexical_time = turns.1 + windows.1;
     let DenseLists { lists: dense_lists, served, also_served, context_search, elapsed } = dense?;
     lists.extend(dense_lists);
     timings.lexical = lexical_time;
@@ -563,32 +570,37 @@ fn check_context_inputs(
 /// stage of a few hundred microseconds at 10,000 turns, `bench ann run`'s stage table).
 pub const PARALLEL_STAGES_FROM: usize = 5_000;
 
-/// The lexical lists: turns, and the lexical context windows when their radius is set.
-fn lexical_lists(
+/// The lexical list of turns, when `lexical.top_n` is set.
+fn lexical_turn_list(
     lexical: &Bm25Index,
-    window: Option<&WindowIndex>,
     question: &str,
     config: &CompileConfig,
     admission: &Admission<'_>,
-    context_admits: &(impl Fn(TurnId, u32) -> bool + Sync),
-) -> Vec<RankedList> {
-    let mut lists = Vec::new();
+) -> Option<RankedList> {
     let top_n = config.lexical.top_n;
-    if top_n > 0 {
-        let admit = |id| admission.admits(id);
-        lists.push(lexical_candidates(lexical, question, top_n, Retriever::Lexical, admit));
-        let radius = config.context.lexical_radius;
-        if let (true, Some(window)) = (radius > 0, window) {
-            lists.push(lexical_candidates(
-                window.index(),
-                question,
-                top_n,
-                Retriever::LexicalContext,
-                |id| context_admits(id, radius),
-            ));
-        }
-    }
-    lists
+    (top_n > 0).then(|| {
+        lexical_candidates(lexical, question, top_n, Retriever::Lexical, |id| admission.admits(id))
+    })
+}
+
+/// The lexical list of context windows, when `lexical.top_n` and its radius are set.
+fn lexical_window_list(
+    window: Option<&WindowIndex>,
+    question: &str,
+    config: &CompileConfig,
+    context_admits: &(impl Fn(TurnId, u32) -> bool + Sync),
+) -> Option<RankedList> {
+    let (top_n, radius) = (config.lexical.top_n, config.context.lexical_radius);
+    let window = window.filter(|_| top_n > 0 && radius > 0)?;
+    Some(lexical_candidates(window.index(), question, top_n, Retriever::LexicalContext, |id| {
+        context_admits(id, radius)
+    }))
+}
+
+/// `f`'s value and how long it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let started = Instant::now();
+    (f(), started.elapsed())
 }
 
 /// The dense lists, the kind of index that served each, and how the context list was searched.
