@@ -13,11 +13,11 @@ use evicortex_lexical::Bm25Index;
 use evicortex_vector::{IndexKind, VectorIndexRead};
 
 use crate::{
-    AbstainReason, Admission, BudgetParts, CompileConfig, CompileError, CompileQuery,
-    CompiledContext, ContextItem, ContextSearch, ContextVectors, Corpus, Coverage, DedupPolicy,
-    DenseConfig, EncoderRef, ExcludedCandidate, ExclusionReason, FusedHit, ListRank, NamesConfig,
-    RankScore, RankedList, ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey,
-    SessionConfig, SupportSignal, TimeConfig, WindowIndex,
+    AbstainReason, Admission, CompileConfig, CompileError, CompileQuery, CompiledContext,
+    ContextItem, ContextSearch, ContextVectors, Corpus, Coverage, DedupPolicy, DenseConfig,
+    EncoderRef, ExcludedCandidate, ExclusionReason, FusedHit, ListRank, NamesConfig, RankScore,
+    RankedList, ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey, SessionConfig,
+    SupportSignal, TimeConfig, WindowIndex,
     abstain::lexical_coverage,
     candidates::{
         dense_candidates, dense_candidates_pooled, dense_context_candidates, lexical_candidates,
@@ -329,6 +329,7 @@ pub fn compile_timed_beside_from(
     let mut items = Vec::new();
     let mut text = String::new();
     let mut tokens_used = 0;
+    let mut budget_parts = None;
     let mut abstain_reason = abstain_reason;
     if abstain_reason.is_some() {
         for (i, hit) in fused.iter().enumerate() {
@@ -395,16 +396,12 @@ pub fn compile_timed_beside_from(
         }
         text = packed.text;
         tokens_used = packed.tokens;
+        budget_parts = packed.budget_parts;
     }
 
     if config.report_filtered {
         excluded.extend(filtered_candidates(inputs, query, config, &admission)?);
     }
-    let budget_parts = if items.is_empty() {
-        None
-    } else {
-        Some(corpus.counting_lines(inputs.reader, |reader| BudgetParts::of(&items, reader))?)
-    };
     timings.pack = started.elapsed();
 
     let context = CompiledContext {
@@ -639,29 +636,15 @@ fn dense_lists(
             (Some(_), IndexKind::Sketch(params)) => Some(top_n.max(params.seeds)),
             _ => None,
         };
-        let (list, seeds, kind) = match pool {
-            Some(pool) => {
-                let (list, seeds, kind) = dense_candidates_pooled(
-                    dense.index,
-                    dense.query_vector,
-                    top_n,
-                    pool,
-                    admission,
-                    Retriever::Dense,
-                )?;
-                (list, Some(seeds), kind)
-            }
-            None => {
-                let (list, kind) = dense_candidates(
-                    dense.index,
-                    dense.query_vector,
-                    top_n,
-                    admission,
-                    Retriever::Dense,
-                )?;
-                (list, None, kind)
-            }
-        };
+        let (list, pooled, kind) = dense_candidates_pooled(
+            dense.index,
+            dense.query_vector,
+            top_n,
+            pool.unwrap_or(0),
+            admission,
+            Retriever::Dense,
+        )?;
+        let seeds = pool.map(|_| pooled);
         lists.push(list);
         served = Some(kind);
         for (i, also) in inputs.also_dense.iter().enumerate() {

@@ -5,10 +5,7 @@ use evicortex_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::render::{PREAMBLE, session_header};
-use crate::{
-    CompileConfig, FilterReason, ReaderTokenizer, ReaderTokenizerError, ResolvedTime, Retriever,
-};
+use crate::{CompileConfig, FilterReason, ResolvedTime, Retriever};
 
 /// Format tag of [`CompiledContext`]'s JSON.
 pub const COMPILED_CONTEXT_FORMAT: &str = "evicortex-compiled-context-2";
@@ -87,31 +84,6 @@ pub struct BudgetParts {
     pub headers: u32,
     /// Every cited turn line.
     pub evidence: u32,
-}
-
-impl BudgetParts {
-    /// The parts of the text rendered from `items` (in text order), counted with `reader`.
-    pub(crate) fn of(
-        items: &[ContextItem],
-        reader: &dyn ReaderTokenizer,
-    ) -> Result<BudgetParts, ReaderTokenizerError> {
-        let count = |text: &str| reader.count(text).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
-        let mut headers = 0u32;
-        let mut seen: Vec<&str> = Vec::new();
-        for item in items {
-            let session = item.session.as_str();
-            if !seen.contains(&session) {
-                seen.push(session);
-                let header = session_header(session, &item.time.local_date());
-                headers = headers.saturating_add(count(&header)?);
-            }
-        }
-        Ok(BudgetParts {
-            preamble: count(PREAMBLE)?,
-            headers,
-            evidence: items.iter().fold(0u32, |sum, item| sum.saturating_add(item.tokens)),
-        })
-    }
 }
 
 /// Why the compiler abstains.

@@ -10,7 +10,7 @@ use evicortex_core::{EventTime, Evidence, Namespace, SessionId, TurnId};
 
 use crate::{
     CorpusError, ReaderTokenizer, ReaderTokenizerError,
-    reader_tokens::{LineCachedCount, LineCounts, lines_with_digests},
+    reader_tokens::{LineCounts, lines_with_digests},
     render::{PREAMBLE, RenderTurn, session_header, turn_prefix},
     turn_document,
 };
@@ -301,24 +301,6 @@ impl Corpus {
                 self.line_tokens.write().unwrap_or_else(std::sync::PoisonError::into_inner);
             caches.entry(reader_name.to_owned()).or_default().extend(lines);
         }
-    }
-
-    /// Runs `f` with `reader` counting line by line through the shared line cache (when the
-    /// tokenizer is additive at line starts; `reader` itself otherwise), then adds the lines it
-    /// counted to the cache.
-    pub(crate) fn counting_lines<T>(
-        &self,
-        reader: &dyn ReaderTokenizer,
-        f: impl FnOnce(&dyn ReaderTokenizer) -> Result<T, ReaderTokenizerError>,
-    ) -> Result<T, ReaderTokenizerError> {
-        let (out, fresh) = {
-            let caches = self.line_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let cached = LineCachedCount::new(reader, caches.get(reader.name()));
-            let out = f(cached.as_ref().map_or(reader, |c| c as &dyn ReaderTokenizer));
-            (out, cached.map(LineCachedCount::into_fresh).unwrap_or_default())
-        };
-        self.add_counts(reader.name(), std::iter::empty(), fresh);
-        out
     }
 
     /// How many rendered lines have their count in `reader_name` cached.

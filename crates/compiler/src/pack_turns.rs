@@ -11,9 +11,9 @@ use std::{
 use evicortex_core::{TurnId, TurnIndex};
 
 use crate::{
-    Admission, BudgetPlanner, CompileConfig, CompileError, CompileInputs, CompileQuery, Corpus,
-    DedupPolicy, Expansion, FusedHit, LongTurns, ReaderTokenizer, Selection, fill_exactly,
-    fit_exactly,
+    Admission, BudgetParts, BudgetPlanner, CompileConfig, CompileError, CompileInputs,
+    CompileQuery, Corpus, DedupPolicy, Expansion, FusedHit, LongTurns, ReaderTokenizer, Selection,
+    fill_exactly, fit_exactly,
     reader_tokens::LineCachedCount,
     render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_order, turn_prefix},
     spread,
@@ -36,6 +36,8 @@ pub(crate) struct Packed {
     pub(crate) over_budget: HashSet<TurnId>,
     pub(crate) text: String,
     pub(crate) tokens: u32,
+    /// The text's preamble, session headers and turn lines, as counted (`None`: nothing chosen).
+    pub(crate) budget_parts: Option<BudgetParts>,
     /// What the long-turn rule divided each candidate's fused score by, where more than 1.
     pub(crate) divisors: HashMap<TurnId, f32>,
     /// Candidates the session spread moved behind other sessions' candidates.
@@ -80,7 +82,8 @@ pub(crate) fn pack(
         Some(cached) => cached,
         None => inputs.reader,
     };
-    let mut planner = BudgetPlanner::new(query.budget, reader.count(PREAMBLE)?);
+    let preamble_tokens = reader.count(PREAMBLE)?;
+    let mut planner = BudgetPlanner::new(query.budget, preamble_tokens);
     let mut chosen: Vec<Chosen> = Vec::new();
     let mut taken: HashSet<TurnId> = HashSet::new();
     let mut over_budget = HashSet::new();
@@ -249,6 +252,20 @@ pub(crate) fn pack(
     // Same order as the rendered text: session of first appearance, then time.
     chosen.sort_by(|a, b| turn_order(corpus.at(a.pos)).cmp(&turn_order(corpus.at(b.pos))));
     let chosen = order_as_rendered(corpus, chosen);
+    // The parts as measured: each session's header is the one its first turn measured.
+    let budget_parts = (!chosen.is_empty()).then(|| {
+        let mut sessions = HashSet::new();
+        let headers = chosen
+            .iter()
+            .filter(|c| sessions.insert(&corpus.at(c.pos).turn.session))
+            .map(|c| measured.get(&c.pos).map_or(0, |m| m.3 as u32))
+            .fold(0u32, u32::saturating_add);
+        BudgetParts {
+            preamble: preamble_tokens as u32,
+            headers,
+            evidence: chosen.iter().fold(0u32, |sum, c| sum.saturating_add(c.tokens)),
+        }
+    });
     let fresh_lines = line_cached.map(LineCachedCount::into_fresh).unwrap_or_default();
     let fresh_texts = text_tokens.fresh;
     drop((text_cache, line_cache));
@@ -258,6 +275,7 @@ pub(crate) fn pack(
         over_budget,
         text: fit.text,
         tokens: fit.tokens as u32,
+        budget_parts,
         divisors,
         deferred,
     })

@@ -43,6 +43,14 @@ pub struct ExactIndex<K = TurnId> {
 /// Rows ahead of the one being scored whose first and last bytes are read first (see `rescore`).
 const LOOKAHEAD: usize = 6;
 
+/// A row's `i8` score, that score plus its error bound, and the row.
+type Approx = (f32, f32, u32);
+
+/// Best `i8` score first, ties by row.
+fn by_i8_score(a: &Approx, b: &Approx) -> Ordering {
+    b.0.total_cmp(&a.0).then(a.2.cmp(&b.2))
+}
+
 /// Slack added to the int8 error bound to absorb `f32` rounding in the scores themselves.
 const BOUND_SLACK: f32 = 1e-4;
 
@@ -175,17 +183,14 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         let mut pooled: Vec<K> = hits.iter().take(pool).map(|h| h.key).collect();
         if pool > pooled.len() {
             let found: rustc_hash::FxHashSet<K> = pooled.iter().copied().collect();
-            let mut rest: Vec<&(f32, f32, u32)> =
+            let mut rest: Vec<&Approx> =
                 approx.iter().filter(|a| !found.contains(&keys[a.2 as usize])).collect();
             let more = (pool - pooled.len()).min(rest.len());
-            let by_approx = |a: &&(f32, f32, u32), b: &&(f32, f32, u32)| {
-                b.0.total_cmp(&a.0).then(a.2.cmp(&b.2))
-            };
             if more < rest.len() {
-                rest.select_nth_unstable_by(more, by_approx);
+                rest.select_nth_unstable_by(more, |a, b| by_i8_score(a, b));
                 rest.truncate(more);
             }
-            rest.sort_unstable_by(by_approx);
+            rest.sort_unstable_by(|a, b| by_i8_score(a, b));
             pooled.extend(rest.into_iter().map(|a| keys[a.2 as usize]));
         }
         Ok((hits, pooled))
@@ -202,13 +207,13 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
     }
 
     /// Each of `rows`' `i8` score and that score plus its error bound, with the row.
-    fn approximate(&self, query: &[f32], mut rows: Vec<u32>) -> Vec<(f32, f32, u32)> {
+    fn approximate(&self, query: &[f32], mut rows: Vec<u32>) -> Vec<Approx> {
         let dim = self.dim;
         let mut query_q = Vec::with_capacity(dim);
         let query_quant = quantize(query, &mut query_q);
         // Row order: the rows' copies are read front to back.
         rows.sort_unstable();
-        let mut approx: Vec<(f32, f32, u32)> = Vec::with_capacity(rows.len());
+        let mut approx: Vec<Approx> = Vec::with_capacity(rows.len());
         pulp::Arch::new().dispatch(|| {
             for (i, &row) in rows.iter().enumerate() {
                 // A read of a row a few ahead: its cache misses overlap this row's work.
@@ -227,21 +232,14 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
     }
 
     /// The exact top `n` of the rows `approx` scored (see `rescore`); reorders `approx`.
-    fn exact_top(
-        &self,
-        query: &[f32],
-        n: usize,
-        approx: &mut [(f32, f32, u32)],
-    ) -> Vec<VectorHit<K>> {
+    fn exact_top(&self, query: &[f32], n: usize, approx: &mut [Approx]) -> Vec<VectorHit<K>> {
         if n == 0 {
             return Vec::new();
         }
         let keys = self.rows.keys();
         let first = n.min(approx.len());
-        let by_approx =
-            |a: &(f32, f32, u32), b: &(f32, f32, u32)| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2));
         if first < approx.len() {
-            approx.select_nth_unstable_by(first, by_approx);
+            approx.select_nth_unstable_by(first, by_i8_score);
         }
         let mut hits: Vec<VectorHit<K>> = Vec::with_capacity(first);
         let exact = |row: u32| VectorHit {
@@ -568,21 +566,10 @@ pub(crate) fn top_n<K: Ord>(hits: &mut Vec<VectorHit<K>>, n: usize) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use rand::{Rng, SeedableRng, rngs::StdRng};
 
-    /// Clustered vectors, like sentence embeddings: near-ties are common, which is where a wrong
-    /// bound would show.
-    fn clustered(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let centers: Vec<Vec<f32>> =
-            (0..8).map(|_| (0..dim).map(|_| rng.random_range(-1.0..1.0)).collect()).collect();
-        (0..n)
-            .map(|_| {
-                let c = &centers[rng.random_range(0..centers.len())];
-                c.iter().map(|x| x + rng.random_range(-0.3..0.3)).collect()
-            })
-            .collect()
-    }
+    // Clustered vectors, like sentence embeddings: near-ties are common, which is where a wrong
+    // bound would show.
+    use crate::test_vectors::clustered;
 
     fn build(vectors: &[Vec<f32>]) -> ExactIndex<u32> {
         let mut index = ExactIndex::new(vectors[0].len());

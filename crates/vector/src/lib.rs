@@ -26,6 +26,8 @@ mod index;
 mod key;
 mod row_map;
 mod sketch;
+#[cfg(test)]
+mod test_vectors;
 mod windowed;
 
 pub use crate::{

@@ -223,17 +223,15 @@ impl VectorIndexRead for WindowedIndex {
                 params.candidates,
                 &mut |(turn, _)| admit(turn),
             )?;
-            let hits = best_window_per_turn(&windows);
+            let mut hits = best_window_per_turn(&windows);
             let mut seen: HashSet<TurnId> =
                 HashSet::with_capacity_and_hasher(pooled.len(), Default::default());
-            let turns: Vec<TurnId> =
+            let mut turns: Vec<TurnId> =
                 pooled.iter().map(|w| w.0).filter(|&turn| seen.insert(turn)).collect();
             let hits_short = hits.len() < n && windows.len() == want;
             let pool_short = turns.len() < pool && pooled.len() == want_pool;
             if !hits_short && !pool_short {
-                let mut hits = hits;
                 hits.truncate(n);
-                let mut turns = turns;
                 turns.truncate(pool);
                 return Ok(PooledHits { hits, pool: turns, served: IndexKind::Sketch(params) });
             }
@@ -283,29 +281,22 @@ fn best_window_per_turn(windows: &[VectorHit<WindowKey>]) -> Vec<VectorHit<TurnI
 
 #[cfg(test)]
 mod tests {
-    use rand::{Rng, SeedableRng, rngs::StdRng};
-
     use super::*;
+    use crate::test_vectors::clustered;
 
-    /// 900 turns of one to three windows each, around eight centres.
+    /// 900 turns of one to three windows each, clustered.
     fn windowed(sketch: Option<SketchParams>) -> (WindowedIndex, Vec<Vec<f32>>) {
-        let dim = 64;
-        let mut rng = StdRng::seed_from_u64(21);
-        let centers: Vec<Vec<f32>> =
-            (0..8).map(|_| (0..dim).map(|_| rng.random_range(-1.0..1.0)).collect()).collect();
-        let sample = |rng: &mut StdRng| -> Vec<f32> {
-            let c = &centers[rng.random_range(0..centers.len())];
-            c.iter().map(|x| x + rng.random_range(-0.4..0.4)).collect()
-        };
-        let mut index = WindowedIndex::new(ExactIndex::new(dim));
+        let vectors = clustered(1806, 64, 21);
+        let mut rows = vectors.iter();
+        let mut index = WindowedIndex::new(ExactIndex::new(64));
         for turn in 1..=900u64 {
             for w in 0..=(turn % 3) as u32 {
-                index.insert_window((TurnId::from_raw(turn), w), &sample(&mut rng)).unwrap();
+                let vector = rows.next().expect("one vector per window");
+                index.insert_window((TurnId::from_raw(turn), w), vector).unwrap();
             }
         }
         index.set_sketch(sketch);
-        let queries = (0..6).map(|_| sample(&mut rng)).collect();
-        (index, queries)
+        (index, rows.cloned().collect())
     }
 
     #[test]

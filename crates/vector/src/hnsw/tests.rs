@@ -6,18 +6,10 @@ use std::collections::HashSet;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use super::*;
-use crate::normalize;
+use crate::{normalize, test_vectors::clustered_around};
 
 fn clustered(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let centers: Vec<Vec<f32>> =
-        (0..32).map(|_| (0..dim).map(|_| rng.random_range(-1.0..1.0)).collect()).collect();
-    (0..n)
-        .map(|_| {
-            let c = &centers[rng.random_range(0..centers.len())];
-            c.iter().map(|x| x + rng.random_range(-0.5..0.5)).collect()
-        })
-        .collect()
+    clustered_around(n, dim, 32, 0.5, seed)
 }
 
 fn exact_of(vectors: &[Vec<f32>]) -> ExactIndex<u32> {

@@ -321,10 +321,7 @@ fn cached_windows(
     encoder: &Arc<dyn Encoder>,
     turns: &[evicortex::Evidence],
 ) -> anyhow::Result<Vec<usize>> {
-    let path = audit_store.join(evicortex::EMBEDDINGS_FILE);
-    let conn =
-        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .with_context(|| format!("opening {}", path.display()))?;
+    let (conn, path) = open_embeddings(audit_store)?;
     let identity = encoder.identity().digest();
     let mut count =
         conn.prepare("SELECT count(*) FROM vectors WHERE identity = ?1 AND text_digest = ?2")?;
@@ -338,6 +335,15 @@ fn cached_windows(
             Ok(n as usize)
         })
         .collect()
+}
+
+/// A store's embedding cache, read-only, with its path for messages.
+pub(super) fn open_embeddings(store: &Path) -> anyhow::Result<(rusqlite::Connection, PathBuf)> {
+    let path = store.join(evicortex::EMBEDDINGS_FILE);
+    let conn =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .with_context(|| format!("opening {}", path.display()))?;
+    Ok((conn, path))
 }
 
 fn size_store(audit_store: &Path, size: usize) -> PathBuf {
@@ -427,14 +433,7 @@ fn measure(
     let graph = open(graph_settings)?;
     let vectors: Vec<IdentifiedVector> =
         questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?;
-    let audit = AuditCompile {
-        namespace,
-        questions,
-        vectors: &vectors,
-        as_of: as_of_time,
-        config: CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT }),
-        reader: reader_tokenizer("o200k_base")?,
-    };
+    let audit = AuditCompile::new(namespace, questions, &vectors, as_of_time)?;
     let compile_served = |memory: &Memory, i: usize| {
         let ((total, stages), index, packed) = audit.run(memory, i)?;
         let by_graph = matches!(index, Some(DenseIndexRef::Hnsw { .. }));
@@ -482,9 +481,7 @@ fn measure(
         windowed.build_hnsw(params, &mut |_, _| {})?;
         build = Some(started.elapsed());
     }
-    let time_of: std::collections::HashMap<TurnId, i64> =
-        turns.iter().map(|e| (e.id, e.turn.time.utc_micros())).collect();
-    let admit = |turn: TurnId| as_of.is_none_or(|t| time_of.get(&turn).is_some_and(|&x| x <= t));
+    let admit = said_by(&turns, as_of);
     let windowed = WindowedIndex::from_hnsw(loaded);
     let exact_rows = windowed.hnsw().expect("a graph").exact();
     let recall = mean_recall(&windowed, exact_rows, &vectors, &admit)?;
@@ -664,6 +661,17 @@ pub(super) fn as_of_admitting(
 
 /// Mean over the questions of the share of the exact path's packed turns that the other path's
 /// compile also packs.
+/// Whether a turn of `turns` was said at or before `as_of` (UTC microseconds; every turn when
+/// `None`): the audit's as-of filter, applied to the exact and approximate searches alike.
+pub(super) fn said_by(
+    turns: &[evicortex::Evidence],
+    as_of: Option<i64>,
+) -> impl Fn(TurnId) -> bool + use<> {
+    let time_of: std::collections::HashMap<TurnId, i64> =
+        turns.iter().map(|e| (e.id, e.turn.time.utc_micros())).collect();
+    move |turn| as_of.is_none_or(|t| time_of.get(&turn).is_some_and(|&x| x <= t))
+}
+
 pub(super) fn packed_agreement(exact: &[Vec<TurnId>], other: &[Vec<TurnId>]) -> f64 {
     exact
         .iter()
@@ -707,7 +715,24 @@ pub(super) struct AuditCompile<'a> {
     pub(super) reader: Box<dyn evicortex::ReaderTokenizer>,
 }
 
-impl AuditCompile<'_> {
+impl<'a> AuditCompile<'a> {
+    /// The audit's compile of `questions` (embedded as `vectors`) in `namespace`, at `as_of`.
+    pub(super) fn new(
+        namespace: &'a Namespace,
+        questions: &'a [String],
+        vectors: &'a [IdentifiedVector],
+        as_of: Option<EventTime>,
+    ) -> anyhow::Result<AuditCompile<'a>> {
+        Ok(AuditCompile {
+            namespace,
+            questions,
+            vectors,
+            as_of,
+            config: CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT }),
+            reader: reader_tokenizer("o200k_base")?,
+        })
+    }
+
     /// Question `i` through `memory`: its wall time and stages, the index that served its dense
     /// list, and the turns it packed.
     pub(super) fn run(

@@ -7,15 +7,12 @@
 use std::{path::Path, sync::Arc};
 
 use anyhow::Context;
-use evicortex::{
-    AnnSettings, CompileConfig, DenseConfig, DenseIndexRef, Encoder, IdentifiedVector, Namespace,
-    SketchParams, TurnId, reader_tokenizer,
-};
+use evicortex::{AnnSettings, DenseIndexRef, Encoder, IdentifiedVector, Namespace, SketchParams};
 use evicortex_vector::{ExactIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex};
 
 use super::run::{
-    AuditCompile, RECALL_AT, Timed, as_of_admitting, mean_recall, open_audit_memory,
-    packed_agreement, wait_for_counts,
+    AuditCompile, Timed, as_of_admitting, mean_recall, open_audit_memory, open_embeddings,
+    packed_agreement, said_by, wait_for_counts,
 };
 
 /// One row of the sketch audit.
@@ -38,10 +35,7 @@ fn stored_rows(
     encoder: &Arc<dyn Encoder>,
     turns: &[evicortex::Evidence],
 ) -> anyhow::Result<ExactIndex<WindowKey>> {
-    let path = dir.join(evicortex::EMBEDDINGS_FILE);
-    let conn =
-        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .with_context(|| format!("opening {}", path.display()))?;
+    let (conn, path) = open_embeddings(dir)?;
     let identity = encoder.identity();
     let mut windows = conn.prepare(
         "SELECT vector FROM vectors WHERE identity = ?1 AND text_digest = ?2 \
@@ -94,9 +88,7 @@ pub(super) fn measure(
 
     let vectors: Vec<IdentifiedVector> =
         questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?;
-    let time_of: std::collections::HashMap<TurnId, i64> =
-        turns.iter().map(|e| (e.id, e.turn.time.utc_micros())).collect();
-    let admit = |turn: TurnId| as_of.is_none_or(|t| time_of.get(&turn).is_some_and(|&x| x <= t));
+    let admit = said_by(&turns, as_of);
     let rows = stored_rows(dir, encoder, &turns)?;
     let mut windowed = WindowedIndex::new(rows.clone());
     windowed.set_sketch(Some(params));
@@ -104,14 +96,7 @@ pub(super) fn measure(
     let size = windowed.len();
     drop((windowed, rows));
 
-    let audit = AuditCompile {
-        namespace,
-        questions,
-        vectors: &vectors,
-        as_of: as_of_time,
-        config: CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT }),
-        reader: reader_tokenizer("o200k_base")?,
-    };
+    let audit = AuditCompile::new(namespace, questions, &vectors, as_of_time)?;
     for memory in [&exact, &sketch] {
         audit.run(memory, 0)?;
         wait_for_counts(memory)?;
