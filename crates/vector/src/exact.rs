@@ -13,6 +13,7 @@ use evicortex_core::TurnId;
 use crate::{
     IndexKind, RowMap, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
     distance::{dot, dot_i8, dot_i8_rows, normalize, quantize},
+    prefetch::prefetch,
     sketch::SignSketch,
 };
 
@@ -40,8 +41,11 @@ pub struct ExactIndex<K = TurnId> {
     covers: Option<TurnId>,
 }
 
-/// Rows ahead of the one being scored whose first and last bytes are read first (see `rescore`).
+/// Rows ahead of the one being scored in `i8` whose cache lines are prefetched (see `rescore`).
 const LOOKAHEAD: usize = 6;
+
+/// Rows ahead of the one being scored in `f32` (four times as many lines a row) prefetched.
+const LOOKAHEAD_F32: usize = 2;
 
 /// A row's `i8` score, that score plus its error bound, and the row.
 type Approx = (f32, f32, u32);
@@ -214,15 +218,15 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         // Row order: the rows' copies are read front to back.
         rows.sort_unstable();
         let mut approx: Vec<Approx> = Vec::with_capacity(rows.len());
+        let quantized = |row: u32| &self.quantized[row as usize * dim..(row as usize + 1) * dim];
+        rows.iter().take(LOOKAHEAD).for_each(|&row| prefetch(quantized(row)));
         pulp::Arch::new().dispatch(|| {
             for (i, &row) in rows.iter().enumerate() {
-                // A read of a row a few ahead: its cache misses overlap this row's work.
                 if let Some(&ahead) = rows.get(i + LOOKAHEAD) {
-                    let ahead = ahead as usize * dim;
-                    std::hint::black_box((self.quantized[ahead], self.quantized[ahead + dim - 1]));
+                    prefetch(quantized(ahead));
                 }
                 let at = row as usize;
-                let dot = dot_i8(&query_q, &self.quantized[at * dim..(at + 1) * dim]);
+                let dot = dot_i8(&query_q, quantized(row));
                 let score = query_quant.scale * self.scales[at] * dot as f32;
                 let bound = self.errors[at] + query_quant.error * self.norms[at] + BOUND_SLACK;
                 approx.push((score, score + bound, row));
@@ -246,21 +250,31 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
             key: keys[row as usize],
             score: dot(query, self.vector(row as usize)),
         };
-        pulp::Arch::new().dispatch(|| hits.extend(approx[..first].iter().map(|a| exact(a.2))));
+        let rows: Vec<u32> = approx[..first].iter().map(|a| a.2).collect();
+        pulp::Arch::new().dispatch(|| hits.extend(self.each_prefetched(&rows).map(exact)));
         top_n(&mut hits, n);
         if hits.len() == n {
             let threshold = hits[n - 1].score;
             let before = hits.len();
-            pulp::Arch::new().dispatch(|| {
-                hits.extend(
-                    approx[first..].iter().filter(|a| a.1 >= threshold).map(|a| exact(a.2)),
-                );
-            });
+            let rows: Vec<u32> =
+                approx[first..].iter().filter(|a| a.1 >= threshold).map(|a| a.2).collect();
+            pulp::Arch::new().dispatch(|| hits.extend(self.each_prefetched(&rows).map(exact)));
             if hits.len() > before {
                 top_n(&mut hits, n);
             }
         }
         hits
+    }
+
+    /// `rows` in turn, each `f32` row prefetched a few rows before it is given.
+    fn each_prefetched<'a>(&'a self, rows: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
+        rows.iter().take(LOOKAHEAD_F32).for_each(|&row| prefetch(self.vector(row as usize)));
+        rows.iter().enumerate().map(move |(i, &row)| {
+            if let Some(&ahead) = rows.get(i + LOOKAHEAD_F32) {
+                prefetch(self.vector(ahead as usize));
+            }
+            row
+        })
     }
 
     fn vector(&self, row: usize) -> &[f32] {

@@ -24,6 +24,7 @@ mod exact;
 mod hnsw;
 mod index;
 mod key;
+mod prefetch;
 mod row_map;
 mod sketch;
 #[cfg(test)]
