@@ -191,7 +191,8 @@ pub struct MemoryBuilder {
     reranker_store: Option<Arc<dyn DerivedStore>>,
     index_cache_bytes: usize,
     background_embedding: bool,
-    ann: Option<crate::AnnSettings>,
+    /// `None`: not chosen, the store's default ([`MemoryBuilder::ann`]).
+    ann: Option<Option<crate::AnnSettings>>,
     lexical_files_from: Option<usize>,
 }
 
@@ -262,14 +263,17 @@ impl MemoryBuilder {
         self
     }
 
-    /// When compile searches a namespace's vectors through an HNSW graph persisted in
-    /// `DIR/vector-index/` (for example [`crate::AnnSettings::default`]: from
-    /// [`crate::DEFAULT_ANN_THRESHOLD`] vectors). Default `None`: every vector is scanned
-    /// exactly whatever the size, because the audit (`evicortex bench ann run`) has not yet
-    /// passed its recall@50 >= 0.99 gate at every size with the default parameters. Compiled
-    /// contexts record which index served ([`crate::DenseIndexRef`]).
+    /// When compile searches a namespace's vectors through an approximate index instead of
+    /// scanning every one: an HNSW graph persisted in `DIR/vector-index/` (for example
+    /// [`crate::AnnSettings::default`]: from [`crate::DEFAULT_ANN_THRESHOLD`] vectors) or the
+    /// sign sketch of the exact index ([`crate::AnnSettings::sketch_from`]); `None`: every vector
+    /// is scanned exactly whatever the size. Default for an embedded store: the sign sketch from
+    /// [`crate::DEFAULT_SKETCH_FROM`] vectors, whose audit (`evicortex bench ann run --sketch`)
+    /// passed its recall@50 >= 0.99 gate at every size up to 1M, unfiltered and filtered; for a
+    /// PostgreSQL store, `None` (its searches are pgvector's). Compiled contexts record which
+    /// index served ([`crate::DenseIndexRef`]).
     pub fn ann(&mut self, settings: Option<crate::AnnSettings>) -> &mut MemoryBuilder {
-        self.ann = settings;
+        self.ann = Some(settings);
         self
     }
 
@@ -320,9 +324,12 @@ impl MemoryBuilder {
         };
         crate::ann::reconcile(&dir.join(crate::VECTOR_INDEX_DIR), &ledger)?;
         crate::lexical_file::reconcile(&dir.join(crate::LEXICAL_INDEX_DIR), &ledger)?;
+        let ann = self.ann.unwrap_or_else(|| {
+            url.is_none().then(|| crate::AnnSettings::sketch_from(crate::DEFAULT_SKETCH_FROM))
+        });
         let indexes = Arc::new(IndexCache::new(
             self.index_cache_bytes,
-            self.ann,
+            ann,
             Some(&dir),
             self.lexical_files_from,
         ));
@@ -427,7 +434,8 @@ impl MemoryBuilder {
     /// [`Memory::verify`] can name the first bad record. No derived store is opened.
     pub fn open_read_only(&self) -> Result<Memory, OpenError> {
         let OpenedLedger { dir, ledger, .. } = self.open_ledger(OpenMode::Inspect)?;
-        let indexes = Arc::new(IndexCache::new(self.index_cache_bytes, self.ann, None, None));
+        let indexes =
+            Arc::new(IndexCache::new(self.index_cache_bytes, self.ann.flatten(), None, None));
         Ok(Memory::from_inner(Inner {
             dir,
             ledger,
@@ -495,6 +503,13 @@ impl Memory {
     /// The reranker compile uses when its configuration turns reranking on, if any.
     pub fn reranker(&self) -> Option<&Arc<dyn Reranker>> {
         self.inner.reranker.as_ref()
+    }
+
+    /// The approximate index large namespaces are searched through, as the builder resolved it
+    /// ([`MemoryBuilder::ann`]); `None`: every vector is scanned (or, on a PostgreSQL store,
+    /// searched by pgvector).
+    pub fn ann(&self) -> Option<crate::AnnSettings> {
+        self.inner.indexes.ann
     }
 
     /// Whether this memory embeds (it was opened with an encoder).

@@ -91,14 +91,16 @@ pub struct CompileArgs {
     /// Print the JSON manifest.
     #[arg(long)]
     pub json: bool,
-    /// Search a namespace of at least N vectors through the store's persisted HNSW graph (built
-    /// on first need), as `serve --ann-from` does; default: an exact scan.
+    /// Search a namespace of at least N vectors through `--ann-index` (default: the sign sketch
+    /// from 30,000 vectors), as `serve --ann-from` does
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub ann_from: Option<u64>,
-    /// What searches a namespace of at least `--ann-from` vectors: the HNSW graph, or the sign
-    /// sketch of its exact index (nothing built or persisted; see docs/vector-index.md)
-    #[arg(long, value_enum, default_value_t = AnnIndex::Graph, requires = "ann_from")]
-    pub ann_index: AnnIndex,
+    /// What searches a namespace of at least `--ann-from` vectors: the sign sketch of its exact
+    /// index (the default; nothing built or persisted), the store's persisted HNSW graph (built
+    /// on first need), or, with `exact`, nothing: every vector is scanned (see
+    /// docs/vector-index.md)
+    #[arg(long, value_enum)]
+    pub ann_index: Option<AnnIndex>,
     /// Print the ranks, scores and exclusion reasons after the text.
     #[arg(long)]
     pub explain: bool,
@@ -170,9 +172,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         let overlength = crate::commands::embed::store_overlength(store, args.overlength)?;
         builder.encoders(crate::commands::embed::load_store_encoders(store, overlength)?);
     }
-    if let Some(from) = args.ann_from {
-        use_ann(&mut builder, store, from, args.ann_index)?;
-    }
+    use_ann(&mut builder, store, args.ann_from, args.ann_index)?;
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;
     let query = CompileQuery {
@@ -221,33 +221,60 @@ fn with_options(config: &CompileConfig, json: &str) -> anyhow::Result<CompileCon
 /// The approximate index of `--ann-from` namespaces (`--ann-index`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum AnnIndex {
-    /// An HNSW graph, built on first need and persisted in the store's vector-index/ directory.
-    Graph,
     /// The sign sketch of the exact index: candidates chosen by one bit a dimension, rescored
-    /// exactly.
+    /// exactly (the default, from 30,000 vectors).
     Sketch,
+    /// An HNSW graph, built on first need and persisted in the store's vector-index/ directory
+    /// (default from 60,000 vectors).
+    Graph,
+    /// No approximate index: every vector is scanned exactly.
+    Exact,
 }
 
-/// Turns on the HNSW graph or the sign sketch for namespaces of at least `from` vectors
-/// (`--ann-from`, `--ann-index`), saying so on stderr; refused on a PostgreSQL store, whose
-/// dense search is pgvector's.
+/// Sets the approximate index from `--ann-from` and `--ann-index`, saying on stderr what was
+/// chosen when either is given (neither: the store's default, the sign sketch from
+/// [`evicortex::DEFAULT_SKETCH_FROM`] vectors on an embedded store). Refused on a PostgreSQL
+/// store, whose dense search is pgvector's.
 pub fn use_ann(
     builder: &mut evicortex::MemoryBuilder,
     store: &Path,
-    from: u64,
-    index: AnnIndex,
+    from: Option<u64>,
+    index: Option<AnnIndex>,
 ) -> anyhow::Result<()> {
+    if from.is_none() && index.is_none() {
+        return Ok(());
+    }
     if store.to_str().is_some_and(evicortex::is_postgres_url) {
-        return Err(UsageError(
-            "--ann-from: a PostgreSQL store searches its vectors with pgvector's HNSW index"
-                .to_owned(),
-        )
+        let flag = if from.is_some() { "--ann-from" } else { "--ann-index" };
+        return Err(UsageError(format!(
+            "{flag}: a PostgreSQL store searches its vectors with pgvector's HNSW index"
+        ))
         .into());
     }
-    let threshold =
-        usize::try_from(from).map_err(|_| UsageError("--ann-from: too large".into()))?;
-    let sketch = (index == AnnIndex::Sketch).then(evicortex::SketchParams::default);
-    match sketch {
+    let index = index.unwrap_or(AnnIndex::Sketch);
+    if index == AnnIndex::Exact {
+        if from.is_some() {
+            return Err(UsageError(
+                "--ann-from: --ann-index exact scans every vector whatever the size".to_owned(),
+            )
+            .into());
+        }
+        eprintln!("dense search: an exact scan whatever the size");
+        builder.ann(None);
+        return Ok(());
+    }
+    let threshold = match from {
+        Some(from) => {
+            usize::try_from(from).map_err(|_| UsageError("--ann-from: too large".into()))?
+        }
+        None if index == AnnIndex::Graph => evicortex::DEFAULT_ANN_THRESHOLD,
+        None => evicortex::DEFAULT_SKETCH_FROM,
+    };
+    let settings = match index {
+        AnnIndex::Sketch => evicortex::AnnSettings::sketch_from(threshold),
+        _ => evicortex::AnnSettings { threshold, ..evicortex::AnnSettings::default() },
+    };
+    match settings.sketch {
         Some(params) => eprintln!(
             "dense search: the sign sketch ({} candidates rescored exactly) for namespaces of at \
              least {threshold} vectors",
@@ -257,11 +284,7 @@ pub fn use_ann(
             eprintln!("dense search: an HNSW graph for namespaces of at least {threshold} vectors")
         }
     }
-    builder.ann(Some(evicortex::AnnSettings {
-        threshold,
-        sketch,
-        ..evicortex::AnnSettings::default()
-    }));
+    builder.ann(Some(settings));
     Ok(())
 }
 

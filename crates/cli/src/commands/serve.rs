@@ -92,18 +92,19 @@ pub struct RetrievalArgs {
     /// embedded with, else refuse.
     #[arg(long, value_name = "POLICY", value_parser = crate::commands::embed::parse_overlength)]
     pub overlength: Option<Overlength>,
-    /// Search the vectors of a namespace holding at least N of them through an HNSW graph kept
-    /// in the store's vector-index/ directory (built by the first compile that needs it: about
-    /// a minute per 100,000 vectors on two cores), used when a search's filters admit at least
-    /// N vectors. Without it every search is an exact scan: at 100,000 vectors the graph saves
-    /// about 1 ms of a 13 ms compile, and gives back 99.6% of the exact top 50 (bench/README.md).
-    /// Embedded stores only (a PostgreSQL store searches with pgvector's own index).
+    /// Search the vectors of a namespace holding at least N of them through `--ann-index`, used
+    /// when a search's filters admit at least N vectors (default: the sign sketch from 30,000
+    /// vectors; at 100,000 it compiles in about a third of the exact scan's time and gives back
+    /// 99.9% of the exact top 50, bench/README.md). Embedded stores only (a PostgreSQL store
+    /// searches with pgvector's own index).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub ann_from: Option<u64>,
-    /// What searches a namespace of at least `--ann-from` vectors: the HNSW graph, or the sign
-    /// sketch of its exact index (nothing built or persisted; see docs/vector-index.md)
-    #[arg(long, value_enum, default_value_t = crate::commands::compile::AnnIndex::Graph, requires = "ann_from")]
-    pub ann_index: crate::commands::compile::AnnIndex,
+    /// What searches a namespace of at least `--ann-from` vectors: the sign sketch of its exact
+    /// index (the default; nothing built or persisted), an HNSW graph kept in the store's
+    /// vector-index/ directory (built by the first compile that needs it: about a minute per
+    /// 100,000 vectors on two cores), or, with `exact`, nothing: every vector is scanned
+    #[arg(long, value_enum)]
+    pub ann_index: Option<crate::commands::compile::AnnIndex>,
     /// Memory for the namespaces' in-memory indexes, in MiB (default 1024): the least recently
     /// compiled namespaces are dropped beyond it and rebuilt from the store when next asked
     /// for. With dense retrieval a namespace of 100,000 vectors fits the default and one of a
@@ -140,9 +141,7 @@ impl RetrievalArgs {
         if let Some(spec) = &self.reranker {
             builder.loaded_reranker(crate::commands::compile::load_reranker(spec)?);
         }
-        if let Some(from) = self.ann_from {
-            crate::commands::compile::use_ann(&mut builder, store, from, self.ann_index)?;
-        }
+        crate::commands::compile::use_ann(&mut builder, store, self.ann_from, self.ann_index)?;
         if let Some(mib) = self.index_cache_mib {
             let bytes = usize::try_from(mib.saturating_mul(1 << 20))
                 .map_err(|_| UsageError("--index-cache-mib: too large".to_owned()))?;

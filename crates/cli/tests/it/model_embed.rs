@@ -182,11 +182,12 @@ fn compile_uses_the_windowed_vectors_that_embed_wrote() {
     assert!(!stderr.contains("--overlength window"), "the advice must not loop: {stderr}");
 }
 
-/// `compile --ann-from N` serves a namespace of at least N vectors from the HNSW graph it builds
-/// and persists (or, with `--ann-index sketch`, from the sign sketch), and says so in the
-/// manifest; without the flag the same store is scanned.
+/// `compile --ann-from N` serves a namespace of at least N vectors from the sign sketch (or, with
+/// `--ann-index graph`, from the HNSW graph it builds and persists), and says so in the
+/// manifest; without the flags a namespace under the default threshold is scanned, and
+/// `--ann-index exact` scans whatever the size.
 #[test]
-fn compile_with_ann_from_searches_the_graph_and_names_it() {
+fn compile_with_ann_from_searches_the_sketch_or_graph_and_names_it() {
     installed_model();
     let turns: Vec<serde_json::Value> = (0..12)
         .map(|i| {
@@ -203,16 +204,23 @@ fn compile_with_ann_from_searches_the_graph_and_names_it() {
         let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
         (json["dense_index"]["kind"].as_str().unwrap_or_default().to_owned(), stderr)
     };
-    let (kind, stderr) = compile(&["--ann-from", "10"]);
+    let (kind, stderr) = compile(&["--ann-from", "10", "--ann-index", "graph"]);
     assert_eq!(kind, "hnsw", "{stderr}");
     assert!(stderr.contains("HNSW graph for namespaces of at least 10 vectors"), "{stderr}");
     assert!(store.path().join("vector-index").is_dir());
-    assert_eq!(compile(&["--ann-from", "13"]).0, "exact", "12 vectors are under 13");
-    assert_eq!(compile(&[]).0, "exact");
-    let (kind, stderr) = compile(&["--ann-from", "10", "--ann-index", "sketch"]);
+    assert_eq!(compile(&["--ann-from", "13", "--ann-index", "graph"]).0, "exact", "12 < 13");
+    assert_eq!(compile(&[]).0, "exact", "12 vectors are under the default threshold");
+    let (kind, stderr) = compile(&["--ann-from", "10"]);
     assert_eq!(kind, "sketch", "{stderr}");
     assert!(stderr.contains("the sign sketch (1000 candidates"), "{stderr}");
+    assert_eq!(compile(&["--ann-from", "10", "--ann-index", "sketch"]).0, "sketch");
     assert_eq!(compile(&["--ann-from", "13", "--ann-index", "sketch"]).0, "exact");
+    let (kind, stderr) = compile(&["--ann-index", "exact"]);
+    assert_eq!(kind, "exact", "{stderr}");
+    assert!(stderr.contains("an exact scan whatever the size"), "{stderr}");
+    let args = compile_json(store_arg, "q", "500", &["--ann-from", "10", "--ann-index", "exact"]);
+    let (_, stderr) = expect_code(&evicortex(&args, &[]), 2);
+    assert!(stderr.contains("--ann-from: --ann-index exact"), "{stderr}");
     let out = evicortex(
         &[
             "--store",

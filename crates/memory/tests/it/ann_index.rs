@@ -225,6 +225,23 @@ fn a_search_whose_filter_admits_fewer_vectors_than_the_threshold_is_served_by_th
 }
 
 #[test]
+fn an_embedded_store_searches_by_sketch_from_the_default_threshold_unless_told_otherwise() {
+    let encoder = encoder();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::builder(dir.path()).encoder(Arc::clone(&encoder)).open().unwrap();
+    let settings = memory.ann().expect("an embedded store's default");
+    assert_eq!(settings, AnnSettings::sketch_from(evicortex::DEFAULT_SKETCH_FROM));
+    assert_eq!(settings.sketch, Some(evicortex::SketchParams::default()));
+    // Under the threshold, the exact scan serves.
+    ingest(&memory, SAMPLE);
+    assert_eq!(compile(&memory, QUESTIONS[0].0, None).dense_index, Some(DenseIndexRef::Exact));
+    drop(memory);
+    assert_eq!(open(dir.path(), &encoder, None).ann(), None, "told: exact whatever the size");
+    let graph = AnnSettings::default();
+    assert_eq!(open(dir.path(), &encoder, Some(graph)).ann(), Some(graph));
+}
+
+#[test]
 fn below_the_threshold_the_exact_scan_serves() {
     let encoder = encoder();
     let dir = tempfile::tempdir().unwrap();

@@ -82,6 +82,7 @@ fn the_dense_list_comes_from_pgvector_and_matches_the_embedded_exact_scan() {
     let db = TestDb::new();
     let derived = tempfile::tempdir().unwrap();
     let memory = open(&db, &derived);
+    assert_eq!(memory.ann(), None, "pgvector searches a PostgreSQL store's vectors");
     memory.append(&turns(TURNS)).unwrap();
     memory.catch_up(None, CatchUpLimits::default(), &mut |_| {}).unwrap();
 
