@@ -13,7 +13,7 @@ use evicortex_core::TurnId;
 use crate::{
     IndexKind, RowMap, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
     distance::{dot, dot_i8, dot_i8_rows, normalize, quantize},
-    prefetch::prefetch,
+    prefetch::prefetched,
     sketch::SignSketch,
 };
 
@@ -219,12 +219,8 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         rows.sort_unstable();
         let mut approx: Vec<Approx> = Vec::with_capacity(rows.len());
         let quantized = |row: u32| &self.quantized[row as usize * dim..(row as usize + 1) * dim];
-        rows.iter().take(LOOKAHEAD).for_each(|&row| prefetch(quantized(row)));
         pulp::Arch::new().dispatch(|| {
-            for (i, &row) in rows.iter().enumerate() {
-                if let Some(&ahead) = rows.get(i + LOOKAHEAD) {
-                    prefetch(quantized(ahead));
-                }
+            for row in prefetched(&rows, LOOKAHEAD, quantized) {
                 let at = row as usize;
                 let dot = dot_i8(&query_q, quantized(row));
                 let score = query_quant.scale * self.scales[at] * dot as f32;
@@ -251,14 +247,14 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
             score: dot(query, self.vector(row as usize)),
         };
         let rows: Vec<u32> = approx[..first].iter().map(|a| a.2).collect();
-        pulp::Arch::new().dispatch(|| hits.extend(self.each_prefetched(&rows).map(exact)));
+        pulp::Arch::new().dispatch(|| hits.extend(self.prefetched_f32(&rows).map(exact)));
         top_n(&mut hits, n);
         if hits.len() == n {
             let threshold = hits[n - 1].score;
             let before = hits.len();
             let rows: Vec<u32> =
                 approx[first..].iter().filter(|a| a.1 >= threshold).map(|a| a.2).collect();
-            pulp::Arch::new().dispatch(|| hits.extend(self.each_prefetched(&rows).map(exact)));
+            pulp::Arch::new().dispatch(|| hits.extend(self.prefetched_f32(&rows).map(exact)));
             if hits.len() > before {
                 top_n(&mut hits, n);
             }
@@ -267,14 +263,8 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
     }
 
     /// `rows` in turn, each `f32` row prefetched a few rows before it is given.
-    fn each_prefetched<'a>(&'a self, rows: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
-        rows.iter().take(LOOKAHEAD_F32).for_each(|&row| prefetch(self.vector(row as usize)));
-        rows.iter().enumerate().map(move |(i, &row)| {
-            if let Some(&ahead) = rows.get(i + LOOKAHEAD_F32) {
-                prefetch(self.vector(ahead as usize));
-            }
-            row
-        })
+    fn prefetched_f32<'a>(&'a self, rows: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
+        prefetched(rows, LOOKAHEAD_F32, |row| self.vector(row as usize))
     }
 
     fn vector(&self, row: usize) -> &[f32] {

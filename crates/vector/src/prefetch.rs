@@ -23,3 +23,20 @@ pub(crate) fn prefetch<T>(row: &[T]) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = row;
 }
+
+/// `rows` in turn, the data `row_of` gives for the row `ahead` places further on prefetched as
+/// each is given (the first `ahead` before the first), so that a pass over rows at scattered
+/// places waits for few of them.
+pub(crate) fn prefetched<'a, T: 'a>(
+    rows: &'a [u32],
+    ahead: usize,
+    row_of: impl Fn(u32) -> &'a [T] + 'a,
+) -> impl Iterator<Item = u32> + 'a {
+    rows.iter().take(ahead).for_each(|&row| prefetch(row_of(row)));
+    rows.iter().enumerate().map(move |(i, &row)| {
+        if let Some(&next) = rows.get(i + ahead) {
+            prefetch(row_of(next));
+        }
+        row
+    })
+}
