@@ -469,6 +469,9 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndex<K> for ExactIndex<K> {
 /// Rows of the sample taken to place the cut of [`best_above_sampled_cut`]: one in this many.
 const SAMPLE_STEP: usize = 16;
 
+/// Scores compared with a cut at once, before any is looked at alone.
+const CUT_CHUNK: usize = 16;
+
 /// The `keep` admitted rows with the best scores (ties by row), found by a cut placed from a
 /// sample of the scores so that about a quarter more admitted rows than `keep` pass it (the
 /// share a filter admits is learnt from the rows above a first cut, and the cut lowered once):
@@ -491,11 +494,19 @@ fn best_above_sampled_cut(
         let (_, cut, _) = sample.select_nth_unstable_by(rank, |a, b| b.total_cmp(a));
         let cut = *cut;
         let (mut above, mut passed) = (0usize, Vec::with_capacity(keep + keep / 2));
-        for (row, score) in scores.iter().enumerate() {
-            if score.total_cmp(&cut) != Ordering::Less {
-                above += 1;
-                if admit(row) {
-                    passed.push((*score, row as u32));
+        // Few rows pass a cut: a chunk is looked at row by row only when one of its scores might
+        // (`s >= cut` or NaN holds for every score `total_cmp` places at or above the cut).
+        for (chunk, scores) in scores.chunks(CUT_CHUNK).enumerate() {
+            if !scores.iter().fold(false, |any, s| any | (*s >= cut) | s.is_nan()) {
+                continue;
+            }
+            for (i, score) in scores.iter().enumerate() {
+                if score.total_cmp(&cut) != Ordering::Less {
+                    above += 1;
+                    let row = chunk * CUT_CHUNK + i;
+                    if admit(row) {
+                        passed.push((*score, row as u32));
+                    }
                 }
             }
         }
@@ -699,8 +710,10 @@ mod tests {
             keep in 1usize..400,
             modulus in 1usize..6,
         ) {
-            // Few distinct values: ties at the cut are the rule, not the exception.
-            let scores: Vec<f32> = scores.iter().map(|s| *s as f32 * 0.5).collect();
+            // Few distinct values: ties at the cut are the rule, not the exception; -0.0 beside
+            // 0.0, which `total_cmp` orders and `<` does not.
+            let scores: Vec<f32> =
+                scores.iter().map(|&s| if s == -40 { -0.0 } else { s as f32 * 0.5 }).collect();
             let mut heap = best_by_heap(&scores, keep, &mut |row| row % modulus == 0);
             heap.sort_unstable();
             if let Some(mut cut) =

@@ -97,18 +97,34 @@ impl SignSketch {
     /// `out` in row order. Only the order of the scores means anything.
     pub(crate) fn scores(&self, query: &[f32], out: &mut Vec<f32>) {
         let planes = QueryPlanes::new(query, self.columns.len());
-        let mut sums = vec![0u32; self.ones.len()];
-        match Popcnt512::try_new() {
-            Some(simd) => simd.vectorize(|| planes_dots(&planes, &self.columns, &mut sums)),
-            None => pulp::Arch::new().dispatch(|| planes_dots(&planes, &self.columns, &mut sums)),
+        out.reserve(self.ones.len());
+        let simd = Popcnt512::try_new();
+        // A block of rows at a time, its sums held in the first-level cache while every column
+        // adds to them (a namespace's sums outgrow the second-level cache from a few hundred
+        // thousand rows).
+        let mut sums = [0u32; BLOCK_ROWS];
+        for start in (0..self.ones.len()).step_by(BLOCK_ROWS) {
+            let ones = &self.ones[start..self.ones.len().min(start + BLOCK_ROWS)];
+            let sums = &mut sums[..ones.len()];
+            sums.fill(0);
+            // Dispatched per block: the target-feature function must inline the column loop.
+            match simd {
+                Some(simd) => simd.vectorize(|| planes_dots(&planes, &self.columns, start, sums)),
+                None => {
+                    pulp::Arch::new().dispatch(|| planes_dots(&planes, &self.columns, start, sums))
+                }
+            }
+            out.extend(
+                sums.iter()
+                    .zip(ones)
+                    .map(|(sum, ones)| *sum as f32 + planes.offset * f32::from(*ones)),
+            );
         }
-        out.extend(
-            sums.iter()
-                .zip(&self.ones)
-                .map(|(sum, ones)| *sum as f32 + planes.offset * f32::from(*ones)),
-        );
     }
 }
+
+/// Rows whose sums one pass down the columns adds up.
+const BLOCK_ROWS: usize = 1024;
 
 /// The query's 4-bit copy as bit planes: plane `p` holds bit `p` of every dimension's level.
 struct QueryPlanes {
@@ -137,12 +153,12 @@ impl QueryPlanes {
     }
 }
 
-/// Adds `Σₚ 2ᵖ·popcount(row ∧ planeₚ)` of every row to `sums` (an integer below 2²⁴ for any
-/// dimension under a million, so exact as an `f32`).
+/// Adds `Σₚ 2ᵖ·popcount(row ∧ planeₚ)` of the rows from `start` on to `sums`, one per row (an
+/// integer below 2²⁴ for any dimension under a million, so exact as an `f32`).
 #[inline(always)]
-fn planes_dots(planes: &QueryPlanes, columns: &[Vec<u64>], sums: &mut [u32]) {
+fn planes_dots(planes: &QueryPlanes, columns: &[Vec<u64>], start: usize, sums: &mut [u32]) {
     for (column, [q0, q1, q2, q3]) in columns.iter().zip(&planes.words) {
-        for (sum, word) in sums.iter_mut().zip(column) {
+        for (sum, word) in sums.iter_mut().zip(&column[start..]) {
             let ones = (word & q0).count_ones()
                 + ((word & q1).count_ones() << 1)
                 + ((word & q2).count_ones() << 2)
@@ -199,7 +215,7 @@ mod tests {
             sketch.scores(&query, &mut scores);
             let planes = QueryPlanes::new(&query, sketch.columns.len());
             let mut portable = vec![0u32; rows.len()];
-            planes_dots(&planes, &sketch.columns, &mut portable);
+            planes_dots(&planes, &sketch.columns, 0, &mut portable);
             for (i, row) in rows.iter().enumerate() {
                 let expected = portable[i] as f32 + planes.offset * f32::from(sketch.ones[i]);
                 assert_eq!(scores[i], expected, "dim {dim}, row {i}");
