@@ -46,24 +46,27 @@ pub(crate) fn top_k<K: Copy + Ord>(
     let slack = 1.0 + 16.0 * f32::EPSILON * (m as f32 + 2.0);
     let mut by_bound: Vec<usize> = (0..m).collect();
     by_bound.sort_by(|&a, &b| terms[a].bound.total_cmp(&terms[b].bound).then(a.cmp(&b)));
-    // below[i]: the bounds of by_bound[..i] summed.
+    // From here on the terms are in `by_bound`'s order: slot i holds term by_bound[i].
+    let sorted: Vec<&QueryTerm<'_>> = by_bound.iter().map(|&t| &terms[t]).collect();
+    // below[i]: the bounds of slots ..i summed.
     let mut below = vec![0.0f32; m + 1];
-    for (i, &t) in by_bound.iter().enumerate() {
-        below[i + 1] = below[i] + terms[t].bound;
+    for (i, term) in sorted.iter().enumerate() {
+        below[i + 1] = below[i] + term.bound;
     }
     let mut cursor = vec![0usize; m];
+    // Per slot: the row at its cursor (u32::MAX past the end), so that choosing the next row
+    // reads one small array rather than every list.
+    let mut at: Vec<u32> =
+        sorted.iter().map(|t| t.postings.first().map_or(u32::MAX, |p| p.row)).collect();
     let mut tf = vec![0u32; m];
+    // The frequencies again in the terms' own order, for the score of a document kept.
+    let mut tf_in_order = vec![0u32; m];
     let mut heap: BinaryHeap<Worst<K>> = BinaryHeap::with_capacity(n + 1);
-    // by_bound[first_essential..] are the essential terms.
+    // Slots first_essential.. are the essential terms.
     let mut first_essential = 0;
     let mut threshold = f32::NEG_INFINITY;
     loop {
-        let mut row = u32::MAX;
-        for &t in &by_bound[first_essential..] {
-            if let Some(p) = terms[t].postings.get(cursor[t]) {
-                row = row.min(p.row);
-            }
-        }
+        let row = at[first_essential..].iter().fold(u32::MAX, |min, &r| min.min(r));
         if row == u32::MAX {
             break;
         }
@@ -72,13 +75,14 @@ pub(crate) fn top_k<K: Copy + Ord>(
         // Weights found so far plus the bounds of the terms not looked at yet; only additions,
         // so its rounding error stays relative to the sum.
         let mut found = 0.0f32;
-        for &t in &by_bound[first_essential..] {
-            if let Some(p) = terms[t].postings.get(cursor[t])
-                && p.row == row
-            {
-                tf[t] = p.tf;
-                found += norm.weight(terms[t].idf, p.tf, len);
-                cursor[t] += 1;
+        for i in first_essential..m {
+            if at[i] == row {
+                let postings = sorted[i].postings;
+                let p = postings[cursor[i]];
+                tf[i] = p.tf;
+                found += norm.weight(sorted[i].idf, p.tf, len);
+                cursor[i] += 1;
+                at[i] = postings.get(cursor[i]).map_or(u32::MAX, |p| p.row);
             }
         }
         if (found + below[first_essential]) * slack < threshold {
@@ -86,14 +90,13 @@ pub(crate) fn top_k<K: Copy + Ord>(
         }
         let mut pruned = false;
         for i in (0..first_essential).rev() {
-            let t = by_bound[i];
-            let postings = terms[t].postings;
-            cursor[t] = gallop_to(postings, cursor[t], row);
-            if let Some(p) = postings.get(cursor[t])
+            let postings = sorted[i].postings;
+            cursor[i] = gallop_to(postings, cursor[i], row);
+            if let Some(p) = postings.get(cursor[i])
                 && p.row == row
             {
-                tf[t] = p.tf;
-                found += norm.weight(terms[t].idf, p.tf, len);
+                tf[i] = p.tf;
+                found += norm.weight(sorted[i].idf, p.tf, len);
             }
             if (found + below[i]) * slack < threshold {
                 pruned = true;
@@ -104,8 +107,11 @@ pub(crate) fn top_k<K: Copy + Ord>(
             continue;
         }
         let Some(key) = admit(row) else { continue };
+        for (&t, &tf) in by_bound.iter().zip(&tf) {
+            tf_in_order[t] = tf;
+        }
         let mut score = 0.0f32;
-        for (term, &tf) in terms.iter().zip(&tf) {
+        for (term, &tf) in terms.iter().zip(&tf_in_order) {
             if tf > 0 {
                 score += norm.weight(term.idf, tf, len);
             }
