@@ -254,7 +254,8 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
     /// are not returned.
     ///
     /// Exact top-n by MaxScore when the query's posting lists are long: documents that provably
-    /// cannot enter the top n are skipped (and `admit` is not asked about them). Short lists are
+    /// cannot enter the top n are skipped (and `admit` is not asked about them, unless it has
+    /// refused most of the documents asked about so far: then it is asked first). Short lists are
     /// scored exhaustively, which is faster there. Either way the result equals
     /// [`Bm25Index::search_exhaustive`]'s, scores bit for bit, order and ties included.
     pub fn search(

@@ -65,6 +65,8 @@ pub(crate) fn top_k<K: Copy + Ord>(
     // Slots first_essential.. are the essential terms.
     let mut first_essential = 0;
     let mut threshold = f32::NEG_INFINITY;
+    // Documents the filter was asked about, and refused.
+    let (mut asked, mut refused) = (0usize, 0usize);
     loop {
         let row = at[first_essential..].iter().fold(u32::MAX, |min, &r| min.min(r));
         if row == u32::MAX {
@@ -88,6 +90,20 @@ pub(crate) fn top_k<K: Copy + Ord>(
         if (found + below[first_essential]) * slack < threshold {
             continue;
         }
+        // When the filter has refused most documents it was asked about, it is asked before the
+        // non-essential lists are searched for the document, not after.
+        let early = asked >= 32 && refused * 2 > asked;
+        let mut admitted = None;
+        if early {
+            asked += 1;
+            match admit(row) {
+                Some(key) => admitted = Some(key),
+                None => {
+                    refused += 1;
+                    continue;
+                }
+            }
+        }
         let mut pruned = false;
         for i in (0..first_essential).rev() {
             let postings = sorted[i].postings;
@@ -106,7 +122,17 @@ pub(crate) fn top_k<K: Copy + Ord>(
         if pruned {
             continue;
         }
-        let Some(key) = admit(row) else { continue };
+        let key = match admitted {
+            Some(key) => key,
+            None => {
+                asked += 1;
+                let Some(key) = admit(row) else {
+                    refused += 1;
+                    continue;
+                };
+                key
+            }
+        };
         for (&t, &tf) in by_bound.iter().zip(&tf) {
             tf_in_order[t] = tf;
         }
@@ -231,11 +257,16 @@ mod tests {
             }
             let index = corpus(&docs, &keys, Bm25Params { k1, b });
             let query: Vec<String> = query.iter().map(|&v| word(255 - v)).collect();
-            let admit = |key: u32| key % admit_mod != 1;
-            let pruned = index.search_max_score(&query, n, admit);
-            let exhaustive = index.search_exhaustive(&query, n, admit);
-            prop_assert_eq!(bits(&pruned), bits(&exhaustive));
-            prop_assert_eq!(bits(&index.search(&query, n, admit)), bits(&exhaustive));
+            // A filter refusing a few documents, and one refusing most (which the search asks
+            // before the non-essential lists once it has refused most of those asked).
+            let some = |key: u32| key % admit_mod != 1;
+            let most = |key: u32| key.is_multiple_of(admit_mod + 3);
+            for admit in [&some as &dyn Fn(u32) -> bool, &most] {
+                let pruned = index.search_max_score(&query, n, admit);
+                let exhaustive = index.search_exhaustive(&query, n, admit);
+                prop_assert_eq!(bits(&pruned), bits(&exhaustive));
+                prop_assert_eq!(bits(&index.search(&query, n, admit)), bits(&exhaustive));
+            }
         }
     }
 
