@@ -14,6 +14,7 @@ use crate::{
     IndexKind, RowMap, VectorError, VectorHit, VectorIndex, VectorIndexRead, VectorRow,
     distance::{dot, dot_i8, dot_i8_rows, normalize, quantize},
     prefetch::prefetched,
+    select::best_candidates,
     sketch::SignSketch,
 };
 
@@ -176,12 +177,9 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         }
         let keep = candidates.max(n).max(pool);
         let keys = self.rows.keys();
-        let mut scores = Vec::with_capacity(keys.len());
-        self.sketch.scores(&query, &mut scores);
-        let rows = match best_above_sampled_cut(&scores, keep, &mut |row| admit(keys[row])) {
-            Some(rows) => rows,
-            None => best_by_heap(&scores, keep, &mut |row| admit(keys[row])),
-        };
+        let rows = best_candidates(keys.len(), keep, &mut self.sketch.scan(&query), &mut |row| {
+            admit(keys[row])
+        });
         let mut approx = self.approximate(&query, rows);
         let hits = self.exact_top(&query, n, &mut approx);
         let mut pooled: Vec<K> = hits.iter().take(pool).map(|h| h.key).collect();
@@ -466,88 +464,6 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndex<K> for ExactIndex<K> {
     }
 }
 
-/// Rows of the sample taken to place the cut of [`best_above_sampled_cut`]: one in this many.
-const SAMPLE_STEP: usize = 16;
-
-/// Scores compared with a cut at once, before any is looked at alone.
-const CUT_CHUNK: usize = 16;
-
-/// The `keep` admitted rows with the best scores (ties by row), found by a cut placed from a
-/// sample of the scores so that about a quarter more admitted rows than `keep` pass it (the
-/// share a filter admits is learnt from the rows above a first cut, and the cut lowered once):
-/// `admit` is asked only about rows above a cut. `None` when the scores are too few to sample or
-/// fewer than `keep` admitted rows pass the lowered cut; the heap then answers. When at least
-/// `keep` admitted rows pass a cut, the best `keep` admitted rows are all among them, so the
-/// answer is the heap's.
-fn best_above_sampled_cut(
-    scores: &[f32],
-    keep: usize,
-    admit: &mut dyn FnMut(usize) -> bool,
-) -> Option<Vec<u32>> {
-    let mut sample: Vec<f32> = scores.iter().step_by(SAMPLE_STEP).copied().collect();
-    let mut wanted = keep + keep / 4;
-    for _ in 0..2 {
-        let rank = wanted.div_ceil(SAMPLE_STEP);
-        if rank >= sample.len() {
-            return None;
-        }
-        let (_, cut, _) = sample.select_nth_unstable_by(rank, |a, b| b.total_cmp(a));
-        let cut = *cut;
-        let (mut above, mut passed) = (0usize, Vec::with_capacity(keep + keep / 2));
-        // Few rows pass a cut: a chunk is looked at row by row only when one of its scores might
-        // (`s >= cut` or NaN holds for every score `total_cmp` places at or above the cut).
-        for (chunk, scores) in scores.chunks(CUT_CHUNK).enumerate() {
-            if !scores.iter().fold(false, |any, s| any | (*s >= cut) | s.is_nan()) {
-                continue;
-            }
-            for (i, score) in scores.iter().enumerate() {
-                if score.total_cmp(&cut) != Ordering::Less {
-                    above += 1;
-                    let row = chunk * CUT_CHUNK + i;
-                    if admit(row) {
-                        passed.push((*score, row as u32));
-                    }
-                }
-            }
-        }
-        if passed.len() >= keep {
-            let order = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-            if passed.len() > keep {
-                passed.select_nth_unstable_by(keep - 1, order);
-                passed.truncate(keep);
-            }
-            return Some(passed.into_iter().map(|(_, row)| row).collect());
-        }
-        // The share admitted above the cut, at least one in 64 (a narrower filter is left to
-        // the heap: the lowered cut would reach most rows anyway).
-        let share = (passed.len().max(1) as f64 / above.max(1) as f64).max(1.0 / 64.0);
-        wanted = ((keep + keep / 4) as f64 / share).ceil() as usize;
-    }
-    None
-}
-
-/// The `keep` admitted rows with the best scores (ties by row), through a heap of the best so
-/// far: `admit` is asked only about rows that would enter it.
-fn best_by_heap(scores: &[f32], keep: usize, admit: &mut dyn FnMut(usize) -> bool) -> Vec<u32> {
-    let mut head: BinaryHeap<Reverse<(OrderedScore, Reverse<u32>)>> =
-        BinaryHeap::with_capacity(keep + 1);
-    for (row, score) in scores.iter().enumerate() {
-        let entry = Reverse((OrderedScore(*score), Reverse(row as u32)));
-        let full = head.len() == keep;
-        if full && head.peek().is_some_and(|worst| entry >= *worst) {
-            continue;
-        }
-        if !admit(row) {
-            continue;
-        }
-        if full {
-            head.pop();
-        }
-        head.push(entry);
-    }
-    head.into_iter().map(|Reverse((_, Reverse(row)))| row).collect()
-}
-
 /// An `f32` ordered by `total_cmp`, for the first pass's heap.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub(crate) struct OrderedScore(pub(crate) f32);
@@ -700,28 +616,6 @@ mod tests {
             assert_eq!(head, hits[..5].iter().map(|h| h.key).collect::<Vec<_>>());
             let (none, pool) = index.search_sketched_pooled(q, 0, 30, 400, &mut |_| true).unwrap();
             assert_eq!((none.len(), pool.len()), (0, 30));
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn the_sampled_cut_keeps_what_the_heap_keeps(
-            scores in proptest::collection::vec(-40i32..40, 0..3000),
-            keep in 1usize..400,
-            modulus in 1usize..6,
-        ) {
-            // Few distinct values: ties at the cut are the rule, not the exception; -0.0 beside
-            // 0.0, which `total_cmp` orders and `<` does not.
-            let scores: Vec<f32> =
-                scores.iter().map(|&s| if s == -40 { -0.0 } else { s as f32 * 0.5 }).collect();
-            let mut heap = best_by_heap(&scores, keep, &mut |row| row % modulus == 0);
-            heap.sort_unstable();
-            if let Some(mut cut) =
-                best_above_sampled_cut(&scores, keep, &mut |row| row % modulus == 0)
-            {
-                cut.sort_unstable();
-                prop_assert_eq!(cut, heap);
-            }
         }
     }
 

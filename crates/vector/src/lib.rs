@@ -26,6 +26,7 @@ mod index;
 mod key;
 mod prefetch;
 mod row_map;
+mod select;
 mod sketch;
 #[cfg(test)]
 mod test_vectors;

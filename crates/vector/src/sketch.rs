@@ -10,6 +10,8 @@
 //! path (AVX-512 `VPOPCNTQ` where the processor has it, `count_ones` elsewhere), so the
 //! candidates never depend on the machine.
 
+use crate::select::BlockScores;
+
 /// Bits of the query's quantised copy (its bit planes).
 const QUERY_BITS: usize = 4;
 
@@ -32,12 +34,18 @@ impl Default for SketchParams {
     }
 }
 
-/// The sign bits of every row, column-major (word `w` of every row, then word `w + 1`: the scan
-/// goes down a column with the query's four words for it held, which vectorises), and each row's
-/// count of set bits.
+/// The sign bits of every row, in blocks of `BLOCK_ROWS` rows, each block column-major (word `w`
+/// of each of its rows, then word `w + 1`: the scan goes down a column with the query's four
+/// words for it held, which vectorises) and the blocks one after another, so a scan reads one
+/// stream front to back; and each row's count of set bits. The last block's columns are only as
+/// long as it needs (doubling as it fills), so a small index holds no block's worth of padding.
 #[derive(Debug, Clone)]
 pub(crate) struct SignSketch {
-    columns: Vec<Vec<u64>>,
+    /// Words per row.
+    width: usize,
+    words: Vec<u64>,
+    /// Rows a column of the last block has room for (`BLOCK_ROWS` in every other block).
+    tail_stride: usize,
     ones: Vec<u16>,
 }
 
@@ -50,13 +58,19 @@ pulp::simd_type! {
     }
 }
 
+/// Rows in one block: their sums stay in the first-level cache while every column adds to them.
+const BLOCK_ROWS: usize = 1024;
+
+/// The fewest rows a last block's columns make room for.
+const MIN_TAIL_STRIDE: usize = 8;
+
 impl SignSketch {
     pub(crate) fn new(dim: usize) -> SignSketch {
-        SignSketch { columns: vec![Vec::new(); dim.div_ceil(64)], ones: Vec::new() }
+        SignSketch { width: dim.div_ceil(64), words: Vec::new(), tail_stride: 0, ones: Vec::new() }
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.columns.iter().map(|c| c.len() * 8).sum::<usize>() + self.ones.len() * 2
+        self.words.len() * 8 + self.ones.len() * 2
     }
 
     fn encode(unit: &[f32], words: usize) -> Vec<u64> {
@@ -73,58 +87,138 @@ impl SignSketch {
         words.iter().map(|w| w.count_ones()).sum::<u32>() as u16
     }
 
+    fn blocks(&self) -> usize {
+        self.ones.len().div_ceil(BLOCK_ROWS)
+    }
+
+    /// Where `block`'s words start, and its columns' stride.
+    fn block_at(&self, block: usize) -> (usize, usize) {
+        let stride = if block + 1 == self.blocks() { self.tail_stride } else { BLOCK_ROWS };
+        (block * BLOCK_ROWS * self.width, stride)
+    }
+
+    /// Index into `words` of word `w` of `row`.
+    fn word_at(&self, row: usize, w: usize) -> usize {
+        let (start, stride) = self.block_at(row / BLOCK_ROWS);
+        start + w * stride + row % BLOCK_ROWS
+    }
+
+    /// `row`'s words.
+    #[cfg(test)]
+    fn row_words(&self, row: usize) -> Vec<u64> {
+        (0..self.width).map(|w| self.words[self.word_at(row, w)]).collect()
+    }
+
+    fn write_row(&mut self, row: usize, words: &[u64]) {
+        for (w, word) in words.iter().enumerate() {
+            let at = self.word_at(row, w);
+            self.words[at] = *word;
+        }
+    }
+
     pub(crate) fn push(&mut self, unit: &[f32]) {
-        let words = Self::encode(unit, self.columns.len());
+        let row = self.ones.len();
+        let in_block = row % BLOCK_ROWS;
+        if in_block == 0 {
+            // A new last block: the one before it is full, its stride `BLOCK_ROWS`.
+            self.tail_stride = MIN_TAIL_STRIDE.min(BLOCK_ROWS);
+            self.words.resize(self.words.len() + self.width * self.tail_stride, 0);
+        } else if in_block == self.tail_stride {
+            self.widen_tail();
+        }
+        let words = Self::encode(unit, self.width);
         self.ones.push(Self::ones_of(&words));
-        self.columns.iter_mut().zip(words).for_each(|(column, word)| column.push(word));
+        self.write_row(row, &words);
+    }
+
+    /// Doubles the room of the last block's columns, moving each column to its new place.
+    fn widen_tail(&mut self) {
+        let (start, old) = self.block_at(self.blocks() - 1);
+        let new = (old * 2).min(BLOCK_ROWS);
+        self.words.resize(start + self.width * new, 0);
+        // The last column first: every column moves towards the end, onto room already moved;
+        // then the rest of its new room is cleared of what the columns after it left there.
+        for w in (0..self.width).rev() {
+            self.words.copy_within(start + w * old..start + (w + 1) * old, start + w * new);
+            self.words[start + w * new + old..start + (w + 1) * new].fill(0);
+        }
+        self.tail_stride = new;
     }
 
     pub(crate) fn set(&mut self, row: usize, unit: &[f32]) {
-        let words = Self::encode(unit, self.columns.len());
+        let words = Self::encode(unit, self.width);
         self.ones[row] = Self::ones_of(&words);
-        self.columns.iter_mut().zip(words).for_each(|(column, word)| column[row] = word);
+        self.write_row(row, &words);
     }
 
     /// Removes `row`, the last row taking its place (as the exact index's rows do).
     pub(crate) fn swap_remove(&mut self, row: usize) {
+        let last = self.ones.len() - 1;
+        let moved: Vec<u64> = (0..self.width).map(|w| self.words[self.word_at(last, w)]).collect();
+        self.write_row(row, &moved);
+        self.write_row(last, &vec![0; self.width]);
         self.ones.swap_remove(row);
-        self.columns.iter_mut().for_each(|column| {
-            column.swap_remove(row);
-        });
+        if last.is_multiple_of(BLOCK_ROWS) {
+            // The last block is empty: drop it; the full block before it is the last now.
+            self.words.truncate(last * self.width);
+            self.tail_stride = BLOCK_ROWS;
+        }
     }
 
     /// Every row's sketch score for `query` (a unit vector of the sketch's dimension), appended to
     /// `out` in row order. Only the order of the scores means anything.
+    #[cfg(test)]
     pub(crate) fn scores(&self, query: &[f32], out: &mut Vec<f32>) {
-        let planes = QueryPlanes::new(query, self.columns.len());
-        out.reserve(self.ones.len());
-        let simd = Popcnt512::try_new();
-        // A block of rows at a time, its sums held in the first-level cache while every column
-        // adds to them (a namespace's sums outgrow the second-level cache from a few hundred
-        // thousand rows).
-        let mut sums = [0u32; BLOCK_ROWS];
-        for start in (0..self.ones.len()).step_by(BLOCK_ROWS) {
-            let ones = &self.ones[start..self.ones.len().min(start + BLOCK_ROWS)];
-            let sums = &mut sums[..ones.len()];
-            sums.fill(0);
-            // Dispatched per block: the target-feature function must inline the column loop.
-            match simd {
-                Some(simd) => simd.vectorize(|| planes_dots(&planes, &self.columns, start, sums)),
-                None => {
-                    pulp::Arch::new().dispatch(|| planes_dots(&planes, &self.columns, start, sums))
-                }
-            }
-            out.extend(
-                sums.iter()
-                    .zip(ones)
-                    .map(|(sum, ones)| *sum as f32 + planes.offset * f32::from(*ones)),
-            );
+        let mut scan = self.scan(query);
+        (0..scan.blocks()).for_each(|block| out.extend_from_slice(scan.block(block).1));
+    }
+
+    /// The rows' scores for `query` (see [`SignSketch::scores`]), a block at a time.
+    pub(crate) fn scan(&self, query: &[f32]) -> SketchScan<'_> {
+        SketchScan {
+            sketch: self,
+            planes: QueryPlanes::new(query, self.width),
+            simd: Popcnt512::try_new(),
+            sums: [0; BLOCK_ROWS],
+            scores: [0.0; BLOCK_ROWS],
         }
     }
 }
 
-/// Rows whose sums one pass down the columns adds up.
-const BLOCK_ROWS: usize = 1024;
+/// A sketch's scores for one query, a block of rows at a time.
+pub(crate) struct SketchScan<'a> {
+    sketch: &'a SignSketch,
+    planes: QueryPlanes,
+    simd: Option<Popcnt512>,
+    sums: [u32; BLOCK_ROWS],
+    scores: [f32; BLOCK_ROWS],
+}
+
+impl BlockScores for SketchScan<'_> {
+    fn blocks(&self) -> usize {
+        self.sketch.blocks()
+    }
+
+    fn block(&mut self, block: usize) -> (usize, &[f32]) {
+        let SketchScan { sketch, planes, simd, sums, scores } = self;
+        let first = block * BLOCK_ROWS;
+        let ones = &sketch.ones[first..sketch.ones.len().min(first + BLOCK_ROWS)];
+        let (start, stride) = sketch.block_at(block);
+        let words = &sketch.words[start..start + sketch.width * stride];
+        let sums = &mut sums[..ones.len()];
+        sums.fill(0);
+        // Dispatched per block: the target-feature function must inline the column loop.
+        match simd {
+            Some(simd) => simd.vectorize(|| planes_dots(planes, words, stride, sums)),
+            None => pulp::Arch::new().dispatch(|| planes_dots(planes, words, stride, sums)),
+        }
+        let scores = &mut scores[..ones.len()];
+        for ((score, sum), ones) in scores.iter_mut().zip(sums.iter()).zip(ones) {
+            *score = *sum as f32 + planes.offset * f32::from(*ones);
+        }
+        (first, scores)
+    }
+}
 
 /// The query's 4-bit copy as bit planes: plane `p` holds bit `p` of every dimension's level.
 struct QueryPlanes {
@@ -153,17 +247,20 @@ impl QueryPlanes {
     }
 }
 
-/// Adds `Σₚ 2ᵖ·popcount(row ∧ planeₚ)` of the rows from `start` on to `sums`, one per row (an
-/// integer below 2²⁴ for any dimension under a million, so exact as an `f32`).
+/// Adds `Σₚ 2ᵖ·popcount(row ∧ planeₚ)` of a block's rows to `sums`, one per row (an integer
+/// below 2²⁴ for any dimension under a million, so exact as an `f32`); the block's columns are
+/// `stride` words apart.
 #[inline(always)]
-fn planes_dots(planes: &QueryPlanes, columns: &[Vec<u64>], start: usize, sums: &mut [u32]) {
-    for (column, [q0, q1, q2, q3]) in columns.iter().zip(&planes.words) {
-        for (sum, word) in sums.iter_mut().zip(&column[start..]) {
-            let ones = (word & q0).count_ones()
-                + ((word & q1).count_ones() << 1)
-                + ((word & q2).count_ones() << 2)
-                + ((word & q3).count_ones() << 3);
-            *sum += ones;
+fn planes_dots(planes: &QueryPlanes, words: &[u64], stride: usize, sums: &mut [u32]) {
+    for (column, [q0, q1, q2, q3]) in words.chunks(stride).zip(&planes.words) {
+        for (sum, word) in sums.iter_mut().zip(column) {
+            // Summed in 64 bits and narrowed once: a narrowing per plane costs more than the
+            // popcounts.
+            let ones = (word & q0).count_ones() as u64
+                + (((word & q1).count_ones() as u64) << 1)
+                + (((word & q2).count_ones() as u64) << 2)
+                + (((word & q3).count_ones() as u64) << 3);
+            *sum += ones as u32;
         }
     }
 }
@@ -213,9 +310,9 @@ mod tests {
             rows.iter().for_each(|r| sketch.push(r));
             let mut scores = Vec::new();
             sketch.scores(&query, &mut scores);
-            let planes = QueryPlanes::new(&query, sketch.columns.len());
+            let planes = QueryPlanes::new(&query, sketch.width);
             let mut portable = vec![0u32; rows.len()];
-            planes_dots(&planes, &sketch.columns, 0, &mut portable);
+            planes_dots(&planes, &sketch.words, sketch.tail_stride, &mut portable);
             for (i, row) in rows.iter().enumerate() {
                 let expected = portable[i] as f32 + planes.offset * f32::from(sketch.ones[i]);
                 assert_eq!(scores[i], expected, "dim {dim}, row {i}");
@@ -243,7 +340,60 @@ mod tests {
         sketch.scores(&query, &mut a);
         fresh.scores(&query, &mut b);
         assert_eq!(a, b);
-        assert_eq!(sketch.columns, fresh.columns);
+        for row in 0..rows.len() {
+            assert_eq!(sketch.row_words(row), fresh.row_words(row), "row {row}");
+        }
+    }
+
+    #[test]
+    fn rows_across_blocks_score_alike_as_the_last_block_grows_and_empties() {
+        let dim = 130;
+        let mut sketch = SignSketch::new(dim);
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        let query = unit(3, dim);
+        let check = |sketch: &SignSketch, rows: &[Vec<f32>]| {
+            let mut fresh = SignSketch::new(dim);
+            rows.iter().for_each(|r| fresh.push(r));
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            sketch.scores(&query, &mut a);
+            fresh.scores(&query, &mut b);
+            assert_eq!(a, b, "{} rows", rows.len());
+            for (i, row) in rows.iter().enumerate() {
+                assert!((a[i] - naive(&query, row)).abs() < 1e-2, "row {i} of {}", rows.len());
+            }
+            assert!(sketch.words.len() <= fresh.words.len().max(sketch.width * BLOCK_ROWS * 3));
+        };
+        for seed in 0..(2 * BLOCK_ROWS as u64 + 9) {
+            rows.push(unit(seed + 10, dim));
+            sketch.push(rows.last().unwrap());
+            if [1, 8, 9, 17, 1023, 1024, 1025, 2048, 2049].contains(&rows.len()) {
+                check(&sketch, &rows);
+            }
+        }
+        // Back below two blocks, then over again, then nearly empty.
+        for step in 0..20 {
+            let at = (step * 97) % rows.len();
+            rows.swap_remove(at);
+            sketch.swap_remove(at);
+        }
+        check(&sketch, &rows);
+        rows.push(unit(5000, dim));
+        sketch.push(rows.last().unwrap());
+        check(&sketch, &rows);
+        while rows.len() > 3 {
+            rows.swap_remove(0);
+            sketch.swap_remove(0);
+        }
+        check(&sketch, &rows);
+        assert_eq!(sketch.words.len(), sketch.width * sketch.tail_stride);
+        for _ in 0..3 {
+            rows.swap_remove(0);
+            sketch.swap_remove(0);
+        }
+        assert!(sketch.words.is_empty());
+        rows.push(unit(6000, dim));
+        sketch.push(rows.last().unwrap());
+        check(&sketch, &rows);
     }
 
     #[test]
