@@ -75,7 +75,10 @@ mod token_precount;
 mod write_log;
 
 pub use crate::{
-    ann::{AnnSettings, DEFAULT_ANN_THRESHOLD, DEFAULT_SKETCH_FROM, VECTOR_INDEX_DIR},
+    ann::{
+        AnnSettings, DEFAULT_ANN_THRESHOLD, DEFAULT_MORE_SEEDS_FROM, DEFAULT_SKETCH_FROM,
+        VECTOR_INDEX_DIR,
+    },
     answer::{AnswerError, AnswerReport, AnswerRequest, CompileTimings},
     catch_up::{CatchUpLimits, EmbedProgress, EmbedReport, RefusedTurn},
     compile::{CompileError, CompileReport, CompileRequest},

@@ -26,7 +26,7 @@ pub(crate) fn encoder() -> Arc<dyn evicortex::Encoder> {
 
 /// Every vector through the graph, whatever the size.
 pub(crate) fn graph_always() -> Option<AnnSettings> {
-    Some(AnnSettings { threshold: 1, params: HnswParams::default(), sketch: None })
+    Some(AnnSettings { threshold: 1, params: HnswParams::default(), ..Default::default() })
 }
 
 pub(crate) fn open(
@@ -198,6 +198,20 @@ fn the_sketch_serves_compile_with_the_same_packed_context_as_exact() {
     let under = open(sketch_dir.path(), &encoder, Some(above));
     let context = try_compile_with(&under, QUESTIONS[0].0, None, &config).unwrap();
     assert_eq!(context.dense_index, Some(DenseIndexRef::Exact));
+    drop(under);
+    // A namespace as large as `sketch_large` asks takes its parameters, and its contexts say so.
+    let large = SketchParams { candidates: 40, seeds: 96 };
+    let larger = AnnSettings { sketch_large: Some((rows, large)), ..settings };
+    let reopened = open(sketch_dir.path(), &encoder, Some(larger));
+    let context = try_compile_with(&reopened, QUESTIONS[0].0, None, &config).unwrap();
+    assert_eq!(context.dense_index, Some(DenseIndexRef::Sketch { candidates: 40, seeds: 96 }));
+    assert_eq!(context.context_search, Some(ContextSearch::Seeded { pool: 96 }));
+    assert_eq!(context.text, try_compile_with(&exact, QUESTIONS[0].0, None, &config).unwrap().text);
+    drop(reopened);
+    let smaller = AnnSettings { sketch_large: Some((rows + 1, large)), ..settings };
+    let reopened = open(sketch_dir.path(), &encoder, Some(smaller));
+    let context = try_compile_with(&reopened, QUESTIONS[0].0, None, &config).unwrap();
+    assert_eq!(context.dense_index, Some(DenseIndexRef::Sketch { candidates: 40, seeds: 64 }));
 }
 
 #[test]
@@ -232,6 +246,12 @@ fn an_embedded_store_searches_by_sketch_from_the_default_threshold_unless_told_o
     let settings = memory.ann().expect("an embedded store's default");
     assert_eq!(settings, AnnSettings::sketch_from(evicortex::DEFAULT_SKETCH_FROM));
     assert_eq!(settings.sketch, Some(evicortex::SketchParams::default()));
+    let more = evicortex::DEFAULT_MORE_SEEDS_FROM;
+    let seeds = |rows| settings.sketch_for(rows).map(|p| p.seeds);
+    assert_eq!(
+        [seeds(evicortex::DEFAULT_SKETCH_FROM - 1), seeds(more - 1), seeds(more)],
+        [None, Some(256), Some(512)]
+    );
     // Under the threshold, the exact scan serves.
     ingest(&memory, SAMPLE);
     assert_eq!(compile(&memory, QUESTIONS[0].0, None).dense_index, Some(DenseIndexRef::Exact));
@@ -301,8 +321,11 @@ fn a_stale_or_damaged_file_is_rebuilt() {
 
     // Other graph parameters: the file is stale, removed and rebuilt under the new ones.
     let other = HnswParams { ef_search: 64, ..HnswParams::default() };
-    let memory =
-        open(dir.path(), &encoder, Some(AnnSettings { threshold: 1, params: other, sketch: None }));
+    let memory = open(
+        dir.path(),
+        &encoder,
+        Some(AnnSettings { threshold: 1, params: other, ..Default::default() }),
+    );
     let context = compile(&memory, QUESTIONS[1].0, None);
     assert_eq!(context.text, expected.text);
     let (rebuilt, header) = only_index_file(dir.path());
@@ -315,8 +338,11 @@ fn a_stale_or_damaged_file_is_rebuilt() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x55;
     fs_err::write(&path, &bytes).unwrap();
-    let memory =
-        open(dir.path(), &encoder, Some(AnnSettings { threshold: 1, params: other, sketch: None }));
+    let memory = open(
+        dir.path(),
+        &encoder,
+        Some(AnnSettings { threshold: 1, params: other, ..Default::default() }),
+    );
     assert_eq!(compile(&memory, QUESTIONS[1].0, None).text, expected.text);
     // Removed and written again (the inode may be reused, the bytes are not the damaged ones).
     assert_ne!(fs_err::read(&path).unwrap(), bytes, "rewritten");

@@ -86,11 +86,12 @@ pub struct RunArgs {
     /// through the sketch beside the exact scan (no graph is built)
     #[arg(long, conflicts_with_all = ["postgres_only", "ef_search", "threshold"])]
     pub sketch: bool,
-    /// The sketch's candidates rescored exactly (default: the product's,
-    /// `SketchParams::default()`)
+    /// The sketch's candidates rescored exactly at every size (default: the product's,
+    /// `AnnSettings::sketch_from`)
     #[arg(long, value_name = "N", requires = "sketch")]
     pub sketch_candidates: Option<usize>,
-    /// The turns of the sketch's search that seed the context list (default: the product's)
+    /// The turns of the sketch's search that seed the context list, at every size (default: the
+    /// product's, which doubles them from `DEFAULT_MORE_SEEDS_FROM` vectors)
     #[arg(long, value_name = "N", requires = "sketch")]
     pub sketch_seeds: Option<usize>,
 }
@@ -162,15 +163,23 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         questions.len(),
         turns.len()
     )?;
-    let mut sketch_params = SketchParams::default();
-    if let Some(n) = args.sketch_candidates {
-        sketch_params.candidates = n;
-    }
-    if let Some(n) = args.sketch_seeds {
-        sketch_params.seeds = n;
+    // Threshold 1: the sketch serves every search; the product's parameters at each size
+    // unless one is given.
+    let mut sketch_settings = AnnSettings { threshold: 1, ..AnnSettings::sketch_from(1) };
+    if args.sketch_candidates.is_some() || args.sketch_seeds.is_some() {
+        let mut params = SketchParams::default();
+        params.candidates = args.sketch_candidates.unwrap_or(params.candidates);
+        params.seeds = args.sketch_seeds.unwrap_or(params.seeds);
+        sketch_settings.sketch = Some(params);
+        sketch_settings.sketch_large = None;
     }
     if args.sketch {
-        outln!("sign sketch {sketch_params:?} in the graph's place")?;
+        outln!(
+            "sign sketch {:?} in the graph's place (from {:?} vectors: {:?})",
+            sketch_settings.sketch,
+            sketch_settings.sketch_large.map(|(from, _)| from),
+            sketch_settings.sketch_large.map(|(_, params)| params)
+        )?;
         outln!(
             "| vectors | as-of admits | recall@50 sketch vs exact | gate | packed turns also packed by the sketch | compile p50 / p99 exact | compile p50 / p99 sketch | dense p50 / p99 exact | dense p50 / p99 sketch | served by sketch | load avg |"
         )?;
@@ -207,7 +216,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
                 &namespace,
                 &encoder,
                 &questions,
-                sketch_params,
+                sketch_settings,
                 fraction,
             )?;
             for (path, stages) in [("exact", &outcome.exact), ("sketch", &outcome.sketch)] {
@@ -417,8 +426,9 @@ fn measure(
 ) -> anyhow::Result<Outcome> {
     let params = settings.params;
     // Threshold 1: the graph serves every search that admits anything.
-    let graph_settings = Some(AnnSettings { threshold: 1, params, sketch: None });
-    let rule_settings = Some(AnnSettings { threshold: settings.threshold, params, sketch: None });
+    let graph_settings = Some(AnnSettings { threshold: 1, params, ..AnnSettings::default() });
+    let rule_settings =
+        Some(AnnSettings { threshold: settings.threshold, params, ..AnnSettings::default() });
     let filtered = settings.as_of_fraction.is_some();
     let index_dir = dir.join(VECTOR_INDEX_DIR);
     let (mut first_compile, mut build, mut load) = (None, None, None);

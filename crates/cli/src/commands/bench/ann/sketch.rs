@@ -7,7 +7,7 @@
 use std::{path::Path, sync::Arc};
 
 use anyhow::Context;
-use evicortex::{AnnSettings, DenseIndexRef, Encoder, IdentifiedVector, Namespace, SketchParams};
+use evicortex::{AnnSettings, DenseIndexRef, Encoder, IdentifiedVector, Namespace};
 use evicortex_vector::{ExactIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex};
 
 use super::run::{
@@ -75,12 +75,10 @@ pub(super) fn measure(
     namespace: &Namespace,
     encoder: &Arc<dyn Encoder>,
     questions: &[String],
-    params: SketchParams,
+    settings: AnnSettings,
     as_of_fraction: Option<f64>,
 ) -> anyhow::Result<SketchOutcome> {
     let exact = open_audit_memory(dir, encoder, None)?;
-    // Threshold 1: the sketch serves every search.
-    let settings = AnnSettings { threshold: 1, sketch: Some(params), ..AnnSettings::default() };
     let sketch = open_audit_memory(dir, encoder, Some(settings))?;
     let turns = exact.evidence(namespace)?;
     let (as_of_time, admitted) = as_of_admitting(&turns, as_of_fraction);
@@ -91,7 +89,7 @@ pub(super) fn measure(
     let admit = said_by(&turns, as_of);
     let rows = stored_rows(dir, encoder, &turns)?;
     let mut windowed = WindowedIndex::new(rows.clone());
-    windowed.set_sketch(Some(params));
+    windowed.set_sketch(settings.sketch_for(windowed.len()));
     let recall = mean_recall(&windowed, &rows, &vectors, &admit)?;
     let size = windowed.len();
     drop((windowed, rows));
