@@ -31,6 +31,30 @@ pub(crate) struct QueryTerm<'a> {
     pub(crate) bound: f32,
 }
 
+/// The filter of a search, with how many documents it was asked about and refused.
+struct Filter<F> {
+    admit: F,
+    asked: usize,
+    refused: usize,
+}
+
+impl<F> Filter<F> {
+    fn ask<K>(&mut self, row: u32) -> Option<K>
+    where
+        F: FnMut(u32) -> Option<K>,
+    {
+        self.asked += 1;
+        let key = (self.admit)(row);
+        self.refused += usize::from(key.is_none());
+        key
+    }
+
+    /// Whether it refused most of at least 32 documents asked about.
+    fn mostly_refuses(&self) -> bool {
+        self.asked >= 32 && self.refused * 2 > self.asked
+    }
+}
+
 /// The best `n` documents matching at least one of `terms` (given in the exhaustive scorer's
 /// summation order) among those `admit` maps to a key, by descending score then ascending key.
 pub(crate) fn top_k<K: Copy + Ord>(
@@ -38,7 +62,7 @@ pub(crate) fn top_k<K: Copy + Ord>(
     norm: LengthNorm,
     doc_len: &[u32],
     n: usize,
-    mut admit: impl FnMut(u32) -> Option<K>,
+    admit: impl FnMut(u32) -> Option<K>,
 ) -> Vec<LexicalHit<K>> {
     let m = terms.len();
     // Each weight is a handful of roundings and a score sums m of them; the bound of a document
@@ -65,8 +89,7 @@ pub(crate) fn top_k<K: Copy + Ord>(
     // Slots first_essential.. are the essential terms.
     let mut first_essential = 0;
     let mut threshold = f32::NEG_INFINITY;
-    // Documents the filter was asked about, and refused.
-    let (mut asked, mut refused) = (0usize, 0usize);
+    let mut filter = Filter { admit, asked: 0, refused: 0 };
     loop {
         let row = at[first_essential..].iter().fold(u32::MAX, |min, &r| min.min(r));
         if row == u32::MAX {
@@ -92,18 +115,12 @@ pub(crate) fn top_k<K: Copy + Ord>(
         }
         // When the filter has refused most documents it was asked about, it is asked before the
         // non-essential lists are searched for the document, not after.
-        let early = asked >= 32 && refused * 2 > asked;
-        let mut admitted = None;
-        if early {
-            asked += 1;
-            match admit(row) {
-                Some(key) => admitted = Some(key),
-                None => {
-                    refused += 1;
-                    continue;
-                }
-            }
-        }
+        let admitted = if filter.mostly_refuses() {
+            let Some(key) = filter.ask(row) else { continue };
+            Some(key)
+        } else {
+            None
+        };
         let mut pruned = false;
         for i in (0..first_essential).rev() {
             let postings = sorted[i].postings;
@@ -122,17 +139,7 @@ pub(crate) fn top_k<K: Copy + Ord>(
         if pruned {
             continue;
         }
-        let key = match admitted {
-            Some(key) => key,
-            None => {
-                asked += 1;
-                let Some(key) = admit(row) else {
-                    refused += 1;
-                    continue;
-                };
-                key
-            }
-        };
+        let Some(key) = admitted.or_else(|| filter.ask(row)) else { continue };
         for (&t, &tf) in by_bound.iter().zip(&tf) {
             tf_in_order[t] = tf;
         }

@@ -104,7 +104,6 @@ impl SignSketch {
     }
 
     /// `row`'s words.
-    #[cfg(test)]
     fn row_words(&self, row: usize) -> Vec<u64> {
         (0..self.width).map(|w| self.words[self.word_at(row, w)]).collect()
     }
@@ -121,7 +120,7 @@ impl SignSketch {
         let in_block = row % BLOCK_ROWS;
         if in_block == 0 {
             // A new last block: the one before it is full, its stride `BLOCK_ROWS`.
-            self.tail_stride = MIN_TAIL_STRIDE.min(BLOCK_ROWS);
+            self.tail_stride = MIN_TAIL_STRIDE;
             self.words.resize(self.words.len() + self.width * self.tail_stride, 0);
         } else if in_block == self.tail_stride {
             self.widen_tail();
@@ -154,8 +153,7 @@ impl SignSketch {
     /// Removes `row`, the last row taking its place (as the exact index's rows do).
     pub(crate) fn swap_remove(&mut self, row: usize) {
         let last = self.ones.len() - 1;
-        let moved: Vec<u64> = (0..self.width).map(|w| self.words[self.word_at(last, w)]).collect();
-        self.write_row(row, &moved);
+        self.write_row(row, &self.row_words(last));
         self.write_row(last, &vec![0; self.width]);
         self.ones.swap_remove(row);
         if last.is_multiple_of(BLOCK_ROWS) {

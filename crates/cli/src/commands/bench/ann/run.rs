@@ -167,10 +167,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     // unless one is given.
     let mut sketch_settings = AnnSettings { threshold: 1, ..AnnSettings::sketch_from(1) };
     if args.sketch_candidates.is_some() || args.sketch_seeds.is_some() {
-        let mut params = SketchParams::default();
-        params.candidates = args.sketch_candidates.unwrap_or(params.candidates);
-        params.seeds = args.sketch_seeds.unwrap_or(params.seeds);
-        sketch_settings.sketch = Some(params);
+        let default = SketchParams::default();
+        sketch_settings.sketch = Some(SketchParams {
+            candidates: args.sketch_candidates.unwrap_or(default.candidates),
+            seeds: args.sketch_seeds.unwrap_or(default.seeds),
+        });
         sketch_settings.sketch_large = None;
     }
     if args.sketch {
