@@ -21,11 +21,11 @@ use std::{
 };
 
 use evicortex::{
-    CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, DenseConfig, Encoder, EventTime,
-    Evidence, Memory, Namespace, TokenBudget, Turn, reader_tokenizer,
+    CatchUpLimits, CompileQuery, CompileRequest, Encoder, EventTime, Evidence, Memory, Namespace,
+    TokenBudget, Turn, reader_tokenizer,
 };
 
-use super::run::{INDEX_CACHE_BYTES, RECALL_AT, load_average, pair, wait_for_counts};
+use super::run::{INDEX_CACHE_BYTES, RECALL_AT, audit_config, load_average, pair, wait_for_counts};
 
 /// One row of the PostgreSQL table.
 pub(super) struct PgRow {
@@ -155,7 +155,7 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
     let vectors: Vec<evicortex::IdentifiedVector> =
         audit.questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?;
     let reader = reader_tokenizer("o200k_base")?;
-    let config = CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT });
+    let config = audit_config();
     let mut rows = Vec::new();
     for filtered in [false, true] {
         let as_of = filtered.then(|| as_of_time(audit.turns, audit.as_of_fraction));

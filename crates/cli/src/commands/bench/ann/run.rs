@@ -24,7 +24,7 @@ use std::{
 use anyhow::Context;
 use evicortex::{
     AnnSettings, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, DEFAULT_ANN_THRESHOLD,
-    DenseConfig, DenseIndexRef, Encoder, EventTime, HnswParams, IdentifiedVector, Memory,
+    DEFAULT_TOP_N, DenseIndexRef, Encoder, EventTime, HnswParams, IdentifiedVector, Memory,
     Namespace, SketchParams, StageTimings, TokenBudget, TurnId, VECTOR_INDEX_DIR, reader_tokenizer,
 };
 use evicortex_vector::{
@@ -115,6 +115,13 @@ pub(super) const INDEX_CACHE_BYTES: usize = 64 << 30;
 
 /// Candidates compared.
 pub(super) const RECALL_AT: usize = 50;
+
+/// What the audit compiles with: the product's default (`evicortex compile`, the servers), so
+/// that its latencies are those users see; its dense list is as deep as the recall measured.
+pub(super) fn audit_config() -> CompileConfig {
+    const { assert!(DEFAULT_TOP_N == RECALL_AT) };
+    CompileConfig::default_for(true)
+}
 
 /// Runs `run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
@@ -739,7 +746,7 @@ impl<'a> AuditCompile<'a> {
             questions,
             vectors,
             as_of,
-            config: CompileConfig::default_with(10, DenseConfig::On { top_n: RECALL_AT }),
+            config: audit_config(),
             reader: reader_tokenizer("o200k_base")?,
         })
     }
