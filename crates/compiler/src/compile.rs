@@ -26,6 +26,7 @@ use crate::{
     context_index::window_admitted,
     dedup::dedup_ranked_lists,
     fusion::{rrf_fuse, rrf_term, sort_fused},
+    measure::{Premeasured, premeasure},
     names::named_speakers,
     pack_turns::pack,
     rerank::ranks_of,
@@ -156,20 +157,27 @@ pub fn compile_timed_beside_from(
     let window_list = || timed(|| lexical_window_list(window, question, config, &context_admits));
     let dense_on = matches!(config.dense, DenseConfig::On { .. }) && inputs.dense.is_some();
     let beside = dense_on && config.lexical.top_n > 0 && corpus.len() >= beside_from;
-    let (turns, windows, dense) = if beside {
+    let (turns, windows, dense, premeasured) = if beside {
         let claimed = AtomicBool::new(false);
         let turns_once = || (!claimed.swap(true, AtomicOrdering::AcqRel)).then(turn_list);
         std::thread::scope(|scope| {
             let other = scope.spawn(|| (window_list(), turns_once()));
             let dense = dense_lists(inputs, config, &admission, &context_admits);
+            // The dense lists are usually done first: their turns are measured for the pack
+            // while the lexical lists finish.
+            let premeasured = match &dense {
+                Ok(dense) => premeasure(inputs, config.dedup, &admission, &dense.lists)?,
+                Err(_) => Premeasured::default(),
+            };
             let mine = turns_once();
             let (windows, theirs) =
                 other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             let turns = theirs.or(mine).expect("one of the threads claims the turn list");
-            (turns, windows, dense)
-        })
+            Ok::<_, CompileError>((turns, windows, dense, premeasured))
+        })?
     } else {
-        (turn_list(), window_list(), dense_lists(inputs, config, &admission, &context_admits))
+        let dense = dense_lists(inputs, config, &admission, &context_admits);
+        (turn_list(), window_list(), dense, Premeasured::default())
     };
     let mut lists: Vec<RankedList> = turns.0.into_iter().chain(windows.0).collect();
     let lexical_time = turns.1 + windows.1;
@@ -346,7 +354,8 @@ pub fn compile_timed_beside_from(
             });
         }
     } else {
-        let packed = pack(inputs, query, config, &mut fused, &admission, representative)?;
+        let packed =
+            pack(inputs, query, config, &mut fused, &admission, representative, premeasured)?;
         for (i, hit) in fused.iter().enumerate() {
             if packed.over_budget.contains(&hit.key) {
                 let (lexical, dense, lists) = ranks(hit.key);

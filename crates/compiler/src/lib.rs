@@ -79,6 +79,7 @@ mod dedup;
 mod error;
 mod filter;
 mod fusion;
+mod measure;
 mod names;
 mod pack;
 mod pack_ranked;

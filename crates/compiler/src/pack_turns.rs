@@ -4,7 +4,7 @@
 //! a fill of the slack the estimates left.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, hash_map::Entry},
     sync::PoisonError,
 };
 
@@ -12,10 +12,11 @@ use evicortex_core::{TurnId, TurnIndex};
 
 use crate::{
     Admission, BudgetParts, BudgetPlanner, CompileConfig, CompileError, CompileInputs,
-    CompileQuery, Corpus, DedupPolicy, Expansion, FusedHit, LongTurns, ReaderTokenizer, Selection,
-    fill_exactly, fit_exactly,
+    CompileQuery, Corpus, Expansion, FusedHit, LongTurns, ReaderTokenizer, Selection, fill_exactly,
+    fit_exactly,
+    measure::{Premeasured, TextCounts, measure_turn},
     reader_tokens::LineCachedCount,
-    render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_order, turn_prefix},
+    render::{PREAMBLE, RenderTurn, render_chronological, turn_order},
     spread,
 };
 
@@ -44,22 +45,6 @@ pub(crate) struct Packed {
     pub(crate) deferred: HashSet<TurnId>,
 }
 
-/// Turn-text counts: the corpus's shared cache, then those this pack counted.
-struct TextCounts<'a> {
-    shared: Option<&'a HashMap<TurnId, u32>>,
-    fresh: HashMap<TurnId, u32>,
-}
-
-impl TextCounts<'_> {
-    fn get(&self, id: &TurnId) -> Option<&u32> {
-        self.shared.and_then(|shared| shared.get(id)).or_else(|| self.fresh.get(id))
-    }
-
-    fn insert(&mut self, id: TurnId, n: u32) {
-        self.fresh.insert(id, n);
-    }
-}
-
 /// Packs under read locks of the corpus's count caches, so compiles of one namespace pack side
 /// by side, then adds what this pack counted under the write locks.
 pub(crate) fn pack(
@@ -69,6 +54,7 @@ pub(crate) fn pack(
     fused: &mut Vec<FusedHit<TurnId>>,
     admission: &Admission<'_>,
     representative: impl Fn(TurnId) -> TurnId,
+    premeasured: Premeasured,
 ) -> Result<Packed, CompileError> {
     let _span = tracing::debug_span!("pack", budget = query.budget.tokens()).entered();
     let corpus = inputs.corpus;
@@ -88,46 +74,31 @@ pub(crate) fn pack(
     let mut taken: HashSet<TurnId> = HashSet::new();
     let mut over_budget = HashSet::new();
 
-    let also_cited = |pos: usize| -> Vec<TurnId> {
-        if config.dedup == DedupPolicy::Off {
-            return Vec::new();
-        }
-        let id = corpus.at(pos).id;
-        corpus
-            .text_group(pos)
-            .iter()
-            .map(|&p| corpus.at(p as usize).id)
-            .filter(|&o| o != id && admission.admits(o))
-            .collect()
-    };
     // Each candidate is measured up to three times (the long-turn rule, the greedy pass, the
-    // fill); what depends only on the turn is computed once.
-    let mut measured: HashMap<usize, (Vec<TurnId>, u32, u32, usize)> = HashMap::new();
+    // fill); what depends only on the turn is computed once, or was before the pack.
+    let Premeasured { turns: mut measured, texts: premeasured_texts, lines: premeasured_lines } =
+        premeasured;
     // The turn as a `Chosen`, and the tokens of its session header.
     let mut measure = |pos: usize, selection: Selection| -> Result<(Chosen, usize), CompileError> {
-        if let Some((also, tokens, text_count, header)) = measured.get(&pos) {
-            let (tokens, text_tokens) = (*tokens, *text_count);
-            let chosen = Chosen { pos, also_cited: also.clone(), selection, tokens, text_tokens };
-            return Ok((chosen, *header));
-        }
-        let e = corpus.at(pos);
-        let also = also_cited(pos);
-        let date = e.turn.time.local_date();
-        let prefix = turn_prefix(&RenderTurn::whole(e, &also), &date);
-        let text_count = match text_tokens.get(&e.id) {
-            Some(&n) => n,
-            None => {
-                let n = u32::try_from(reader.count(&e.turn.text)?).unwrap_or(u32::MAX);
-                text_tokens.insert(e.id, n);
-                n
-            }
+        let m = match measured.entry(pos) {
+            Entry::Occupied(slot) => slot.into_mut(),
+            Entry::Vacant(slot) => slot.insert(measure_turn(
+                corpus,
+                admission,
+                config.dedup,
+                reader,
+                &mut text_tokens,
+                pos,
+            )?),
         };
-        // Prefix, text and the closing newline, counted apart.
-        let tokens = (reader.count(&prefix)? as u32).saturating_add(text_count).saturating_add(1);
-        let header = reader.count(&session_header(e.turn.session.as_str(), &date))?;
-        measured.insert(pos, (also.clone(), tokens, text_count, header));
-        let chosen = Chosen { pos, also_cited: also, selection, tokens, text_tokens: text_count };
-        Ok((chosen, header))
+        let chosen = Chosen {
+            pos,
+            also_cited: m.also_cited.clone(),
+            selection,
+            tokens: m.tokens,
+            text_tokens: m.text_tokens,
+        };
+        Ok((chosen, m.header))
     };
     // The long-turn rule: offered in order of fused score / max(1, line tokens / unit).
     let mut divisors = HashMap::new();
@@ -258,7 +229,7 @@ pub(crate) fn pack(
         let headers = chosen
             .iter()
             .filter(|c| sessions.insert(&corpus.at(c.pos).turn.session))
-            .map(|c| measured.get(&c.pos).map_or(0, |m| m.3 as u32))
+            .map(|c| measured.get(&c.pos).map_or(0, |m| m.header as u32))
             .fold(0u32, u32::saturating_add);
         BudgetParts {
             preamble: preamble_tokens as u32,
@@ -266,8 +237,10 @@ pub(crate) fn pack(
             evidence: chosen.iter().fold(0u32, |sum, c| sum.saturating_add(c.tokens)),
         }
     });
-    let fresh_lines = line_cached.map(LineCachedCount::into_fresh).unwrap_or_default();
-    let fresh_texts = text_tokens.fresh;
+    let mut fresh_lines = line_cached.map(LineCachedCount::into_fresh).unwrap_or_default();
+    fresh_lines.extend(premeasured_lines);
+    let mut fresh_texts = text_tokens.fresh;
+    fresh_texts.extend(premeasured_texts);
     drop((text_cache, line_cache));
     corpus.add_counts(name, fresh_texts, fresh_lines);
     Ok(Packed {

@@ -121,11 +121,21 @@ pub(crate) type LineCounts = rustc_hash::FxHashMap<[u8; 32], u32>;
 /// each computed once and cached: the packer counts many blocks that share most of their lines.
 /// Lines are looked up in a shared cache that other compiles read at the same time, then in
 /// this counter's own; new counts go to its own, which the caller adds to the shared one later.
+/// A line met again is found by its text among the lines this counter has met: the shared cache
+/// holds every line of a large namespace, so each of its lookups misses the processor's caches,
+/// and a packer counts the same few hundred lines in block after block.
 #[derive(Debug)]
 pub(crate) struct LineCachedCount<'a> {
     inner: &'a dyn ReaderTokenizer,
     shared: Option<&'a LineCounts>,
-    fresh: Mutex<LineCounts>,
+    counts: Mutex<Counted>,
+}
+
+/// A counter's own counts: those it made (by digest, for the shared cache) and every line it met.
+#[derive(Debug, Default)]
+struct Counted {
+    fresh: LineCounts,
+    met: rustc_hash::FxHashMap<String, u32>,
 }
 
 impl<'a> LineCachedCount<'a> {
@@ -137,13 +147,13 @@ impl<'a> LineCachedCount<'a> {
         inner.additive_at_line_starts().then(|| LineCachedCount {
             inner,
             shared,
-            fresh: Mutex::new(LineCounts::default()),
+            counts: Mutex::new(Counted::default()),
         })
     }
 
     /// The lines counted that the shared cache did not hold.
     pub(crate) fn into_fresh(self) -> LineCounts {
-        self.fresh.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.counts.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).fresh
     }
 }
 
@@ -152,20 +162,27 @@ impl ReaderTokenizer for LineCachedCount<'_> {
         self.inner.name()
     }
     fn count(&self, text: &str) -> Result<usize, ReaderTokenizerError> {
-        let mut fresh = self.fresh.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Counted { fresh, met } = &mut *counts;
         let mut total = 0usize;
         for line in split_at_line_starts(text) {
+            if let Some(&n) = met.get(line) {
+                total += n as usize;
+                continue;
+            }
             let digest = *blake3::hash(line.as_bytes()).as_bytes();
             let cached =
                 self.shared.and_then(|shared| shared.get(&digest)).or_else(|| fresh.get(&digest));
-            total += match cached {
-                Some(&n) => n as usize,
+            let n = match cached {
+                Some(&n) => n,
                 None => {
-                    let n = self.inner.count(line)?;
-                    fresh.insert(digest, u32::try_from(n).unwrap_or(u32::MAX));
+                    let n = u32::try_from(self.inner.count(line)?).unwrap_or(u32::MAX);
+                    fresh.insert(digest, n);
                     n
                 }
             };
+            met.insert(line.to_owned(), n);
+            total += n as usize;
         }
         Ok(total)
     }

@@ -377,7 +377,9 @@ fn encoder_ref_of(dense: &Dense) -> EncoderRef {
             Some(revision) => format!("{}@{revision}", identity.model),
             None => identity.model.clone(),
         },
-        identity_digest: identity.digest().to_hex(),
+        // The encoder's own digest of its identity: computing it again costs a canonical JSON
+        // and a hash at every compile.
+        identity_digest: dense.encoder.identity_digest().to_hex(),
     }
 }
 

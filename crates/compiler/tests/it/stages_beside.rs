@@ -1,9 +1,10 @@
-//! On a large namespace the lexical lists are searched on a second thread beside the dense lists:
-//! the compiled context is byte for byte the one-thread compile's.
+//! On a large namespace the lexical lists are searched on a second thread beside the dense lists,
+//! whose turns are then measured for the pack: the compiled context is byte for byte the
+//! one-thread compile's.
 
 use evicortex_compiler::{
-    CompileConfig, CompileInputs, DenseConfig, DenseInput, PARALLEL_STAGES_FROM, TiktokenReader,
-    compile_timed_beside_from,
+    CompileConfig, CompileInputs, DenseConfig, DenseInput, LongTurns, PARALLEL_STAGES_FROM,
+    TiktokenReader, compile_timed_beside_from,
 };
 use evicortex_core::Role;
 
@@ -35,6 +36,12 @@ fn lexical_beside_dense_compiles_what_one_thread_compiles() {
     for config in [
         CompileConfig::hybrid(10, DenseConfig::On { top_n: 20 }),
         CompileConfig::hybrid(3, DenseConfig::On { top_n: 50 }),
+        // The long-turn rule measures every candidate; the second thread measures the dense
+        // lists' turns ahead of the pack.
+        CompileConfig {
+            long_turns: LongTurns::ScaledByLength { unit_tokens: 100 },
+            ..CompileConfig::hybrid(10, DenseConfig::On { top_n: 20 })
+        },
     ] {
         for (question, as_of) in [
             ("Where did I move for the bakery job?", None),

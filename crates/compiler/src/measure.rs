@@ -1,0 +1,122 @@
+//! What packing measures of a candidate turn, once per compile: the copies its line cites, its
+//! line's tokens, its text's tokens and its session header's tokens. A compile that searches its
+//! lists on two threads measures the dense lists' turns on the dense thread while the lexical
+//! lists finish ([`premeasure`]), so that the pack, which waits for both, finds them measured.
+
+use std::{collections::HashMap, sync::PoisonError};
+
+use evicortex_core::TurnId;
+
+use crate::{
+    Admission, CompileInputs, Corpus, DedupPolicy, RankedList, ReaderTokenizer,
+    ReaderTokenizerError,
+    reader_tokens::{LineCachedCount, LineCounts},
+    render::{RenderTurn, session_header, turn_prefix},
+};
+
+/// A turn as packing counts it.
+#[derive(Debug, Clone)]
+pub(crate) struct Measured {
+    /// The admitted copies its line cites.
+    pub(crate) also_cited: Vec<TurnId>,
+    /// Its line: prefix, text and the closing newline, counted apart.
+    pub(crate) tokens: u32,
+    /// Its text alone, exactly.
+    pub(crate) text_tokens: u32,
+    /// Its session's header.
+    pub(crate) header: usize,
+}
+
+/// Turns measured before the pack, with the counts made doing so (for the corpus's caches).
+#[derive(Debug, Default)]
+pub(crate) struct Premeasured {
+    pub(crate) turns: HashMap<usize, Measured>,
+    pub(crate) texts: HashMap<TurnId, u32>,
+    pub(crate) lines: LineCounts,
+}
+
+/// Turn-text counts: the corpus's shared cache, then those counted here.
+pub(crate) struct TextCounts<'a> {
+    pub(crate) shared: Option<&'a HashMap<TurnId, u32>>,
+    pub(crate) fresh: HashMap<TurnId, u32>,
+}
+
+impl TextCounts<'_> {
+    fn get(&self, id: &TurnId) -> Option<&u32> {
+        self.shared.and_then(|shared| shared.get(id)).or_else(|| self.fresh.get(id))
+    }
+}
+
+/// Measures the turn at `pos` as a compile under `admission` renders it; `reader` counts lines.
+pub(crate) fn measure_turn(
+    corpus: &Corpus,
+    admission: &Admission<'_>,
+    dedup: DedupPolicy,
+    reader: &dyn ReaderTokenizer,
+    texts: &mut TextCounts<'_>,
+    pos: usize,
+) -> Result<Measured, ReaderTokenizerError> {
+    let e = corpus.at(pos);
+    let also_cited = also_cited(corpus, admission, dedup, pos);
+    let date = e.turn.time.local_date();
+    let prefix = turn_prefix(&RenderTurn::whole(e, &also_cited), &date);
+    let text_tokens = match texts.get(&e.id) {
+        Some(&n) => n,
+        None => {
+            let n = u32::try_from(reader.count(&e.turn.text)?).unwrap_or(u32::MAX);
+            texts.fresh.insert(e.id, n);
+            n
+        }
+    };
+    let tokens = (reader.count(&prefix)? as u32).saturating_add(text_tokens).saturating_add(1);
+    let header = reader.count(&session_header(e.turn.session.as_str(), &date))?;
+    Ok(Measured { also_cited, tokens, text_tokens, header })
+}
+
+/// The admitted copies of the turn at `pos` that its line cites (none without dedup).
+fn also_cited(
+    corpus: &Corpus,
+    admission: &Admission<'_>,
+    dedup: DedupPolicy,
+    pos: usize,
+) -> Vec<TurnId> {
+    if dedup == DedupPolicy::Off {
+        return Vec::new();
+    }
+    let id = corpus.at(pos).id;
+    corpus
+        .text_group(pos)
+        .iter()
+        .map(|&p| corpus.at(p as usize).id)
+        .filter(|&o| o != id && admission.admits(o))
+        .collect()
+}
+
+/// Measures the admitted turns of `lists` as the pack would, under read locks of the corpus's
+/// count caches (as the pack takes them).
+pub(crate) fn premeasure(
+    inputs: &CompileInputs<'_>,
+    dedup: DedupPolicy,
+    admission: &Admission<'_>,
+    lists: &[RankedList],
+) -> Result<Premeasured, ReaderTokenizerError> {
+    let corpus = inputs.corpus;
+    let name = inputs.reader.name();
+    let text_cache = corpus.text_tokens.read().unwrap_or_else(PoisonError::into_inner);
+    let line_cache = corpus.line_tokens.read().unwrap_or_else(PoisonError::into_inner);
+    let mut texts = TextCounts { shared: text_cache.get(name), fresh: HashMap::new() };
+    let line_cached = LineCachedCount::new(inputs.reader, line_cache.get(name));
+    let reader: &dyn ReaderTokenizer = match &line_cached {
+        Some(cached) => cached,
+        None => inputs.reader,
+    };
+    let mut turns = HashMap::new();
+    for hit in lists.iter().flat_map(|list| &list.hits) {
+        let Some(pos) = admission.position(hit.key) else { continue };
+        if let std::collections::hash_map::Entry::Vacant(slot) = turns.entry(pos) {
+            slot.insert(measure_turn(corpus, admission, dedup, reader, &mut texts, pos)?);
+        }
+    }
+    let lines = line_cached.map(LineCachedCount::into_fresh).unwrap_or_default();
+    Ok(Premeasured { turns, texts: texts.fresh, lines })
+}
