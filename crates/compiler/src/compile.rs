@@ -4,7 +4,10 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::atomic::{AtomicBool, Ordering as AtomicOrdering},
+    sync::{
+        Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering as AtomicOrdering},
+    },
     time::{Duration, Instant},
 };
 
@@ -26,7 +29,7 @@ use crate::{
     context_index::window_admitted,
     dedup::dedup_ranked_lists,
     fusion::{rrf_fuse, rrf_term, sort_fused},
-    measure::{Premeasured, premeasure},
+    measure::Premeasured,
     names::named_speakers,
     pack_turns::pack,
     rerank::ranks_of,
@@ -160,19 +163,34 @@ pub fn compile_timed_beside_from(
     let (turns, windows, dense, premeasured) = if beside {
         let claimed = AtomicBool::new(false);
         let turns_once = || (!claimed.swap(true, AtomicOrdering::AcqRel)).then(turn_list);
+        // The window list as soon as the second thread has it.
+        let window_done = Mutex::new(None);
         std::thread::scope(|scope| {
-            let other = scope.spawn(|| (window_list(), turns_once()));
+            let other = scope.spawn(|| {
+                let windows = window_list();
+                *window_done.lock().unwrap_or_else(PoisonError::into_inner) = Some(windows);
+                turns_once()
+            });
             let dense = dense_lists(inputs, config, &admission, &context_admits);
-            // The dense lists are usually done first: their turns are measured for the pack
-            // while the lexical lists finish.
-            let premeasured = match &dense {
-                Ok(dense) => premeasure(inputs, config.dedup, &admission, &dense.lists)?,
-                Err(_) => Premeasured::default(),
-            };
+            // The dense lists are usually done first, and the window list before the turn
+            // list: their turns are measured for the pack while the lexical lists finish.
+            let mut premeasured = Premeasured::default();
+            if let Ok(dense) = &dense {
+                premeasured.add(inputs, config.dedup, &admission, &dense.lists)?;
+            }
+            if let Some((Some(windows), _)) =
+                &*window_done.lock().unwrap_or_else(PoisonError::into_inner)
+            {
+                premeasured.add(inputs, config.dedup, &admission, std::slice::from_ref(windows))?;
+            }
             let mine = turns_once();
-            let (windows, theirs) =
-                other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let theirs = other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             let turns = theirs.or(mine).expect("one of the threads claims the turn list");
+            let windows = window_done
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+                .expect("the second thread lists the windows");
             Ok::<_, CompileError>((turns, windows, dense, premeasured))
         })?
     } else {

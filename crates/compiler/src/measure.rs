@@ -1,9 +1,13 @@
 //! What packing measures of a candidate turn, once per compile: the copies its line cites, its
 //! line's tokens, its text's tokens and its session header's tokens. A compile that searches its
-//! lists on two threads measures the dense lists' turns on the dense thread while the lexical
-//! lists finish ([`premeasure`]), so that the pack, which waits for both, finds them measured.
+//! lists on two threads measures the dense lists' turns, and the window list's once it is done,
+//! on the dense thread while the lexical lists finish ([`Premeasured::add`]), so that the pack,
+//! which waits for both, finds them measured.
 
-use std::{collections::HashMap, sync::PoisonError};
+use std::{
+    collections::{HashMap, hash_map::Entry},
+    sync::PoisonError,
+};
 
 use evicortex_core::TurnId;
 
@@ -92,31 +96,34 @@ fn also_cited(
         .collect()
 }
 
-/// Measures the admitted turns of `lists` as the pack would, under read locks of the corpus's
-/// count caches (as the pack takes them).
-pub(crate) fn premeasure(
-    inputs: &CompileInputs<'_>,
-    dedup: DedupPolicy,
-    admission: &Admission<'_>,
-    lists: &[RankedList],
-) -> Result<Premeasured, ReaderTokenizerError> {
-    let corpus = inputs.corpus;
-    let name = inputs.reader.name();
-    let text_cache = corpus.text_tokens.read().unwrap_or_else(PoisonError::into_inner);
-    let line_cache = corpus.line_tokens.read().unwrap_or_else(PoisonError::into_inner);
-    let mut texts = TextCounts { shared: text_cache.get(name), fresh: HashMap::new() };
-    let line_cached = LineCachedCount::new(inputs.reader, line_cache.get(name));
-    let reader: &dyn ReaderTokenizer = match &line_cached {
-        Some(cached) => cached,
-        None => inputs.reader,
-    };
-    let mut turns = HashMap::new();
-    for hit in lists.iter().flat_map(|list| &list.hits) {
-        let Some(pos) = admission.position(hit.key) else { continue };
-        if let std::collections::hash_map::Entry::Vacant(slot) = turns.entry(pos) {
-            slot.insert(measure_turn(corpus, admission, dedup, reader, &mut texts, pos)?);
+impl Premeasured {
+    /// Measures the admitted turns of `lists` not measured yet, as the pack would, under read
+    /// locks of the corpus's count caches (as the pack takes them).
+    pub(crate) fn add(
+        &mut self,
+        inputs: &CompileInputs<'_>,
+        dedup: DedupPolicy,
+        admission: &Admission<'_>,
+        lists: &[RankedList],
+    ) -> Result<(), ReaderTokenizerError> {
+        let corpus = inputs.corpus;
+        let name = inputs.reader.name();
+        let text_cache = corpus.text_tokens.read().unwrap_or_else(PoisonError::into_inner);
+        let line_cache = corpus.line_tokens.read().unwrap_or_else(PoisonError::into_inner);
+        let mut texts = TextCounts { shared: text_cache.get(name), fresh: HashMap::new() };
+        let line_cached = LineCachedCount::new(inputs.reader, line_cache.get(name));
+        let reader: &dyn ReaderTokenizer = match &line_cached {
+            Some(cached) => cached,
+            None => inputs.reader,
+        };
+        for hit in lists.iter().flat_map(|list| &list.hits) {
+            let Some(pos) = admission.position(hit.key) else { continue };
+            if let Entry::Vacant(slot) = self.turns.entry(pos) {
+                slot.insert(measure_turn(corpus, admission, dedup, reader, &mut texts, pos)?);
+            }
         }
+        self.texts.extend(texts.fresh);
+        self.lines.extend(line_cached.map(LineCachedCount::into_fresh).unwrap_or_default());
+        Ok(())
     }
-    let lines = line_cached.map(LineCachedCount::into_fresh).unwrap_or_default();
-    Ok(Premeasured { turns, texts: texts.fresh, lines })
 }

@@ -176,10 +176,10 @@ pub(crate) fn clear_scrub_pending(conn: &Connection) -> rusqlite::Result<()> {
 
 /// The last record's sequence number and chain hash, straight from the records table.
 pub(crate) fn last_record(conn: &Connection) -> rusqlite::Result<Option<(i64, Vec<u8>)>> {
-    conn.query_row("SELECT seq, chain FROM records ORDER BY seq DESC LIMIT 1", [], |r| {
-        Ok((r.get(0)?, r.get(1)?))
-    })
-    .optional()
+    // Cached: every compile asks for the head (is the namespace's index current?).
+    conn.prepare_cached("SELECT seq, chain FROM records ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
 }
 
 /// A record row as stored, before any interpretation. Every column is read loosely so that a

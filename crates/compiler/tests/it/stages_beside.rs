@@ -3,10 +3,11 @@
 //! one-thread compile's.
 
 use evicortex_compiler::{
-    CompileConfig, CompileInputs, DenseConfig, DenseInput, LongTurns, PARALLEL_STAGES_FROM,
-    TiktokenReader, compile_timed_beside_from,
+    CompileConfig, CompileInputs, ContextConfig, ContextInputs, DenseConfig, DenseInput, LongTurns,
+    PARALLEL_STAGES_FROM, TiktokenReader, WindowIndex, compile_timed_beside_from,
 };
 use evicortex_core::Role;
+use evicortex_lexical::{Analyzer, Bm25Params};
 
 use crate::fixture::{bag_of_words, build, conversation, evidence, query};
 
@@ -33,13 +34,18 @@ fn lexical_beside_dense_compiles_what_one_thread_compiles() {
     let built = build("alice", records, erased);
     assert!(built.corpus.len() >= PARALLEL_STAGES_FROM);
     let reader = TiktokenReader::o200k_base();
+    let window =
+        WindowIndex::build(&built.corpus, 1, Bm25Params { k1: 1.2, b: 0.75 }, Analyzer::Plain)
+            .unwrap();
     for config in [
         CompileConfig::hybrid(10, DenseConfig::On { top_n: 20 }),
         CompileConfig::hybrid(3, DenseConfig::On { top_n: 50 }),
         // The long-turn rule measures every candidate; the second thread measures the dense
         // lists' turns ahead of the pack.
+        // With the window list, whose turns the dense thread measures too once it is done.
         CompileConfig {
             long_turns: LongTurns::ScaledByLength { unit_tokens: 100 },
+            context: ContextConfig { lexical_radius: 1, dense_radius: 0 },
             ..CompileConfig::hybrid(10, DenseConfig::On { top_n: 20 })
         },
     ] {
@@ -59,7 +65,7 @@ fn lexical_beside_dense_compiles_what_one_thread_compiles() {
                     pending: 0,
                 }),
                 also_dense: &[],
-                context: evicortex_compiler::ContextInputs::default(),
+                context: ContextInputs { lexical: Some(&window), dense: None },
                 reader: &reader,
                 reranker: None,
             };
