@@ -6,7 +6,7 @@
 
 use std::{
     collections::{HashMap, hash_map::Entry},
-    sync::PoisonError,
+    sync::{PoisonError, RwLockReadGuard},
 };
 
 use evicortex_core::TurnId;
@@ -31,23 +31,80 @@ pub(crate) struct Measured {
     pub(crate) header: usize,
 }
 
-/// Turns measured before the pack, with the counts made doing so (for the corpus's caches).
+/// Turns measured before the pack, with the counts made doing so.
 #[derive(Debug, Default)]
 pub(crate) struct Premeasured {
     pub(crate) turns: HashMap<usize, Measured>,
+    pub(crate) counts: Counts,
+}
+
+/// Reader-token counts a compile made that the corpus's caches did not hold, added to them after
+/// the pack ([`Corpus::add_counts`]).
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
     pub(crate) texts: HashMap<TurnId, u32>,
     pub(crate) lines: LineCounts,
 }
 
+/// The corpus's count caches under read locks, so that compiles of one namespace count side by
+/// side.
+pub(crate) struct CountCaches<'c> {
+    texts: RwLockReadGuard<'c, HashMap<String, HashMap<TurnId, u32>>>,
+    lines: RwLockReadGuard<'c, HashMap<String, LineCounts>>,
+}
+
+impl<'c> CountCaches<'c> {
+    pub(crate) fn read(corpus: &'c Corpus) -> CountCaches<'c> {
+        CountCaches {
+            texts: corpus.text_tokens.read().unwrap_or_else(PoisonError::into_inner),
+            lines: corpus.line_tokens.read().unwrap_or_else(PoisonError::into_inner),
+        }
+    }
+
+    /// Counters in `reader`'s tokens over these caches, starting from `start` (counts this
+    /// compile made already): the turn texts', and the lines' when `reader` is additive at line
+    /// starts (see [`LineCachedCount`]).
+    pub(crate) fn counters<'a>(
+        &'a self,
+        reader: &'a dyn ReaderTokenizer,
+        start: Counts,
+    ) -> (TextCounts<'a>, Option<LineCachedCount<'a>>) {
+        let name = reader.name();
+        let texts = TextCounts { shared: self.texts.get(name), fresh: start.texts };
+        let lines = LineCachedCount::new(reader, self.lines.get(name))
+            .map(|counter| counter.starting_from(start.lines));
+        (texts, lines)
+    }
+}
+
+/// What counts lines: the line counter where there is one, else the reader itself.
+pub(crate) fn line_reader<'a>(
+    lines: &'a Option<LineCachedCount<'a>>,
+    reader: &'a dyn ReaderTokenizer,
+) -> &'a dyn ReaderTokenizer {
+    match lines {
+        Some(cached) => cached,
+        None => reader,
+    }
+}
+
 /// Turn-text counts: the corpus's shared cache, then those counted here.
 pub(crate) struct TextCounts<'a> {
-    pub(crate) shared: Option<&'a HashMap<TurnId, u32>>,
-    pub(crate) fresh: HashMap<TurnId, u32>,
+    shared: Option<&'a HashMap<TurnId, u32>>,
+    fresh: HashMap<TurnId, u32>,
 }
 
 impl TextCounts<'_> {
     fn get(&self, id: &TurnId) -> Option<&u32> {
         self.shared.and_then(|shared| shared.get(id)).or_else(|| self.fresh.get(id))
+    }
+
+    /// What these counters counted.
+    pub(crate) fn into_counts(self, lines: Option<LineCachedCount<'_>>) -> Counts {
+        Counts {
+            texts: self.fresh,
+            lines: lines.map(LineCachedCount::into_fresh).unwrap_or_default(),
+        }
     }
 }
 
@@ -107,23 +164,16 @@ impl Premeasured {
         lists: &[RankedList],
     ) -> Result<(), ReaderTokenizerError> {
         let corpus = inputs.corpus;
-        let name = inputs.reader.name();
-        let text_cache = corpus.text_tokens.read().unwrap_or_else(PoisonError::into_inner);
-        let line_cache = corpus.line_tokens.read().unwrap_or_else(PoisonError::into_inner);
-        let mut texts = TextCounts { shared: text_cache.get(name), fresh: HashMap::new() };
-        let line_cached = LineCachedCount::new(inputs.reader, line_cache.get(name));
-        let reader: &dyn ReaderTokenizer = match &line_cached {
-            Some(cached) => cached,
-            None => inputs.reader,
-        };
+        let caches = CountCaches::read(corpus);
+        let (mut texts, lines) = caches.counters(inputs.reader, std::mem::take(&mut self.counts));
+        let reader = line_reader(&lines, inputs.reader);
         for hit in lists.iter().flat_map(|list| &list.hits) {
             let Some(pos) = admission.position(hit.key) else { continue };
             if let Entry::Vacant(slot) = self.turns.entry(pos) {
                 slot.insert(measure_turn(corpus, admission, dedup, reader, &mut texts, pos)?);
             }
         }
-        self.texts.extend(texts.fresh);
-        self.lines.extend(line_cached.map(LineCachedCount::into_fresh).unwrap_or_default());
+        self.counts = texts.into_counts(lines);
         Ok(())
     }
 }

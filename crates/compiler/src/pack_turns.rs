@@ -3,19 +3,14 @@
 //! followed by its adjacent turns when expansion is on, the exact fit of the rendered block, then
 //! a fill of the slack the estimates left.
 
-use std::{
-    collections::{HashMap, HashSet, hash_map::Entry},
-    sync::PoisonError,
-};
+use std::collections::{HashMap, HashSet, hash_map::Entry};
 
 use evicortex_core::{TurnId, TurnIndex};
 
 use crate::{
     Admission, BudgetParts, BudgetPlanner, CompileConfig, CompileError, CompileInputs,
-    CompileQuery, Corpus, Expansion, FusedHit, LongTurns, ReaderTokenizer, Selection, fill_exactly,
-    fit_exactly,
-    measure::{Premeasured, TextCounts, measure_turn},
-    reader_tokens::LineCachedCount,
+    CompileQuery, Corpus, Expansion, FusedHit, LongTurns, Selection, fill_exactly, fit_exactly,
+    measure::{CountCaches, Premeasured, line_reader, measure_turn},
     render::{PREAMBLE, RenderTurn, render_chronological, turn_order},
     spread,
 };
@@ -58,16 +53,11 @@ pub(crate) fn pack(
 ) -> Result<Packed, CompileError> {
     let _span = tracing::debug_span!("pack", budget = query.budget.tokens()).entered();
     let corpus = inputs.corpus;
-    let name = inputs.reader.name();
-    let text_cache = corpus.text_tokens.read().unwrap_or_else(PoisonError::into_inner);
-    let line_cache = corpus.line_tokens.read().unwrap_or_else(PoisonError::into_inner);
-    let mut text_tokens = TextCounts { shared: text_cache.get(name), fresh: HashMap::new() };
+    let Premeasured { turns: mut measured, counts } = premeasured;
+    let caches = CountCaches::read(corpus);
     // Every block the fit and the fill count shares most lines with the previous one.
-    let line_cached = LineCachedCount::new(inputs.reader, line_cache.get(name));
-    let reader: &dyn ReaderTokenizer = match &line_cached {
-        Some(cached) => cached,
-        None => inputs.reader,
-    };
+    let (mut text_tokens, line_cached) = caches.counters(inputs.reader, counts);
+    let reader = line_reader(&line_cached, inputs.reader);
     let preamble_tokens = reader.count(PREAMBLE)?;
     let mut planner = BudgetPlanner::new(query.budget, preamble_tokens);
     let mut chosen: Vec<Chosen> = Vec::new();
@@ -76,8 +66,6 @@ pub(crate) fn pack(
 
     // Each candidate is measured up to three times (the long-turn rule, the greedy pass, the
     // fill); what depends only on the turn is computed once, or was before the pack.
-    let Premeasured { turns: mut measured, texts: premeasured_texts, lines: premeasured_lines } =
-        premeasured;
     // The turn as a `Chosen`, and the tokens of its session header.
     let mut measure = |pos: usize, selection: Selection| -> Result<(Chosen, usize), CompileError> {
         let m = match measured.entry(pos) {
@@ -237,12 +225,9 @@ pub(crate) fn pack(
             evidence: chosen.iter().fold(0u32, |sum, c| sum.saturating_add(c.tokens)),
         }
     });
-    let mut fresh_lines = line_cached.map(LineCachedCount::into_fresh).unwrap_or_default();
-    fresh_lines.extend(premeasured_lines);
-    let mut fresh_texts = text_tokens.fresh;
-    fresh_texts.extend(premeasured_texts);
-    drop((text_cache, line_cache));
-    corpus.add_counts(name, fresh_texts, fresh_lines);
+    let counted = text_tokens.into_counts(line_cached);
+    drop(caches);
+    corpus.add_counts(inputs.reader.name(), counted.texts, counted.lines);
     Ok(Packed {
         chosen,
         over_budget,

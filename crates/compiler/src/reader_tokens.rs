@@ -151,6 +151,13 @@ impl<'a> LineCachedCount<'a> {
         })
     }
 
+    /// The counter with `fresh` as the lines it has counted already (another counter's, of the
+    /// same compile, not yet in the shared cache).
+    pub(crate) fn starting_from(self, fresh: LineCounts) -> LineCachedCount<'a> {
+        let counts = Mutex::new(Counted { fresh, met: Default::default() });
+        LineCachedCount { counts, ..self }
+    }
+
     /// The lines counted that the shared cache did not hold.
     pub(crate) fn into_fresh(self) -> LineCounts {
         self.counts.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).fresh

@@ -40,9 +40,8 @@ fn lexical_beside_dense_compiles_what_one_thread_compiles() {
     for config in [
         CompileConfig::hybrid(10, DenseConfig::On { top_n: 20 }),
         CompileConfig::hybrid(3, DenseConfig::On { top_n: 50 }),
-        // The long-turn rule measures every candidate; the second thread measures the dense
-        // lists' turns ahead of the pack.
-        // With the window list, whose turns the dense thread measures too once it is done.
+        // The long-turn rule measures every candidate: the dense lists' turns, and the window
+        // list's when it is done first, are measured ahead of the pack on the dense thread.
         CompileConfig {
             long_turns: LongTurns::ScaledByLength { unit_tokens: 100 },
             context: ContextConfig { lexical_radius: 1, dense_radius: 0 },
