@@ -10,6 +10,7 @@ use evicortex_core::{EventTime, Evidence, Namespace, SessionId, TurnId};
 
 use crate::{
     CorpusError, ReaderTokenizer, ReaderTokenizerError,
+    measure::{TurnTokens, count_turn},
     reader_tokens::{LineCounts, lines_with_digests},
     render::{PREAMBLE, RenderTurn, session_header, turn_prefix},
     turn_document,
@@ -49,12 +50,13 @@ pub struct Corpus {
     speakers: Vec<String>,
     /// The latest event time of an eligible record.
     latest: Option<EventTime>,
-    /// Reader-token counts of turn texts, per tokenizer name; deterministic, so caching them does
-    /// not change results. Read-locked for a whole pack, so that compiles of one namespace pack
-    /// side by side; what a pack counts is added under the write lock after it.
-    pub(crate) text_tokens: RwLock<HashMap<String, HashMap<TurnId, u32>>>,
+    /// Per tokenizer name, per position: the reader-token counts of what packing measures of a
+    /// turn that never changes ([`TurnTokens`]); deterministic, so caching them does not change
+    /// results. Read-locked for a whole pack, so that compiles of one namespace pack side by
+    /// side; what a pack counts is added under the write lock after it.
+    pub(crate) turn_tokens: RwLock<HashMap<String, Vec<Option<TurnTokens>>>>,
     /// Reader-token counts of rendered lines by BLAKE3 digest, per tokenizer name (see
-    /// [`crate::reader_tokens::LineCachedCount`]), locked like `text_tokens`.
+    /// [`crate::reader_tokens::LineCachedCount`]), locked like `turn_tokens`.
     pub(crate) line_tokens: RwLock<HashMap<String, LineCounts>>,
 }
 
@@ -86,7 +88,7 @@ impl Corpus {
             turn_at: Vec::new(),
             speakers: Vec::new(),
             latest: None,
-            text_tokens: RwLock::new(HashMap::new()),
+            turn_tokens: RwLock::new(HashMap::new()),
             line_tokens: RwLock::new(HashMap::new()),
         };
         corpus.positions = PositionTable::for_ids(evidence.iter().map(|e| e.id));
@@ -201,16 +203,23 @@ impl Corpus {
         self.latest
     }
 
+    /// The index of the session of the record at `pos` among the corpus's sessions.
+    #[inline]
+    pub(crate) fn session_index(&self, pos: usize) -> u32 {
+        self.session_at[pos]
+    }
+
     /// Whether `id` was declared erased.
     pub fn is_erased(&self, id: TurnId) -> bool {
         self.erased.contains(&id)
     }
 
-    /// Counts in `reader` the texts of the live records at `positions` (clamped to the corpus)
-    /// that packing has not counted yet, as packing counts them, and caches the counts; returns
-    /// how many it counted. A compile then finds them cached: the memory facade runs this in the
-    /// background, a chunk of positions at a time, so that a big namespace's compiles stop paying
-    /// for cold counts. The texts are counted without holding the cache's lock.
+    /// Counts in `reader` what packing measures of the live records at `positions` (clamped to
+    /// the corpus) that packing has not counted yet (each turn's text, session header and
+    /// citation prefix, [`TurnTokens`]), as packing counts them, and caches the counts; returns
+    /// how many turns it counted. A compile then finds them cached: the memory facade runs this
+    /// in the background, a chunk of positions at a time, so that a big namespace's compiles stop
+    /// paying for cold counts. The turns are counted without holding the cache's lock.
     ///
     /// For a tokenizer additive at line starts, the lines packing counts for each of those turns
     /// are counted too, as a compile without an as-of time renders them: its citation prefix, its
@@ -225,17 +234,16 @@ impl Corpus {
     ) -> Result<usize, ReaderTokenizerError> {
         let positions = positions.start.min(self.len())..positions.end.min(self.len());
         let missing: Vec<usize> = {
-            let caches = self.text_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let caches = self.turn_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             let cached = caches.get(reader.name());
             positions
                 .filter(|&pos| self.eligible_time_at(pos).is_some())
-                .filter(|&pos| cached.is_none_or(|c| !c.contains_key(&self.evidence[pos].id)))
+                .filter(|&pos| cached.is_none_or(|c| c.get(pos).is_none_or(Option::is_none)))
                 .collect()
         };
         let mut counts = Vec::with_capacity(missing.len());
         for &pos in &missing {
-            let n = reader.count(&self.evidence[pos].turn.text)?;
-            counts.push((self.evidence[pos].id, u32::try_from(n).unwrap_or(u32::MAX)));
+            counts.push((pos, count_turn(self, reader, pos)?));
         }
         let mut lines = LineCounts::default();
         if reader.additive_at_line_starts() && !missing.is_empty() {
@@ -282,19 +290,25 @@ impl Corpus {
         [prefix, session_header(e.turn.session.as_str(), &date), line, before_header]
     }
 
-    /// Adds reader-token counts of turn texts and of rendered lines, each cache under its write
-    /// lock (held by no caller: a pack drops its read locks first).
+    /// Adds reader-token counts of turns (by position) and of rendered lines, each cache under
+    /// its write lock (held by no caller: a pack drops its read locks first).
     pub(crate) fn add_counts(
         &self,
         reader_name: &str,
-        texts: impl IntoIterator<Item = (TurnId, u32)>,
+        turns: impl IntoIterator<Item = (usize, TurnTokens)>,
         lines: LineCounts,
     ) {
-        let mut texts = texts.into_iter().peekable();
-        if texts.peek().is_some() {
+        let mut turns = turns.into_iter().peekable();
+        if turns.peek().is_some() {
             let mut caches =
-                self.text_tokens.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-            caches.entry(reader_name.to_owned()).or_default().extend(texts);
+                self.turn_tokens.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let cached = caches.entry(reader_name.to_owned()).or_default();
+            for (pos, counted) in turns {
+                if cached.len() <= pos {
+                    cached.resize(self.len().max(pos + 1), None);
+                }
+                cached[pos] = Some(counted);
+            }
         }
         if !lines.is_empty() {
             let mut caches =
@@ -309,10 +323,10 @@ impl Corpus {
         caches.get(reader_name).map_or(0, HashMap::len)
     }
 
-    /// How many texts have their count in `reader_name` cached.
+    /// How many turns have their counts in `reader_name` cached.
     pub fn text_tokens_cached(&self, reader_name: &str) -> usize {
-        let caches = self.text_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        caches.get(reader_name).map_or(0, HashMap::len)
+        let caches = self.turn_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        caches.get(reader_name).map_or(0, |cached| cached.iter().flatten().count())
     }
 
     /// The position of `id` (the position table is exact: no id shares a slot).
@@ -497,10 +511,16 @@ mod tests {
         assert_eq!(corpus.precount_text_tokens(&reader, 0..100).unwrap(), 1, "the third live text");
         assert_eq!(corpus.precount_text_tokens(&reader, 0..100).unwrap(), 0, "all cached");
         assert_eq!(corpus.text_tokens_cached("o200k_base"), 3);
-        let caches = corpus.text_tokens.read().unwrap();
-        for (i, text) in texts[..3].iter().enumerate() {
-            let id = TurnId::from_raw(i as u64 + 1);
-            assert_eq!(caches["o200k_base"][&id] as usize, reader.count(text).unwrap());
+        let caches = corpus.turn_tokens.read().unwrap();
+        for (pos, text) in texts[..3].iter().enumerate() {
+            let counted = caches["o200k_base"][pos].unwrap();
+            assert_eq!(counted.text as usize, reader.count(text).unwrap());
+            let e = corpus.at(pos);
+            let date = e.turn.time.local_date();
+            let header = session_header(e.turn.session.as_str(), &date);
+            assert_eq!(counted.header as usize, reader.count(&header).unwrap());
+            let prefix = turn_prefix(&RenderTurn::whole(e, &[]), &date);
+            assert_eq!(counted.prefix as usize, reader.count(&prefix).unwrap());
         }
     }
 }

@@ -1,5 +1,8 @@
 //! What packing measures of a candidate turn, once per compile: the copies its line cites, its
-//! line's tokens, its text's tokens and its session header's tokens. A compile that searches its
+//! line's tokens, its text's tokens and its session header's tokens. What never changes for a
+//! turn (its text's, its header's and its prefix's tokens when it cites no copies,
+//! [`TurnTokens`]) is counted once and cached in the corpus by position, so that measuring a
+//! cached turn reads one entry instead of rendering and looking up its lines. A compile that searches its
 //! lists on two threads measures the dense lists' turns, and the window list's once it is done,
 //! on the dense thread while the lexical lists finish ([`Premeasured::add`]), so that the pack,
 //! which waits for both, finds them measured.
@@ -38,42 +41,71 @@ pub(crate) struct Premeasured {
     pub(crate) counts: Counts,
 }
 
+/// The reader-token counts of a turn that depend on the turn alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TurnTokens {
+    /// Its text.
+    pub(crate) text: u32,
+    /// Its session's header (with the turn's date).
+    pub(crate) header: u32,
+    /// Its citation prefix citing no copies.
+    pub(crate) prefix: u32,
+}
+
+/// `pos`'s [`TurnTokens`] counted by `reader`.
+pub(crate) fn count_turn(
+    corpus: &Corpus,
+    reader: &dyn ReaderTokenizer,
+    pos: usize,
+) -> Result<TurnTokens, ReaderTokenizerError> {
+    let e = corpus.at(pos);
+    let date = e.turn.time.local_date();
+    let count = |text: &str| reader.count(text).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    Ok(TurnTokens {
+        text: count(&e.turn.text)?,
+        header: count(&session_header(e.turn.session.as_str(), &date))?,
+        prefix: count(&turn_prefix(&RenderTurn::whole(e, &[]), &date))?,
+    })
+}
+
 /// Reader-token counts a compile made that the corpus's caches did not hold, added to them after
 /// the pack ([`Corpus::add_counts`]).
 #[derive(Debug, Default)]
 pub(crate) struct Counts {
-    pub(crate) texts: HashMap<TurnId, u32>,
+    /// By position.
+    pub(crate) turns: HashMap<usize, TurnTokens>,
     pub(crate) lines: LineCounts,
 }
 
 /// The corpus's count caches under read locks, so that compiles of one namespace count side by
 /// side.
 pub(crate) struct CountCaches<'c> {
-    texts: RwLockReadGuard<'c, HashMap<String, HashMap<TurnId, u32>>>,
+    turns: RwLockReadGuard<'c, HashMap<String, Vec<Option<TurnTokens>>>>,
     lines: RwLockReadGuard<'c, HashMap<String, LineCounts>>,
 }
 
 impl<'c> CountCaches<'c> {
     pub(crate) fn read(corpus: &'c Corpus) -> CountCaches<'c> {
         CountCaches {
-            texts: corpus.text_tokens.read().unwrap_or_else(PoisonError::into_inner),
+            turns: corpus.turn_tokens.read().unwrap_or_else(PoisonError::into_inner),
             lines: corpus.line_tokens.read().unwrap_or_else(PoisonError::into_inner),
         }
     }
 
     /// Counters in `reader`'s tokens over these caches, starting from `start` (counts this
-    /// compile made already): the turn texts', and the lines' when `reader` is additive at line
+    /// compile made already): the turns', and the lines' when `reader` is additive at line
     /// starts (see [`LineCachedCount`]).
     pub(crate) fn counters<'a>(
         &'a self,
         reader: &'a dyn ReaderTokenizer,
         start: Counts,
-    ) -> (TextCounts<'a>, Option<LineCachedCount<'a>>) {
+    ) -> (TurnCounts<'a>, Option<LineCachedCount<'a>>) {
         let name = reader.name();
-        let texts = TextCounts { shared: self.texts.get(name), fresh: start.texts };
+        let turns =
+            TurnCounts { shared: self.turns.get(name).map(Vec::as_slice), fresh: start.turns };
         let lines = LineCachedCount::new(reader, self.lines.get(name))
             .map(|counter| counter.starting_from(start.lines));
-        (texts, lines)
+        (turns, lines)
     }
 }
 
@@ -88,21 +120,22 @@ pub(crate) fn line_reader<'a>(
     }
 }
 
-/// Turn-text counts: the corpus's shared cache, then those counted here.
-pub(crate) struct TextCounts<'a> {
-    shared: Option<&'a HashMap<TurnId, u32>>,
-    fresh: HashMap<TurnId, u32>,
+/// Turn counts by position: the corpus's shared cache, then those counted here.
+pub(crate) struct TurnCounts<'a> {
+    shared: Option<&'a [Option<TurnTokens>]>,
+    fresh: HashMap<usize, TurnTokens>,
 }
 
-impl TextCounts<'_> {
-    fn get(&self, id: &TurnId) -> Option<&u32> {
-        self.shared.and_then(|shared| shared.get(id)).or_else(|| self.fresh.get(id))
+impl TurnCounts<'_> {
+    fn get(&self, pos: usize) -> Option<TurnTokens> {
+        let shared = self.shared.and_then(|shared| shared.get(pos).copied().flatten());
+        shared.or_else(|| self.fresh.get(&pos).copied())
     }
 
     /// What these counters counted.
     pub(crate) fn into_counts(self, lines: Option<LineCachedCount<'_>>) -> Counts {
         Counts {
-            texts: self.fresh,
+            turns: self.fresh,
             lines: lines.map(LineCachedCount::into_fresh).unwrap_or_default(),
         }
     }
@@ -114,24 +147,31 @@ pub(crate) fn measure_turn(
     admission: &Admission<'_>,
     dedup: DedupPolicy,
     reader: &dyn ReaderTokenizer,
-    texts: &mut TextCounts<'_>,
+    turns: &mut TurnCounts<'_>,
     pos: usize,
 ) -> Result<Measured, ReaderTokenizerError> {
-    let e = corpus.at(pos);
     let also_cited = also_cited(corpus, admission, dedup, pos);
-    let date = e.turn.time.local_date();
-    let prefix = turn_prefix(&RenderTurn::whole(e, &also_cited), &date);
-    let text_tokens = match texts.get(&e.id) {
-        Some(&n) => n,
+    let counted = match turns.get(pos) {
+        Some(counted) => counted,
         None => {
-            let n = u32::try_from(reader.count(&e.turn.text)?).unwrap_or(u32::MAX);
-            texts.fresh.insert(e.id, n);
-            n
+            let counted = count_turn(corpus, reader, pos)?;
+            turns.fresh.insert(pos, counted);
+            counted
         }
     };
-    let tokens = (reader.count(&prefix)? as u32).saturating_add(text_tokens).saturating_add(1);
-    let header = reader.count(&session_header(e.turn.session.as_str(), &date))?;
-    Ok(Measured { also_cited, tokens, text_tokens, header })
+    let prefix = if also_cited.is_empty() {
+        counted.prefix
+    } else {
+        let e = corpus.at(pos);
+        let prefix = turn_prefix(&RenderTurn::whole(e, &also_cited), &e.turn.time.local_date());
+        u32::try_from(reader.count(&prefix)?).unwrap_or(u32::MAX)
+    };
+    Ok(Measured {
+        also_cited,
+        tokens: prefix.saturating_add(counted.text).saturating_add(1),
+        text_tokens: counted.text,
+        header: counted.header as usize,
+    })
 }
 
 /// The admitted copies of the turn at `pos` that its line cites (none without dedup).
@@ -165,15 +205,15 @@ impl Premeasured {
     ) -> Result<(), ReaderTokenizerError> {
         let corpus = inputs.corpus;
         let caches = CountCaches::read(corpus);
-        let (mut texts, lines) = caches.counters(inputs.reader, std::mem::take(&mut self.counts));
+        let (mut turns, lines) = caches.counters(inputs.reader, std::mem::take(&mut self.counts));
         let reader = line_reader(&lines, inputs.reader);
         for hit in lists.iter().flat_map(|list| &list.hits) {
             let Some(pos) = admission.position(hit.key) else { continue };
             if let Entry::Vacant(slot) = self.turns.entry(pos) {
-                slot.insert(measure_turn(corpus, admission, dedup, reader, &mut texts, pos)?);
+                slot.insert(measure_turn(corpus, admission, dedup, reader, &mut turns, pos)?);
             }
         }
-        self.counts = texts.into_counts(lines);
+        self.counts = turns.into_counts(lines);
         Ok(())
     }
 }

@@ -56,7 +56,7 @@ pub(crate) fn pack(
     let Premeasured { turns: mut measured, counts } = premeasured;
     let caches = CountCaches::read(corpus);
     // Every block the fit and the fill count shares most lines with the previous one.
-    let (mut text_tokens, line_cached) = caches.counters(inputs.reader, counts);
+    let (mut turn_counts, line_cached) = caches.counters(inputs.reader, counts);
     let reader = line_reader(&line_cached, inputs.reader);
     let preamble_tokens = reader.count(PREAMBLE)?;
     let mut planner = BudgetPlanner::new(query.budget, preamble_tokens);
@@ -75,7 +75,7 @@ pub(crate) fn pack(
                 admission,
                 config.dedup,
                 reader,
-                &mut text_tokens,
+                &mut turn_counts,
                 pos,
             )?),
         };
@@ -122,8 +122,7 @@ pub(crate) fn pack(
         if max_text_tokens.is_some_and(|max| candidate.text_tokens > max) {
             return Ok(false);
         }
-        let session = corpus.at(pos).turn.session.as_str();
-        if planner.try_admit(session, header, candidate.tokens as usize) {
+        if planner.try_admit(&corpus.session_index(pos), header, candidate.tokens as usize) {
             chosen.push(candidate);
             Ok(true)
         } else {
@@ -225,9 +224,9 @@ pub(crate) fn pack(
             evidence: chosen.iter().fold(0u32, |sum, c| sum.saturating_add(c.tokens)),
         }
     });
-    let counted = text_tokens.into_counts(line_cached);
+    let counted = turn_counts.into_counts(line_cached);
     drop(caches);
-    corpus.add_counts(inputs.reader.name(), counted.texts, counted.lines);
+    corpus.add_counts(inputs.reader.name(), counted.turns, counted.lines);
     Ok(Packed {
         chosen,
         over_budget,
