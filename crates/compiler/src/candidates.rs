@@ -1,7 +1,7 @@
 //! Candidate lists: what each retriever proposes, ranked, with the filters applied inside.
 
 use evicortex_core::TurnId;
-use evicortex_lexical::Bm25Index;
+use evicortex_lexical::{Bm25Index, LexicalHit};
 use evicortex_vector::{IndexKind, VectorIndexRead};
 use serde::{Deserialize, Serialize};
 
@@ -170,11 +170,12 @@ pub fn lexical_candidates(
     admit: impl FnMut(TurnId) -> bool,
 ) -> RankedList {
     let _span = tracing::debug_span!("lexical_candidates", top_n, ?retriever).entered();
-    let hits = index
-        .search(&index.analyze(question), top_n, admit)
-        .into_iter()
-        .map(|h| ScoredKey { key: h.key, score: h.score })
-        .collect();
+    lexical_list(index.search(&index.analyze(question), top_n, admit), retriever)
+}
+
+/// A lexical search's hits as `retriever`'s list.
+pub(crate) fn lexical_list(hits: Vec<LexicalHit<TurnId>>, retriever: Retriever) -> RankedList {
+    let hits = hits.into_iter().map(|h| ScoredKey { key: h.key, score: h.score }).collect();
     RankedList { retriever, hits }
 }
 

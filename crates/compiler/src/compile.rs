@@ -24,6 +24,7 @@ use crate::{
     abstain::lexical_coverage,
     candidates::{
         dense_candidates, dense_candidates_pooled, dense_context_candidates, lexical_candidates,
+        lexical_list,
     },
     compiled_context::{AlsoDenseRef, COMPILED_CONTEXT_FORMAT},
     context_index::window_admitted,
@@ -153,7 +154,8 @@ pub fn compile_timed_beside_from(
     // searched on a second thread while this one searches the dense lists (the stages read
     // different indexes; the lists keep their order, so the compile's output is the same). The
     // second thread starts with the window list, the longer; whichever thread is free first
-    // takes the turn list, so a question whose lexical lists outlast the dense ones shares them.
+    // takes the turn list, and the other, once free, searches the upper half of the rows it has
+    // not reached (`SharedSearch`), so that the two threads finish together.
     let (lexical, window) = (inputs.lexical, inputs.context.lexical);
     let question = query.question.as_str();
     let turn_list = || timed(|| lexical_turn_list(lexical, question, config, &admission));
@@ -161,15 +163,31 @@ pub fn compile_timed_beside_from(
     let dense_on = matches!(config.dense, DenseConfig::On { .. }) && inputs.dense.is_some();
     let beside = dense_on && config.lexical.top_n > 0 && corpus.len() >= beside_from;
     let (turns, windows, dense, premeasured) = if beside {
-        let claimed = AtomicBool::new(false);
-        let turns_once = || (!claimed.swap(true, AtomicOrdering::AcqRel)).then(turn_list);
-        // The window list as soon as the second thread has it.
+        let top_n = config.lexical.top_n;
+        let search = lexical.shared_search(&lexical.analyze(question), top_n);
+        let admits = |id: TurnId| admission.admits(id);
+        // The time the turn list took, to the thread that claimed it; the other helps.
+        let turn_list_part = || {
+            if search.claim() {
+                Some(timed(|| search.run(admits)).1)
+            } else {
+                search.help(admits);
+                None
+            }
+        };
+        // The window list as soon as the second thread has it, then its time on the turn list.
         let window_done = Mutex::new(None);
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| {
+        let their_turns_time = Mutex::new(None);
+        let second_done = AtomicBool::new(false);
+        let (my_turns_time, dense, premeasured) = std::thread::scope(|scope| {
+            // Not joined: a join waits for the thread's exit, and a thread parked in it waits
+            // about as long again to be woken; the scope's end waits for the closure alone.
+            scope.spawn(|| {
                 let windows = window_list();
                 *window_done.lock().unwrap_or_else(PoisonError::into_inner) = Some(windows);
-                turns_once()
+                let time = turn_list_part();
+                *their_turns_time.lock().unwrap_or_else(PoisonError::into_inner) = time;
+                second_done.store(true, AtomicOrdering::Release);
             });
             let dense = dense_lists(inputs, config, &admission, &context_admits);
             // The dense lists are usually done first, and the window list before the turn
@@ -183,16 +201,18 @@ pub fn compile_timed_beside_from(
             {
                 premeasured.add(inputs, config.dedup, &admission, std::slice::from_ref(windows))?;
             }
-            let mine = turns_once();
-            let theirs = other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            let turns = theirs.or(mine).expect("one of the threads claims the turn list");
-            let windows = window_done
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take()
-                .expect("the second thread lists the windows");
-            Ok::<_, CompileError>((turns, windows, dense, premeasured))
-        })?
+            let mine = turn_list_part();
+            spin_for(&second_done, SPIN_FOR_SECOND_THREAD);
+            Ok::<_, CompileError>((mine, dense, premeasured))
+        })?;
+        let theirs = their_turns_time.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let turns_time = my_turns_time.or(theirs).expect("one of the threads claims the turn list");
+        let windows = window_done
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .expect("the second thread lists the windows");
+        let turns = lexical_list(search.into_hits(), Retriever::Lexical);
+        ((Some(turns), turns_time), windows, dense, premeasured)
     } else {
         let dense = dense_lists(inputs, config, &admission, &context_admits);
         (turn_list(), window_list(), dense, Premeasured::default())
@@ -593,6 +613,19 @@ fn check_context_inputs(
 /// lists, on a second thread: below it the thread costs more than the overlap saves (a lexical
 /// stage of a few hundred microseconds at 10,000 turns, `bench ann run`'s stage table).
 pub const PARALLEL_STAGES_FROM: usize = 5_000;
+
+/// How long a compile spins for its second thread before it parks until the thread is done:
+/// the shared turn list keeps the two threads' ends within tens of microseconds, and a parked
+/// thread takes about as long to be woken.
+const SPIN_FOR_SECOND_THREAD: Duration = Duration::from_micros(300);
+
+/// Waits up to `limit` for `done`, spinning.
+fn spin_for(done: &AtomicBool, limit: Duration) {
+    let started = Instant::now();
+    while !done.load(AtomicOrdering::Acquire) && started.elapsed() < limit {
+        std::hint::spin_loop();
+    }
+}
 
 /// The lexical list of turns, when `lexical.top_n` is set.
 fn lexical_turn_list(

@@ -11,6 +11,9 @@ use crate::{
 };
 
 mod index_bytes;
+mod shared_search;
+
+pub use shared_search::SharedSearch;
 
 /// Row of a document inside one [`Bm25Index`]: dense, assigned in insertion order, meaningless
 /// outside that index.
@@ -264,14 +267,10 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         n: usize,
         admit: impl FnMut(K) -> bool,
     ) -> Vec<LexicalHit<K>> {
-        let postings: usize = distinct_terms(query_terms)
-            .filter_map(|term| self.term_ids.get(term))
-            .map(|&t| self.postings[t as usize].len())
-            .sum();
-        if postings < MAX_SCORE_FROM_POSTINGS {
-            self.search_exhaustive(query_terms, n, admit)
-        } else {
+        if self.prunes(query_terms) {
             self.search_max_score(query_terms, n, admit)
+        } else {
+            self.search_exhaustive(query_terms, n, admit)
         }
     }
 
@@ -286,7 +285,15 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
             return Vec::new();
         }
         let norm = self.length_norm();
-        let terms: Vec<QueryTerm<'_>> = distinct_terms(query_terms)
+        top_k(&self.query_terms(query_terms, norm), norm, &self.doc_len, n, |row| {
+            let key = self.keys[row as usize];
+            admit(key).then_some(key)
+        })
+    }
+
+    /// The query's distinct terms present in the index, as MaxScore takes them.
+    fn query_terms(&self, query_terms: &[String], norm: LengthNorm) -> Vec<QueryTerm<'_>> {
+        distinct_terms(query_terms)
             .filter_map(|term| {
                 let term_id = *self.term_ids.get(term)? as usize;
                 let postings = self.postings[term_id].as_slice();
@@ -295,11 +302,16 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
                 let bound = norm.weight(idf, extremes.max_tf, extremes.min_len);
                 Some(QueryTerm { postings, idf, bound })
             })
-            .collect();
-        top_k(&terms, norm, &self.doc_len, n, |row| {
-            let key = self.keys[row as usize];
-            admit(key).then_some(key)
-        })
+            .collect()
+    }
+
+    /// Whether [`Bm25Index::search`] scores the lists of `query_terms` by MaxScore.
+    fn prunes(&self, query_terms: &[String]) -> bool {
+        let postings: usize = distinct_terms(query_terms)
+            .filter_map(|term| self.term_ids.get(term))
+            .map(|&t| self.postings[t as usize].len())
+            .sum();
+        postings >= MAX_SCORE_FROM_POSTINGS
     }
 
     /// [`Bm25Index::search`] by scoring every document that shares a term with the query: the

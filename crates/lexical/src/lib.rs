@@ -29,5 +29,5 @@ pub use crate::{
     analyzer::{ANALYZER_VERSION, Analyzer, analyze, analyze_into},
     bm25::{Bm25Params, bm25_idf},
     error::LexicalError,
-    inverted_index::{Bm25Index, DocRow, LexicalHit},
+    inverted_index::{Bm25Index, DocRow, LexicalHit, SharedSearch},
 };

@@ -10,8 +10,17 @@
 //! adding its term weights in the same order (the query's distinct terms, sorted) from 0.0, and a
 //! document is skipped only when its bound, widened by a margin for rounding, is strictly below
 //! the k-th score held, so it loses to it whatever the key tie-break.
+//!
+//! A search may cover a span of rows only ([`Span`]), so that two threads search one query's
+//! rows side by side: each prunes by the highest k-th score either holds (the floor they share:
+//! k documents already score at least that), and their parts merge into the whole's top k
+//! ([`merge_parts`]).
 
-use std::{cmp::Ordering, collections::BinaryHeap};
+use std::{
+    cmp::Ordering,
+    collections::BinaryHeap,
+    sync::atomic::{AtomicU32, Ordering as AtomicOrdering},
+};
 
 use crate::{bm25::LengthNorm, inverted_index::LexicalHit};
 
@@ -55,6 +64,19 @@ impl<F> Filter<F> {
     }
 }
 
+/// The rows a search covers, and what it shares with searches of other rows of the same query.
+pub(crate) struct Span<'s> {
+    /// The first row searched.
+    pub(crate) start: u32,
+    /// Rows from here on are not searched; another thread may lower it while the search runs.
+    pub(crate) end: &'s AtomicU32,
+    /// The row the search is at, for a thread that takes the rows it has not reached.
+    pub(crate) at: &'s AtomicU32,
+    /// The bits of the highest k-th score any search of the same query has held (scores are
+    /// never negative, so their bits order as they do; 0 is no floor).
+    pub(crate) floor: &'s AtomicU32,
+}
+
 /// The best `n` documents matching at least one of `terms` (given in the exhaustive scorer's
 /// summation order) among those `admit` maps to a key, by descending score then ascending key.
 pub(crate) fn top_k<K: Copy + Ord>(
@@ -63,6 +85,19 @@ pub(crate) fn top_k<K: Copy + Ord>(
     doc_len: &[u32],
     n: usize,
     admit: impl FnMut(u32) -> Option<K>,
+) -> Vec<LexicalHit<K>> {
+    let (end, at, floor) = (AtomicU32::new(u32::MAX), AtomicU32::new(0), AtomicU32::new(0));
+    top_k_in(terms, norm, doc_len, n, admit, &Span { start: 0, end: &end, at: &at, floor: &floor })
+}
+
+/// [`top_k`] over the rows of `span`.
+pub(crate) fn top_k_in<K: Copy + Ord>(
+    terms: &[QueryTerm<'_>],
+    norm: LengthNorm,
+    doc_len: &[u32],
+    n: usize,
+    admit: impl FnMut(u32) -> Option<K>,
+    span: &Span<'_>,
 ) -> Vec<LexicalHit<K>> {
     let m = terms.len();
     // Each weight is a handful of roundings and a score sums m of them; the bound of a document
@@ -77,11 +112,15 @@ pub(crate) fn top_k<K: Copy + Ord>(
     for (i, term) in sorted.iter().enumerate() {
         below[i + 1] = below[i] + term.bound;
     }
-    let mut cursor = vec![0usize; m];
+    let mut cursor: Vec<usize> =
+        sorted.iter().map(|t| t.postings.partition_point(|p| p.row < span.start)).collect();
     // Per slot: the row at its cursor (u32::MAX past the end), so that choosing the next row
     // reads one small array rather than every list.
-    let mut at: Vec<u32> =
-        sorted.iter().map(|t| t.postings.first().map_or(u32::MAX, |p| p.row)).collect();
+    let mut at: Vec<u32> = sorted
+        .iter()
+        .zip(&cursor)
+        .map(|(t, &c)| t.postings.get(c).map_or(u32::MAX, |p| p.row))
+        .collect();
     let mut tf = vec![0u32; m];
     // The frequencies again in the terms' own order, for the score of a document kept.
     let mut tf_in_order = vec![0u32; m];
@@ -92,8 +131,16 @@ pub(crate) fn top_k<K: Copy + Ord>(
     let mut filter = Filter { admit, asked: 0, refused: 0 };
     loop {
         let row = at[first_essential..].iter().fold(u32::MAX, |min, &r| min.min(r));
-        if row == u32::MAX {
+        if row == u32::MAX || row >= span.end.load(AtomicOrdering::Relaxed) {
             break;
+        }
+        span.at.store(row, AtomicOrdering::Relaxed);
+        let floor = f32::from_bits(span.floor.load(AtomicOrdering::Relaxed));
+        if floor > threshold {
+            threshold = floor;
+            while first_essential < m && below[first_essential + 1] * slack < threshold {
+                first_essential += 1;
+            }
         }
         let len = doc_len[row as usize];
         tf.fill(0);
@@ -159,14 +206,34 @@ pub(crate) fn top_k<K: Copy + Ord>(
             continue;
         }
         if heap.len() == n {
-            threshold = heap.peek().map_or(f32::NEG_INFINITY, |w| w.0.score);
+            let kth = heap.peek().map_or(f32::NEG_INFINITY, |w| w.0.score);
+            if kth >= 0.0 {
+                span.floor.fetch_max(kth.to_bits(), AtomicOrdering::Relaxed);
+            }
+            threshold = threshold.max(kth);
             while first_essential < m && below[first_essential + 1] * slack < threshold {
                 first_essential += 1;
             }
         }
     }
+    // A thread that wants rows left finds none.
+    span.at.store(u32::MAX, AtomicOrdering::Relaxed);
     let mut hits: Vec<LexicalHit<K>> = heap.into_iter().map(|w| w.0).collect();
     hits.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
+    hits
+}
+
+/// The best `n` of the hits of searches of one query over spans of its rows, by descending score
+/// then ascending key. Spans may overlap where a thread took rows another had reached: a
+/// document found twice is scored alike both times and kept once.
+pub(crate) fn merge_parts<K: Copy + Ord>(
+    parts: impl IntoIterator<Item = Vec<LexicalHit<K>>>,
+    n: usize,
+) -> Vec<LexicalHit<K>> {
+    let mut hits: Vec<LexicalHit<K>> = parts.into_iter().flatten().collect();
+    hits.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
+    hits.dedup_by_key(|h| h.key);
+    hits.truncate(n);
     hits
 }
 
