@@ -58,7 +58,18 @@ pub(crate) fn window_admitted(
     radius: u32,
     admission: &Admission<'_>,
 ) -> bool {
-    window_positions(corpus, pos, radius).iter().all(|&p| admission.admits(corpus.at(p).id))
+    // `window_positions` walked without collecting it: a filtered context list asks this of
+    // thousands of windows per compile.
+    if corpus.eligible_time_at(pos).is_none() {
+        return true;
+    }
+    let session = corpus.session_of(pos);
+    let at = corpus.place_in_session(pos);
+    let eligible = |p: &usize| corpus.eligible_time_at(*p).is_some();
+    let radius = radius as usize;
+    let before = session[..at].iter().rev().map(|&p| p as usize).filter(eligible).take(radius);
+    let after = session[at + 1..].iter().map(|&p| p as usize).filter(eligible).take(radius);
+    admission.admits_at(pos) && before.chain(after).all(|p| admission.admits_at(p))
 }
 
 /// The BM25 document of the window of `pos`: the window's turn documents, one per line.
@@ -399,6 +410,45 @@ mod tests {
         let mut keys: Vec<u64> = hits.iter().map(|h| h.key.raw()).collect();
         keys.sort_unstable();
         assert_eq!(keys, [1, 2], "the answer turn is found through its question");
+    }
+
+    #[test]
+    fn a_window_is_admitted_when_every_record_of_it_is() {
+        // Sessions of turns said at shuffled minutes, one record erased, one of another namespace.
+        let mut evidence: Vec<Evidence> = (0..40u64)
+            .map(|i| {
+                let mut e =
+                    record(i + 1, ["a", "b", "c"][(i % 3) as usize], (i * 7 % 40) as u32, "t");
+                let minute = i * 17 % 60;
+                e.turn.time = evicortex_core::EventTime::parse_rfc3339(&format!(
+                    "2024-05-02T10:{minute:02}:00Z"
+                ))
+                .unwrap();
+                e
+            })
+            .collect();
+        evidence[11].turn.namespace = Namespace::new("m").unwrap();
+        let c = Corpus::new(Namespace::new("n").unwrap(), evidence, [TurnId::from_raw(8)]).unwrap();
+        for minute in [None, Some(0), Some(20), Some(45), Some(59)] {
+            let as_of = minute.map(|m| {
+                evicortex_core::EventTime::parse_rfc3339(&format!("2024-05-02T10:{m:02}:00Z"))
+                    .unwrap()
+                    .utc_micros()
+            });
+            let admission = Admission::new(&c, as_of);
+            for radius in 0..4 {
+                for pos in 0..c.len() {
+                    let every = window_positions(&c, pos, radius)
+                        .iter()
+                        .all(|&p| admission.admits(c.at(p).id));
+                    assert_eq!(
+                        window_admitted(&c, pos, radius, &admission),
+                        every,
+                        "{pos} {radius}"
+                    );
+                }
+            }
+        }
     }
 
     /// Records pushed in ledger order but not in turn order, across sessions, one erased.

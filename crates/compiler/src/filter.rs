@@ -58,6 +58,13 @@ impl<'c> Admission<'c> {
         self.as_of_micros.is_none_or(|t| time <= t).then_some(pos)
     }
 
+    /// Whether the record at corpus position `pos` may be a candidate.
+    #[inline]
+    pub(crate) fn admits_at(&self, pos: usize) -> bool {
+        let time = self.corpus.eligible_time_at(pos);
+        time.is_some_and(|time| self.as_of_micros.is_none_or(|t| time <= t))
+    }
+
     /// Why `id` is not admitted, or `None` if it is.
     pub fn reason(&self, id: TurnId) -> Option<FilterReason> {
         if self.corpus.is_erased(id) {
