@@ -12,7 +12,7 @@ use std::{
 };
 
 use evicortex_core::TurnId;
-use evicortex_lexical::Bm25Index;
+use evicortex_lexical::{Bm25Index, SharedSearch};
 use evicortex_vector::{IndexKind, VectorIndexRead};
 
 use crate::{
@@ -164,55 +164,56 @@ pub fn compile_timed_beside_from(
     let beside = dense_on && config.lexical.top_n > 0 && corpus.len() >= beside_from;
     let (turns, windows, dense, premeasured) = if beside {
         let top_n = config.lexical.top_n;
-        let search = lexical.shared_search(&lexical.analyze(question), top_n);
-        let admits = |id: TurnId| admission.admits(id);
-        // The time the turn list took, to the thread that claimed it; the other helps.
-        let turn_list_part = || {
-            if search.claim() {
-                Some(timed(|| search.run(admits)).1)
-            } else {
-                search.help(admits);
-                None
-            }
+        let radius = config.context.lexical_radius;
+        // No record after the last one an as-of time admits is admitted: where an index's rows
+        // follow its keys, the rows of later keys are not searched.
+        let last_admitted = query
+            .as_of
+            .map(|t| corpus.last_admitted_position(t.utc_micros()).map(|pos| corpus.at(pos).id));
+        let search_of = |index| bounded_search(index, question, top_n, last_admitted);
+        let window_search = window.filter(|_| radius > 0).map(|w| search_of(w.index()));
+        let turn_search = search_of(lexical);
+        let window_admits = |id: TurnId| context_admits(id, radius);
+        let turn_admits = |id: TurnId| admission.admits(id);
+        // Each thread takes the window list then the turn list, running each that no thread
+        // has claimed and helping with each the other runs; the time of each list it ran.
+        let lexical_parts = || {
+            let windows =
+                window_search.as_ref().and_then(|search| run_or_help(search, window_admits));
+            (windows, run_or_help(&turn_search, turn_admits))
         };
-        // The window list as soon as the second thread has it, then its time on the turn list.
-        let window_done = Mutex::new(None);
-        let their_turns_time = Mutex::new(None);
+        let theirs = Mutex::new((None, None));
         let second_done = AtomicBool::new(false);
-        let (my_turns_time, dense, premeasured) = std::thread::scope(|scope| {
+        let (mine, dense, premeasured) = std::thread::scope(|scope| {
             // Not joined: a join waits for the thread's exit, and a thread parked in it waits
             // about as long again to be woken; the scope's end waits for the closure alone.
             scope.spawn(|| {
-                let windows = window_list();
-                *window_done.lock().unwrap_or_else(PoisonError::into_inner) = Some(windows);
-                let time = turn_list_part();
-                *their_turns_time.lock().unwrap_or_else(PoisonError::into_inner) = time;
+                let times = lexical_parts();
+                *theirs.lock().unwrap_or_else(PoisonError::into_inner) = times;
                 second_done.store(true, AtomicOrdering::Release);
             });
             let dense = dense_lists(inputs, config, &admission, &context_admits);
-            // The dense lists are usually done first, and the window list before the turn
-            // list: their turns are measured for the pack while the lexical lists finish.
+            // The dense lists are usually done first: their turns are measured for the pack
+            // before this thread joins the lexical lists.
             let mut premeasured = Premeasured::default();
             if let Ok(dense) = &dense {
                 premeasured.add(inputs, config.dedup, &admission, &dense.lists)?;
             }
-            if let Some((Some(windows), _)) =
-                &*window_done.lock().unwrap_or_else(PoisonError::into_inner)
-            {
-                premeasured.add(inputs, config.dedup, &admission, std::slice::from_ref(windows))?;
-            }
-            let mine = turn_list_part();
+            let mine = lexical_parts();
             spin_for(&second_done, SPIN_FOR_SECOND_THREAD);
             Ok::<_, CompileError>((mine, dense, premeasured))
         })?;
-        let theirs = their_turns_time.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let turns_time = my_turns_time.or(theirs).expect("one of the threads claims the turn list");
-        let windows = window_done
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-            .expect("the second thread lists the windows");
-        let turns = lexical_list(search.into_hits(), Retriever::Lexical);
-        ((Some(turns), turns_time), windows, dense, premeasured)
+        let theirs = theirs.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let windows =
+            window_search.map(|search| lexical_list(search.into_hits(), Retriever::LexicalContext));
+        let turns = lexical_list(turn_search.into_hits(), Retriever::Lexical);
+        let time = |mine: Option<Duration>, theirs| mine.or(theirs).unwrap_or_default();
+        (
+            (Some(turns), time(mine.1, theirs.1)),
+            (windows, time(mine.0, theirs.0)),
+            dense,
+            premeasured,
+        )
     } else {
         let dense = dense_lists(inputs, config, &admission, &context_admits);
         (turn_list(), window_list(), dense, Premeasured::default())
@@ -624,6 +625,39 @@ fn spin_for(done: &AtomicBool, limit: Duration) {
     let started = Instant::now();
     while !done.load(AtomicOrdering::Acquire) && started.elapsed() < limit {
         std::hint::spin_loop();
+    }
+}
+
+/// The search of `index` for `question`'s top `top_n`, over the rows of keys up to the last
+/// record an as-of time admits (`Some(None)`: none) where the index's rows follow its keys.
+fn bounded_search<'i>(
+    index: &'i Bm25Index,
+    question: &str,
+    top_n: usize,
+    last_admitted: Option<Option<TurnId>>,
+) -> SharedSearch<'i, TurnId> {
+    let search = index.shared_search(&index.analyze(question), top_n);
+    match last_admitted {
+        None => search,
+        Some(None) => search.rows_below(0),
+        Some(Some(id)) => match index.rows_up_to(id) {
+            Some(end) => search.rows_below(end),
+            None => search,
+        },
+    }
+}
+
+/// Runs `search` if no thread has claimed it, else helps the thread that has: the time it ran
+/// it, if it did.
+fn run_or_help(
+    search: &SharedSearch<'_, TurnId>,
+    admit: impl FnMut(TurnId) -> bool,
+) -> Option<Duration> {
+    if search.claim() {
+        Some(timed(|| search.run(admit)).1)
+    } else {
+        search.help(admit);
+        None
     }
 }
 

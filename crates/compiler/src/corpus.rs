@@ -3,7 +3,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::RwLock,
+    sync::{OnceLock, RwLock},
 };
 
 use evicortex_core::{EventTime, Evidence, Namespace, SessionId, TurnId};
@@ -58,6 +58,10 @@ pub struct Corpus {
     /// Reader-token counts of rendered lines by BLAKE3 digest, per tokenizer name (see
     /// [`crate::reader_tokens::LineCachedCount`]), locked like `turn_tokens`.
     pub(crate) line_tokens: RwLock<HashMap<String, LineCounts>>,
+    /// Per position: the earliest eligible time at or after it (`i64::MAX` where none), so
+    /// that the last position an as-of time admits is a binary search away; made by the first
+    /// compile with an as-of time after a change.
+    earliest_from: OnceLock<Vec<i64>>,
 }
 
 impl Corpus {
@@ -90,6 +94,7 @@ impl Corpus {
             latest: None,
             turn_tokens: RwLock::new(HashMap::new()),
             line_tokens: RwLock::new(HashMap::new()),
+            earliest_from: OnceLock::new(),
         };
         corpus.positions = PositionTable::for_ids(evidence.iter().map(|e| e.id));
         for e in evidence {
@@ -112,6 +117,7 @@ impl Corpus {
         }
         self.positions.insert(evidence.id, self.evidence.len() as u32);
         self.index_record(evidence);
+        self.earliest_from = OnceLock::new();
         Ok(())
     }
 
@@ -203,6 +209,21 @@ impl Corpus {
         self.latest
     }
 
+    /// The last position of an eligible record said at or before `as_of_micros`.
+    pub(crate) fn last_admitted_position(&self, as_of_micros: i64) -> Option<usize> {
+        let earliest_from = self.earliest_from.get_or_init(|| {
+            let mut earliest = vec![i64::MAX; self.len()];
+            let mut min = i64::MAX;
+            for pos in (0..self.len()).rev() {
+                min = self.eligible_time_at(pos).map_or(min, |t| min.min(t));
+                earliest[pos] = min;
+            }
+            earliest
+        });
+        // Non-decreasing: the positions with an admitted record at or after them come first.
+        earliest_from.partition_point(|&t| t <= as_of_micros).checked_sub(1)
+    }
+
     /// The index of the session of the record at `pos` among the corpus's sessions.
     #[inline]
     pub(crate) fn session_index(&self, pos: usize) -> u32 {
@@ -216,7 +237,7 @@ impl Corpus {
 
     /// Counts in `reader` what packing measures of the live records at `positions` (clamped to
     /// the corpus) that packing has not counted yet (each turn's text, session header and
-    /// citation prefix, [`TurnTokens`]), as packing counts them, and caches the counts; returns
+    /// citation prefix, `TurnTokens`), as packing counts them, and caches the counts; returns
     /// how many turns it counted. A compile then finds them cached: the memory facade runs this
     /// in the background, a chunk of positions at a time, so that a big namespace's compiles stop
     /// paying for cold counts. The turns are counted without holding the cache's lock.
@@ -491,6 +512,36 @@ mod tests {
             corpus.text_group(0).iter().map(|&p| corpus.at(p as usize).id.raw()).collect();
         // Minutes 10 (ids 3 and 6, by id), 30 (id 1), 40 (id 5).
         assert_eq!(copies, [3, 6, 1, 5]);
+    }
+
+    #[test]
+    fn the_last_admitted_position_is_the_last_eligible_record_said_by_the_as_of_time() {
+        let mut corpus = Corpus::new(Namespace::new("n").unwrap(), Vec::new(), []).unwrap();
+        let minutes = [30, 10, 50, 20, 40, 5];
+        let as_of = |minute: u32| record(99, "s", 0, minute, "").turn.time.utc_micros();
+        for (i, minute) in minutes.iter().enumerate() {
+            corpus.push(record(i as u64 + 1, "s", i as u32, *minute, "t")).unwrap();
+            for asked in [0, 5, 9, 10, 25, 35, 45, 50, 59] {
+                let want = (0..=i).rev().find(|&p| minutes[p] <= asked);
+                assert_eq!(corpus.last_admitted_position(as_of(asked)), want, "{i} {asked}");
+            }
+        }
+        let mut other = record(7, "s", 7, 1, "another namespace");
+        other.turn.namespace = Namespace::new("m").unwrap();
+        corpus.push(other).unwrap();
+        corpus.push(record(8, "s", 8, 2, "erased")).unwrap();
+        let erased = Corpus::new(
+            Namespace::new("n").unwrap(),
+            corpus.evidence().to_vec(),
+            [TurnId::from_raw(8)],
+        )
+        .unwrap();
+        assert_eq!(
+            erased.last_admitted_position(as_of(3)),
+            None,
+            "ineligible records are not admitted"
+        );
+        assert_eq!(erased.last_admitted_position(as_of(5)), Some(5));
     }
 
     #[test]

@@ -2,10 +2,9 @@
 //! line's tokens, its text's tokens and its session header's tokens. What never changes for a
 //! turn (its text's, its header's and its prefix's tokens when it cites no copies,
 //! [`TurnTokens`]) is counted once and cached in the corpus by position, so that measuring a
-//! cached turn reads one entry instead of rendering and looking up its lines. A compile that searches its
-//! lists on two threads measures the dense lists' turns, and the window list's once it is done,
-//! on the dense thread while the lexical lists finish ([`Premeasured::add`]), so that the pack,
-//! which waits for both, finds them measured.
+//! cached turn reads one entry instead of rendering and looking up its lines. A compile that
+//! searches its lists on two threads measures the dense lists' turns on the dense thread before
+//! it joins the lexical lists ([`Premeasured::add`]), so that the pack finds them measured.
 
 use std::{
     collections::{HashMap, hash_map::Entry},

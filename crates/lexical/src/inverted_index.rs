@@ -49,6 +49,8 @@ pub struct Bm25Index<K = TurnId> {
     term_extremes: Vec<TermExtremes>,
     doc_len: Vec<u32>,
     keys: Vec<K>,
+    /// Whether every key was added above the last (rows then follow keys).
+    keys_ascending: bool,
     rows: HashMap<K, DocRow>,
     total_len: u64,
     covers: Option<TurnId>,
@@ -85,6 +87,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
             term_extremes: Vec::new(),
             doc_len: Vec::new(),
             keys: Vec::new(),
+            keys_ascending: true,
             rows: HashMap::new(),
             total_len: 0,
             covers: None,
@@ -167,6 +170,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
             self.postings[term_id as usize].push(Posting { row, tf });
         }
         self.doc_len.push(doc_len);
+        self.keys_ascending &= self.keys.last().is_none_or(|&last| last < key);
         self.keys.push(key);
         self.rows.insert(key, DocRow(row));
         self.total_len += u64::from(doc_len);
@@ -303,6 +307,13 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
                 Some(QueryTerm { postings, idf, bound })
             })
             .collect()
+    }
+
+    /// How many rows hold keys up to `key`, when every key was added above the last (so that
+    /// the documents of keys up to `key` are the rows below that number); `None` otherwise.
+    pub fn rows_up_to(&self, key: K) -> Option<u32> {
+        let rows = self.keys.partition_point(|&k| k <= key);
+        self.keys_ascending.then(|| u32::try_from(rows).unwrap_or(u32::MAX))
     }
 
     /// Whether [`Bm25Index::search`] scores the lists of `query_terms` by MaxScore.

@@ -100,6 +100,7 @@ impl Bm25Index<TurnId> {
                 if index.rows.insert(key, row).is_some() {
                     return Err(invalid(format!("document {key} appears twice")));
                 }
+                index.keys_ascending &= index.keys.last().is_none_or(|&last| last < key);
                 index.keys.push(key);
             }
         }

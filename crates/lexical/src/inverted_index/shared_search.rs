@@ -83,6 +83,13 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
 }
 
 impl<K: Copy + Eq + Hash + Ord + Debug> SharedSearch<'_, K> {
+    /// The search over the rows below `end` alone: the caller knows no document of a row from
+    /// `end` on is admitted (see [`Bm25Index::rows_up_to`]). Lists scored whole are scored whole.
+    pub fn rows_below(self, end: u32) -> Self {
+        self.end.fetch_min(end, Ordering::Relaxed);
+        self
+    }
+
     /// Whether this caller is the first to claim the search, and so the one to run it.
     pub fn claim(&self) -> bool {
         !self.claimed.swap(true, Ordering::AcqRel)
