@@ -290,6 +290,31 @@ mod tests {
     }
 
     #[test]
+    fn a_search_bounded_to_the_rows_of_admitted_keys_finds_what_the_filter_admits() {
+        let (index, query) = pruned_index();
+        let last = 7 * 24_000;
+        let admit = |key: u32| key <= last && key % 3 != 1;
+        let want = bits(&index.search(&query, 50, admit));
+        let end = index.rows_up_to(last).expect("keys were added in ascending order");
+        assert_eq!(end, 24_001);
+        for helped in [false, true] {
+            let shared = index.shared_search(&query, 50).rows_below(end);
+            assert!(shared.claim());
+            if helped {
+                assert!(shared.help(admit));
+            }
+            shared.run(admit);
+            assert_eq!(bits(&shared.into_hits()), want);
+        }
+        let mut descending = Bm25Index::<u32>::new(Bm25Params { k1: 1.2, b: 0.75 });
+        for key in [3, 2, 1] {
+            descending.add(key, "w0").unwrap();
+        }
+        assert_eq!(descending.rows_up_to(2), None, "rows that do not follow keys bound nothing");
+        assert_eq!(index_of(&[vec![1], vec![2]]).rows_up_to(0), Some(1));
+    }
+
+    #[test]
     fn short_lists_are_scored_whole_and_not_split() {
         let index = index_of(&[vec![255, 3], vec![255, 4], vec![3]]);
         let query = vec![word(0), word(252)];
