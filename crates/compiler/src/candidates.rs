@@ -1,7 +1,7 @@
 //! Candidate lists: what each retriever proposes, ranked, with the filters applied inside.
 
 use evicortex_core::TurnId;
-use evicortex_lexical::{Bm25Index, LexicalHit};
+use evicortex_lexical::LexicalHit;
 use evicortex_vector::{IndexKind, VectorIndexRead};
 use serde::{Deserialize, Serialize};
 
@@ -159,18 +159,6 @@ pub struct RankedList<K = TurnId> {
     pub retriever: Retriever,
     /// The candidates in rank order, each key at most once.
     pub hits: Vec<ScoredKey<K>>,
-}
-
-/// BM25's top `top_n` turns for `question` among those `admit` accepts, as `retriever`'s list.
-pub fn lexical_candidates(
-    index: &Bm25Index,
-    question: &str,
-    top_n: usize,
-    retriever: Retriever,
-    admit: impl FnMut(TurnId) -> bool,
-) -> RankedList {
-    let _span = tracing::debug_span!("lexical_candidates", top_n, ?retriever).entered();
-    lexical_list(index.search(&index.analyze(question), top_n, admit), retriever)
 }
 
 /// A lexical search's hits as `retriever`'s list.

@@ -23,8 +23,7 @@ use crate::{
     SupportSignal, TimeConfig, WindowIndex,
     abstain::lexical_coverage,
     candidates::{
-        dense_candidates, dense_candidates_pooled, dense_context_candidates, lexical_candidates,
-        lexical_list,
+        dense_candidates, dense_candidates_pooled, dense_context_candidates, lexical_list,
     },
     compiled_context::{AlsoDenseRef, COMPILED_CONTEXT_FORMAT},
     context_index::window_admitted,
@@ -150,38 +149,33 @@ pub fn compile_timed_beside_from(
         Some(pos) => window_admitted(corpus, pos, radius, &admission),
     };
 
-    // 1. Candidates, filtered inside each retriever: on a large namespace the lexical lists are
-    // searched on a second thread while this one searches the dense lists (the stages read
-    // different indexes; the lists keep their order, so the compile's output is the same). The
-    // second thread starts with the window list, the longer; whichever thread is free first
-    // takes the turn list, and the other, once free, searches the upper half of the rows it has
-    // not reached (`SharedSearch`), so that the two threads finish together.
-    let (lexical, window) = (inputs.lexical, inputs.context.lexical);
+    // 1. Candidates, filtered inside each retriever. Each lexical list is a `SharedSearch`: on a
+    // large namespace the lexical lists are searched on a second thread while this one searches
+    // the dense lists (the stages read different indexes), and this thread, once free, runs a
+    // list no thread has claimed or searches the upper half of the rows the other has not
+    // reached, so that the two threads finish together; the lists are the same either way.
+    let (top_n, radius) = (config.lexical.top_n, config.context.lexical_radius);
     let question = query.question.as_str();
-    let turn_list = || timed(|| lexical_turn_list(lexical, question, config, &admission));
-    let window_list = || timed(|| lexical_window_list(window, question, config, &context_admits));
+    // No record after the last one an as-of time admits is admitted: where an index's rows
+    // follow its keys, the rows of later keys are not searched.
+    let last_admitted = query
+        .as_of
+        .map(|t| corpus.last_admitted_position(t.utc_micros()).map(|pos| corpus.at(pos).id));
+    let search_of = |index| bounded_search(index, question, top_n, last_admitted);
+    let window_search =
+        (inputs.context.lexical).filter(|_| top_n > 0 && radius > 0).map(|w| search_of(w.index()));
+    let turn_search = (top_n > 0).then(|| search_of(inputs.lexical));
+    let window_admits = |id: TurnId| context_admits(id, radius);
+    let turn_admits = |id: TurnId| admission.admits(id);
+    // The window list then the turn list, running each that no thread has claimed and helping
+    // with each the other runs; the time of each list this thread ran.
+    let lexical_parts = || {
+        let windows = window_search.as_ref().and_then(|search| run_or_help(search, window_admits));
+        (windows, turn_search.as_ref().and_then(|search| run_or_help(search, turn_admits)))
+    };
     let dense_on = matches!(config.dense, DenseConfig::On { .. }) && inputs.dense.is_some();
-    let beside = dense_on && config.lexical.top_n > 0 && corpus.len() >= beside_from;
-    let (turns, windows, dense, premeasured) = if beside {
-        let top_n = config.lexical.top_n;
-        let radius = config.context.lexical_radius;
-        // No record after the last one an as-of time admits is admitted: where an index's rows
-        // follow its keys, the rows of later keys are not searched.
-        let last_admitted = query
-            .as_of
-            .map(|t| corpus.last_admitted_position(t.utc_micros()).map(|pos| corpus.at(pos).id));
-        let search_of = |index| bounded_search(index, question, top_n, last_admitted);
-        let window_search = window.filter(|_| radius > 0).map(|w| search_of(w.index()));
-        let turn_search = search_of(lexical);
-        let window_admits = |id: TurnId| context_admits(id, radius);
-        let turn_admits = |id: TurnId| admission.admits(id);
-        // Each thread takes the window list then the turn list, running each that no thread
-        // has claimed and helping with each the other runs; the time of each list it ran.
-        let lexical_parts = || {
-            let windows =
-                window_search.as_ref().and_then(|search| run_or_help(search, window_admits));
-            (windows, run_or_help(&turn_search, turn_admits))
-        };
+    let beside = dense_on && top_n > 0 && corpus.len() >= beside_from;
+    let (mine, theirs, dense, premeasured) = if beside {
         let theirs = Mutex::new((None, None));
         let second_done = AtomicBool::new(false);
         let (mine, dense, premeasured) = std::thread::scope(|scope| {
@@ -203,21 +197,20 @@ pub fn compile_timed_beside_from(
             spin_for(&second_done, SPIN_FOR_SECOND_THREAD);
             Ok::<_, CompileError>((mine, dense, premeasured))
         })?;
-        let theirs = theirs.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let windows =
-            window_search.map(|search| lexical_list(search.into_hits(), Retriever::LexicalContext));
-        let turns = lexical_list(turn_search.into_hits(), Retriever::Lexical);
-        let time = |mine: Option<Duration>, theirs| mine.or(theirs).unwrap_or_default();
-        (
-            (Some(turns), time(mine.1, theirs.1)),
-            (windows, time(mine.0, theirs.0)),
-            dense,
-            premeasured,
-        )
+        (mine, theirs.into_inner().unwrap_or_else(PoisonError::into_inner), dense, premeasured)
     } else {
         let dense = dense_lists(inputs, config, &admission, &context_admits);
-        (turn_list(), window_list(), dense, Premeasured::default())
+        (lexical_parts(), (None, None), dense, Premeasured::default())
     };
+    let time = |mine: Option<Duration>, theirs| mine.or(theirs).unwrap_or_default();
+    let windows = (
+        window_search.map(|search| lexical_list(search.into_hits(), Retriever::LexicalContext)),
+        time(mine.0, theirs.0),
+    );
+    let turns = (
+        turn_search.map(|search| lexical_list(search.into_hits(), Retriever::Lexical)),
+        time(mine.1, theirs.1),
+    );
     let mut lists: Vec<RankedList> = turns.0.into_iter().chain(windows.0).collect();
     let lexical_time = turns.1 + windows.1;
     let DenseLists { lists: dense_lists, served, also_served, context_search, elapsed } = dense?;
@@ -653,39 +646,13 @@ fn run_or_help(
     search: &SharedSearch<'_, TurnId>,
     admit: impl FnMut(TurnId) -> bool,
 ) -> Option<Duration> {
+    let _span = tracing::debug_span!("lexical_list").entered();
     if search.claim() {
         Some(timed(|| search.run(admit)).1)
     } else {
         search.help(admit);
         None
     }
-}
-
-/// The lexical list of turns, when `lexical.top_n` is set.
-fn lexical_turn_list(
-    lexical: &Bm25Index,
-    question: &str,
-    config: &CompileConfig,
-    admission: &Admission<'_>,
-) -> Option<RankedList> {
-    let top_n = config.lexical.top_n;
-    (top_n > 0).then(|| {
-        lexical_candidates(lexical, question, top_n, Retriever::Lexical, |id| admission.admits(id))
-    })
-}
-
-/// The lexical list of context windows, when `lexical.top_n` and its radius are set.
-fn lexical_window_list(
-    window: Option<&WindowIndex>,
-    question: &str,
-    config: &CompileConfig,
-    context_admits: &(impl Fn(TurnId, u32) -> bool + Sync),
-) -> Option<RankedList> {
-    let (top_n, radius) = (config.lexical.top_n, config.context.lexical_radius);
-    let window = window.filter(|_| top_n > 0 && radius > 0)?;
-    Some(lexical_candidates(window.index(), question, top_n, Retriever::LexicalContext, |id| {
-        context_admits(id, radius)
-    }))
 }
 
 /// `f`'s value and how long it took.

@@ -276,7 +276,7 @@ impl<K: Ord> PartialEq for Worst<K> {
 impl<K: Ord> Eq for Worst<K> {}
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use proptest::prelude::*;
 
     use super::*;
@@ -284,11 +284,11 @@ mod tests {
 
     /// A skewed vocabulary: `w0` is in most documents, `w15` in few, as with common words and
     /// rare names, so that pruning has common terms to skip.
-    fn word(v: u8) -> String {
+    pub(crate) fn word(v: u8) -> String {
         format!("w{}", (u32::from(v) * u32::from(v)) >> 12)
     }
 
-    fn corpus(docs: &[Vec<u8>], keys: &[u32], params: Bm25Params) -> Bm25Index<u32> {
+    pub(crate) fn corpus(docs: &[Vec<u8>], keys: &[u32], params: Bm25Params) -> Bm25Index<u32> {
         let mut index = Bm25Index::new(params);
         for (doc, key) in docs.iter().zip(keys) {
             let text: Vec<String> = doc.iter().map(|&v| word(255 - v)).collect();
@@ -297,7 +297,7 @@ mod tests {
         index
     }
 
-    fn bits(hits: &[LexicalHit<u32>]) -> Vec<(u32, u32)> {
+    pub(crate) fn bits(hits: &[LexicalHit<u32>]) -> Vec<(u32, u32)> {
         hits.iter().map(|h| (h.key, h.score.to_bits())).collect()
     }
 

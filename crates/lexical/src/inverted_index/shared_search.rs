@@ -167,24 +167,16 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::Bm25Params;
+    use crate::{
+        Bm25Params,
+        max_score::tests::{bits, corpus, word},
+    };
 
-    /// A skewed vocabulary, as in the MaxScore tests: `w0` in most documents, `w15` in few.
-    fn word(v: u8) -> String {
-        format!("w{}", (u32::from(v) * u32::from(v)) >> 12)
-    }
-
+    /// The MaxScore tests' corpus (a skewed vocabulary: `w0` in most documents, `w15` in few),
+    /// keys ascending with the rows.
     fn index_of(docs: &[Vec<u8>]) -> Bm25Index<u32> {
-        let mut index = Bm25Index::new(Bm25Params { k1: 1.2, b: 0.75 });
-        for (key, doc) in docs.iter().enumerate() {
-            let text: Vec<String> = doc.iter().map(|&v| word(255 - v)).collect();
-            index.add(key as u32 * 7 % 1_000_003, &text.join(" ")).unwrap();
-        }
-        index
-    }
-
-    fn bits(hits: &[LexicalHit<u32>]) -> Vec<(u32, u32)> {
-        hits.iter().map(|h| (h.key, h.score.to_bits())).collect()
+        let keys: Vec<u32> = (0..docs.len() as u32).map(|k| k * 7).collect();
+        corpus(docs, &keys, Bm25Params { k1: 1.2, b: 0.75 })
     }
 
     proptest! {
