@@ -204,17 +204,24 @@ pub fn dense_candidates(
 }
 
 /// [`dense_candidates`], with the `pool` admitted turns the index ranks best besides
-/// ([`VectorIndexRead::search_pooled`]): seeds for a search around them.
+/// ([`VectorIndexRead::search_pooled`]): seeds for a search around them. `last_admitted`, when
+/// given, is a turn after which `admission` admits none (an as-of time's last admitted record):
+/// the index need not read past it.
 pub fn dense_candidates_pooled(
     index: &dyn VectorIndexRead,
     query_vector: &[f32],
     top_n: usize,
     pool: usize,
     admission: &Admission<'_>,
+    last_admitted: Option<TurnId>,
     retriever: Retriever,
 ) -> Result<(RankedList, Vec<TurnId>, IndexKind), CompileError> {
     let _span = tracing::debug_span!("dense_candidates_pooled", top_n, pool).entered();
-    let found = index.search_pooled(query_vector, top_n, pool, &mut |id| admission.admits(id))?;
+    let admit = &mut |id| admission.admits(id);
+    let found = match last_admitted {
+        Some(last) => index.search_pooled_up_to(query_vector, top_n, pool, last, admit)?,
+        None => index.search_pooled(query_vector, top_n, pool, admit)?,
+    };
     Ok((ranked(retriever, found.hits), found.pool, found.served))
 }
 

@@ -186,7 +186,7 @@ pub fn compile_timed_beside_from(
                 *theirs.lock().unwrap_or_else(PoisonError::into_inner) = times;
                 second_done.store(true, AtomicOrdering::Release);
             });
-            let dense = dense_lists(inputs, config, &admission, &context_admits);
+            let dense = dense_lists(inputs, config, &admission, last_admitted, &context_admits);
             // The dense lists are usually done first: their turns are measured for the pack
             // before this thread joins the lexical lists.
             let mut premeasured = Premeasured::default();
@@ -199,7 +199,7 @@ pub fn compile_timed_beside_from(
         })?;
         (mine, theirs.into_inner().unwrap_or_else(PoisonError::into_inner), dense, premeasured)
     } else {
-        let dense = dense_lists(inputs, config, &admission, &context_admits);
+        let dense = dense_lists(inputs, config, &admission, last_admitted, &context_admits);
         (lexical_parts(), (None, None), dense, Premeasured::default())
     };
     let time = |mine: Option<Duration>, theirs| mine.or(theirs).unwrap_or_default();
@@ -670,10 +670,12 @@ struct DenseLists {
     elapsed: Duration,
 }
 
+/// `last_admitted` as [`bounded_search`] takes it.
 fn dense_lists(
     inputs: &CompileInputs<'_>,
     config: &CompileConfig,
     admission: &Admission<'_>,
+    last_admitted: Option<Option<TurnId>>,
     context_admits: &impl Fn(TurnId, u32) -> bool,
 ) -> Result<DenseLists, CompileError> {
     let started = Instant::now();
@@ -703,6 +705,8 @@ fn dense_lists(
             top_n,
             pool.unwrap_or(0),
             admission,
+            // With no record admitted, none is after the least key.
+            last_admitted.map(|last| last.unwrap_or(TurnId::from_raw(0))),
             Retriever::Dense,
         )?;
         let seeds = pool.map(|_| pooled);

@@ -171,13 +171,29 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         candidates: usize,
         admit: &mut dyn FnMut(K) -> bool,
     ) -> Result<(Vec<VectorHit<K>>, Vec<K>), VectorError> {
+        self.search_sketched_pooled_first(query, n, pool, candidates, self.len(), admit)
+    }
+
+    /// [`ExactIndex::search_sketched_pooled`] among the first `rows` rows only: for a filter that
+    /// admits none after them ([`RowMap::rows_up_to`] finds how many rows an as-of time's last
+    /// admitted key bounds), the same answer for less of a scan.
+    pub fn search_sketched_pooled_first(
+        &self,
+        query: &[f32],
+        n: usize,
+        pool: usize,
+        candidates: usize,
+        rows: usize,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<(Vec<VectorHit<K>>, Vec<K>), VectorError> {
         let query = self.check_query(query)?;
         if n == 0 && pool == 0 {
             return Ok((Vec::new(), Vec::new()));
         }
         let keep = candidates.max(n).max(pool);
         let keys = self.rows.keys();
-        let rows = best_candidates(keys.len(), keep, &mut self.sketch.scan(&query), &mut |row| {
+        let rows = rows.min(keys.len());
+        let rows = best_candidates(rows, keep, &mut self.sketch.scan(&query, rows), &mut |row| {
             admit(keys[row])
         });
         let mut approx = self.approximate(&query, rows);
@@ -385,15 +401,29 @@ impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndexRead<K> for ExactIndex<K> {
         n: usize,
         admit: &mut dyn FnMut(K) -> bool,
     ) -> Result<Vec<VectorHit<K>>, VectorError> {
+        self.search_first(query, n, self.len(), admit)
+    }
+}
+
+impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
+    /// [`VectorIndexRead::search`] among the first `rows` rows only: for a filter that admits
+    /// none after them ([`RowMap::rows_up_to`]), the same answer for less of a scan.
+    pub fn search_first(
+        &self,
+        query: &[f32],
+        n: usize,
+        rows: usize,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<Vec<VectorHit<K>>, VectorError> {
         let query = self.check_query(query)?;
         if n == 0 {
             return Ok(Vec::new());
         }
         let mut query_q = Vec::with_capacity(self.dim);
         let query_quant = quantize(&query, &mut query_q);
-        let keys = self.rows.keys();
+        let keys = &self.rows.keys()[..rows.min(self.len())];
         let mut dots = Vec::with_capacity(keys.len());
-        dot_i8_rows(&query_q, &self.quantized, &mut dots);
+        dot_i8_rows(&query_q, &self.quantized[..keys.len() * self.dim], &mut dots);
         // First pass: every row's upper bound, and the best `2n` admitted rows by approximate
         // score, kept in a small heap. `admit` is asked only about rows that would enter the
         // heap (few, once it is full); the answer is remembered for the second pass.

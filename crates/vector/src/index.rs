@@ -65,6 +65,23 @@ pub trait VectorIndexRead<K = TurnId> {
         let (hits, served) = self.search_served(query, n.max(pool), admit)?;
         Ok(PooledHits::from_search(hits, n, pool, served))
     }
+    /// [`VectorIndexRead::search_pooled`] for a filter that admits no key after `last` (an as-of
+    /// time's last admitted record): the same answer, from an index whose rows follow their keys
+    /// without reading past `last`'s. By default, the search of every row.
+    fn search_pooled_up_to(
+        &self,
+        query: &[f32],
+        n: usize,
+        pool: usize,
+        last: K,
+        admit: &mut dyn FnMut(K) -> bool,
+    ) -> Result<PooledHits<K>, VectorError>
+    where
+        K: Copy,
+    {
+        let _ = last;
+        self.search_pooled(query, n, pool, admit)
+    }
 }
 
 /// A search's hits with the keys of a wider pool ([`VectorIndexRead::search_pooled`]).

@@ -19,15 +19,18 @@ impl VectorRow {
 #[derive(Debug, Clone)]
 pub struct RowMap<K> {
     keys: Vec<K>,
+    /// Whether every key was pushed above the one before it and no row has moved since (rows
+    /// then follow keys, and the rows of the keys up to one are the first few).
+    ascending: bool,
     /// Fx rather than SipHash: the keys are ids the ledger assigns, and a search among given
     /// keys looks one up per key.
     rows: FxHashMap<K, VectorRow>,
 }
 
-impl<K: Copy + Eq + Hash> RowMap<K> {
+impl<K: Copy + Eq + Hash + Ord> RowMap<K> {
     /// An empty map.
     pub fn new() -> RowMap<K> {
-        RowMap { keys: Vec::new(), rows: FxHashMap::default() }
+        RowMap { keys: Vec::new(), ascending: true, rows: FxHashMap::default() }
     }
 
     /// Assigns the next row to `key`; `None` if the key is present or rows are exhausted.
@@ -36,6 +39,7 @@ impl<K: Copy + Eq + Hash> RowMap<K> {
             return None;
         }
         let row = VectorRow(u32::try_from(self.keys.len()).ok()?);
+        self.ascending &= self.keys.last().is_none_or(|&last| last < key);
         self.keys.push(key);
         self.rows.insert(key, row);
         Some(row)
@@ -48,6 +52,7 @@ impl<K: Copy + Eq + Hash> RowMap<K> {
         self.keys.swap_remove(row.index());
         if let Some(&moved) = self.keys.get(row.index()) {
             self.rows.insert(moved, row);
+            self.ascending = false;
         }
         Some(row)
     }
@@ -76,9 +81,15 @@ impl<K: Copy + Eq + Hash> RowMap<K> {
     pub fn keys(&self) -> &[K] {
         &self.keys
     }
+
+    /// How many rows hold keys up to `key`, where rows follow keys (the rows of those keys are
+    /// then the first that many); `None` otherwise.
+    pub fn rows_up_to(&self, key: K) -> Option<usize> {
+        self.ascending.then(|| self.keys.partition_point(|&k| k <= key))
+    }
 }
 
-impl<K: Copy + Eq + Hash> Default for RowMap<K> {
+impl<K: Copy + Eq + Hash + Ord> Default for RowMap<K> {
     fn default() -> RowMap<K> {
         RowMap::new()
     }
@@ -111,5 +122,26 @@ mod tests {
         assert_eq!(map.swap_remove(7).map(VectorRow::index), Some(1));
         assert_eq!(map.keys(), &[3]);
         assert_eq!(map.push(7).map(VectorRow::index), Some(1));
+    }
+
+    #[test]
+    fn bounds_rows_by_key_only_while_rows_follow_keys() {
+        let mut map = RowMap::new();
+        assert_eq!(map.rows_up_to(5u64), Some(0));
+        for key in [2u64, 4, 6, 8] {
+            map.push(key).unwrap();
+        }
+        let bounds: Vec<_> = [1, 2, 5, 8, 9].map(|k| map.rows_up_to(k)).into();
+        assert_eq!(bounds, [Some(0), Some(1), Some(2), Some(4), Some(4)]);
+        // Removing the last row moves none.
+        map.swap_remove(8).unwrap();
+        assert_eq!(map.rows_up_to(9), Some(3));
+        // A key below the last one, or a row moved by a removal, and rows no longer follow keys.
+        let mut pushed_low = map.clone();
+        pushed_low.push(3).unwrap();
+        assert_eq!(pushed_low.rows_up_to(9), None);
+        map.swap_remove(2).unwrap();
+        assert_eq!(map.keys(), &[6, 4]);
+        assert_eq!(map.rows_up_to(9), None);
     }
 }

@@ -167,14 +167,16 @@ impl SignSketch {
     /// `out` in row order. Only the order of the scores means anything.
     #[cfg(test)]
     pub(crate) fn scores(&self, query: &[f32], out: &mut Vec<f32>) {
-        let mut scan = self.scan(query);
+        let mut scan = self.scan(query, self.ones.len());
         (0..scan.blocks()).for_each(|block| out.extend_from_slice(scan.block(block).1));
     }
 
-    /// The rows' scores for `query` (see [`SignSketch::scores`]), a block at a time.
-    pub(crate) fn scan(&self, query: &[f32]) -> SketchScan<'_> {
+    /// The scores of the first `rows` rows (all of them at most) for `query` (see
+    /// [`SignSketch::scores`]), a block at a time.
+    pub(crate) fn scan(&self, query: &[f32], rows: usize) -> SketchScan<'_> {
         SketchScan {
             sketch: self,
+            rows: rows.min(self.ones.len()),
             planes: QueryPlanes::new(query, self.width),
             simd: Popcnt512::try_new(),
             sums: [0; BLOCK_ROWS],
@@ -186,6 +188,8 @@ impl SignSketch {
 /// A sketch's scores for one query, a block of rows at a time.
 pub(crate) struct SketchScan<'a> {
     sketch: &'a SignSketch,
+    /// Rows scanned: the first this many.
+    rows: usize,
     planes: QueryPlanes,
     simd: Option<Popcnt512>,
     sums: [u32; BLOCK_ROWS],
@@ -194,13 +198,13 @@ pub(crate) struct SketchScan<'a> {
 
 impl BlockScores for SketchScan<'_> {
     fn blocks(&self) -> usize {
-        self.sketch.blocks()
+        self.rows.div_ceil(BLOCK_ROWS)
     }
 
     fn block(&mut self, block: usize) -> (usize, &[f32]) {
-        let SketchScan { sketch, planes, simd, sums, scores } = self;
+        let SketchScan { sketch, rows, planes, simd, sums, scores } = self;
         let first = block * BLOCK_ROWS;
-        let ones = &sketch.ones[first..sketch.ones.len().min(first + BLOCK_ROWS)];
+        let ones = &sketch.ones[first..(*rows).min(first + BLOCK_ROWS)];
         let (start, stride) = sketch.block_at(block);
         let words = &sketch.words[start..start + sketch.width * stride];
         let sums = &mut sums[..ones.len()];
@@ -392,6 +396,26 @@ mod tests {
         rows.push(unit(6000, dim));
         sketch.push(rows.last().unwrap());
         check(&sketch, &rows);
+    }
+
+    #[test]
+    fn a_scan_of_the_first_rows_scores_them_as_the_whole_scan_does() {
+        let dim = 130;
+        let mut sketch = SignSketch::new(dim);
+        (0..2 * BLOCK_ROWS as u64 + 300).for_each(|s| sketch.push(&unit(s + 1, dim)));
+        let query = unit(7, dim);
+        let mut all = Vec::new();
+        sketch.scores(&query, &mut all);
+        for rows in [0, 1, 31, BLOCK_ROWS, BLOCK_ROWS + 1, 2 * BLOCK_ROWS + 300, 5 * BLOCK_ROWS] {
+            let mut scan = sketch.scan(&query, rows);
+            let mut part = Vec::new();
+            for block in 0..scan.blocks() {
+                let (first, scores) = scan.block(block);
+                assert_eq!(first, part.len());
+                part.extend_from_slice(scores);
+            }
+            assert_eq!(part, all[..rows.min(all.len())], "{rows} rows");
+        }
     }
 
     #[test]

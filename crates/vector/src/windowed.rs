@@ -145,21 +145,32 @@ impl WindowedIndex {
         }
     }
 
-    /// The window search under both indexes: the exact one answers for a turn exactly as the
-    /// graph would if it found every row.
+    /// The window search under both indexes, among the first `rows` rows of an exact one (a
+    /// graph searches all of its own): the exact one answers for a turn exactly as the graph
+    /// would if it found every row.
     fn search_windows(
         &self,
         query: &[f32],
         n: usize,
+        rows: usize,
         admit: &mut dyn FnMut(WindowKey) -> bool,
     ) -> Result<(Vec<VectorHit<WindowKey>>, IndexKind), VectorError> {
         match (&self.index, self.sketch) {
             (Rows::Exact(index), Some(params)) => index
-                .search_sketched(query, n, params.candidates, admit)
-                .map(|hits| (hits, IndexKind::Sketch(params))),
-            (Rows::Exact(index), None) => index.search_served(query, n, admit),
+                .search_sketched_pooled_first(query, n, 0, params.candidates, rows, admit)
+                .map(|(hits, _)| (hits, IndexKind::Sketch(params))),
+            (Rows::Exact(index), None) => {
+                index.search_first(query, n, rows, admit).map(|hits| (hits, IndexKind::Exact))
+            }
             (Rows::Hnsw(index), _) => index.search_served(query, n, admit),
         }
+    }
+
+    /// The rows holding the windows of turns up to `last` where rows follow keys (an exact
+    /// index's rows are added in ledger order unless a turn got its vector late), else all.
+    fn rows_up_to(&self, last: TurnId) -> usize {
+        let exact = self.exact();
+        exact.row_map().rows_up_to((last, u32::MAX)).unwrap_or(exact.len())
     }
 
     /// Sets the graph's [`HnswIndex::min_admitted`] (no effect on an exact index).
@@ -209,18 +220,55 @@ impl VectorIndexRead for WindowedIndex {
         pool: usize,
         admit: &mut dyn FnMut(TurnId) -> bool,
     ) -> Result<PooledHits<TurnId>, VectorError> {
+        self.pooled_first(query, n, pool, self.len(), admit)
+    }
+
+    /// An exact index's rows follow their keys unless a turn got its vector late or a removal
+    /// moved one: its search then stops at `last`'s windows.
+    fn search_pooled_up_to(
+        &self,
+        query: &[f32],
+        n: usize,
+        pool: usize,
+        last: TurnId,
+        admit: &mut dyn FnMut(TurnId) -> bool,
+    ) -> Result<PooledHits<TurnId>, VectorError> {
+        self.pooled_first(query, n, pool, self.rows_up_to(last), admit)
+    }
+
+    fn search_served(
+        &self,
+        query: &[f32],
+        n: usize,
+        admit: &mut dyn FnMut(TurnId) -> bool,
+    ) -> Result<(Vec<VectorHit<TurnId>>, IndexKind), VectorError> {
+        self.served_first(query, n, self.len(), admit)
+    }
+}
+
+impl WindowedIndex {
+    /// [`VectorIndexRead::search_pooled`] among the first `rows` rows of an exact index.
+    fn pooled_first(
+        &self,
+        query: &[f32],
+        n: usize,
+        pool: usize,
+        rows: usize,
+        admit: &mut dyn FnMut(TurnId) -> bool,
+    ) -> Result<PooledHits<TurnId>, VectorError> {
         let (Rows::Exact(index), Some(params)) = (&self.index, self.sketch) else {
-            let (hits, served) = self.search_served(query, n.max(pool), admit)?;
+            let (hits, served) = self.served_first(query, n.max(pool), rows, admit)?;
             return Ok(PooledHits::from_search(hits, n, pool, served));
         };
         // As in `search_served`: twice as many windows as turns, doubled while too few turns.
         let (mut want, mut want_pool) = (2 * n, 2 * pool);
         loop {
-            let (windows, pooled) = index.search_sketched_pooled(
+            let (windows, pooled) = index.search_sketched_pooled_first(
                 query,
                 want,
                 want_pool,
                 params.candidates,
+                rows,
                 &mut |(turn, _)| admit(turn),
             )?;
             let mut hits = best_window_per_turn(&windows);
@@ -244,10 +292,12 @@ impl VectorIndexRead for WindowedIndex {
         }
     }
 
-    fn search_served(
+    /// [`VectorIndexRead::search_served`] among the first `rows` rows of an exact index.
+    fn served_first(
         &self,
         query: &[f32],
         n: usize,
+        rows: usize,
         admit: &mut dyn FnMut(TurnId) -> bool,
     ) -> Result<(Vec<VectorHit<TurnId>>, IndexKind), VectorError> {
         // Ask for more windows until n distinct turns are found or the index is exhausted, rather
@@ -257,7 +307,8 @@ impl VectorIndexRead for WindowedIndex {
         // most searches on a namespace of long turns run twice (the 100k audit set).
         let mut want = 2 * n;
         loop {
-            let (windows, kind) = self.search_windows(query, want, &mut |(turn, _)| admit(turn))?;
+            let (windows, kind) =
+                self.search_windows(query, want, rows, &mut |(turn, _)| admit(turn))?;
             let mut hits = best_window_per_turn(&windows);
             if hits.len() >= n || windows.len() < want {
                 hits.truncate(n);
@@ -320,6 +371,49 @@ mod tests {
                 let top = index.search(q, 100, &mut |t| admit(t)).unwrap();
                 let shared = top.iter().filter(|h| distinct.contains(&h.key)).count();
                 assert!(shared >= 90, "{shared} of the top 100 turns in the pool ({sketch:?})");
+            }
+        }
+    }
+
+    #[test]
+    fn a_search_up_to_the_last_admitted_turn_answers_as_the_whole_search() {
+        let params = SketchParams { candidates: 400, seeds: 64 };
+        for sketch in [None, Some(params)] {
+            let (index, queries) = windowed(sketch);
+            // The same windows added with turn 10 last: its rows no longer follow its keys.
+            let mut late = WindowedIndex::new(ExactIndex::new(64));
+            let exact = index.exact();
+            let keys = exact.row_map().keys();
+            let order = keys
+                .iter()
+                .filter(|k| k.0.raw() != 10)
+                .chain(keys.iter().filter(|k| k.0.raw() == 10));
+            for key in order {
+                late.insert_window(*key, exact.get(*key).unwrap()).unwrap();
+            }
+            late.set_sketch(sketch);
+            assert_eq!(
+                index.rows_up_to(TurnId::from_raw(300)),
+                exact.row_map().keys().iter().filter(|k| k.0.raw() <= 300).count()
+            );
+            assert_eq!(late.rows_up_to(TurnId::from_raw(300)), late.len());
+            for last in [1u64, 10, 299, 300, 899, 900] {
+                let admit = |t: TurnId| t.raw() <= last && t.raw() % 4 != 1;
+                // The last admitted turn's own windows: the best hits, which a bound one row
+                // short would lose.
+                let newest = (1..=last).rev().map(TurnId::from_raw).find(|&t| admit(t));
+                let own = newest.into_iter().flat_map(|t| index.windows_of(t));
+                for q in queries.iter().map(Vec::as_slice).take(6).chain(own) {
+                    let whole = index.search_pooled(q, 10, 100, &mut |t| admit(t)).unwrap();
+                    for searched in [&index, &late] {
+                        let bounded = searched
+                            .search_pooled_up_to(q, 10, 100, TurnId::from_raw(last), &mut |t| {
+                                admit(t)
+                            })
+                            .unwrap();
+                        assert_eq!(bounded, whole, "up to {last} ({sketch:?})");
+                    }
+                }
             }
         }
     }
