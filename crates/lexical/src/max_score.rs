@@ -207,7 +207,9 @@ pub(crate) fn top_k_in<K: Copy + Ord>(
         }
         if heap.len() == n {
             let kth = heap.peek().map_or(f32::NEG_INFINITY, |w| w.0.score);
-            if kth >= 0.0 {
+            // Read first: a read-modify-write takes the line from the other thread's cache
+            // even when it changes nothing.
+            if kth >= 0.0 && kth.to_bits() > span.floor.load(AtomicOrdering::Relaxed) {
                 span.floor.fetch_max(kth.to_bits(), AtomicOrdering::Relaxed);
             }
             threshold = threshold.max(kth);
