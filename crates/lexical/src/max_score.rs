@@ -40,6 +40,18 @@ pub(crate) struct QueryTerm<'a> {
     pub(crate) bound: f32,
 }
 
+/// A query term's list as a search walks it.
+struct Slot<'a> {
+    postings: &'a [Posting],
+    idf: f32,
+    /// The next posting.
+    cursor: usize,
+    /// The row at the cursor (u32::MAX past the end) while the term is essential.
+    at: u32,
+    /// The term's frequency in the document being scored, once looked up (0: absent).
+    tf: u32,
+}
+
 /// The filter of a search, with how many documents it was asked about and refused.
 struct Filter<F> {
     admit: F,
@@ -112,16 +124,14 @@ pub(crate) fn top_k_in<K: Copy + Ord>(
     for (i, term) in sorted.iter().enumerate() {
         below[i + 1] = below[i] + term.bound;
     }
-    let mut cursor: Vec<usize> =
-        sorted.iter().map(|t| t.postings.partition_point(|p| p.row < span.start)).collect();
-    // Per slot: the row at its cursor (u32::MAX past the end), so that choosing the next row
-    // reads one small array rather than every list.
-    let mut at: Vec<u32> = sorted
+    let mut slots: Vec<Slot<'_>> = sorted
         .iter()
-        .zip(&cursor)
-        .map(|(t, &c)| t.postings.get(c).map_or(u32::MAX, |p| p.row))
+        .map(|t| {
+            let cursor = t.postings.partition_point(|p| p.row < span.start);
+            let at = t.postings.get(cursor).map_or(u32::MAX, |p| p.row);
+            Slot { postings: t.postings, idf: t.idf, cursor, at, tf: 0 }
+        })
         .collect();
-    let mut tf = vec![0u32; m];
     // The frequencies again in the terms' own order, for the score of a document kept.
     let mut tf_in_order = vec![0u32; m];
     let mut heap: BinaryHeap<Worst<K>> = BinaryHeap::with_capacity(n + 1);
@@ -130,7 +140,7 @@ pub(crate) fn top_k_in<K: Copy + Ord>(
     let mut threshold = f32::NEG_INFINITY;
     let mut filter = Filter { admit, asked: 0, refused: 0 };
     loop {
-        let row = at[first_essential..].iter().fold(u32::MAX, |min, &r| min.min(r));
+        let row = slots[first_essential..].iter().fold(u32::MAX, |min, s| min.min(s.at));
         if row == u32::MAX || row >= span.end.load(AtomicOrdering::Relaxed) {
             break;
         }
@@ -143,18 +153,17 @@ pub(crate) fn top_k_in<K: Copy + Ord>(
             }
         }
         let len = doc_len[row as usize];
-        tf.fill(0);
         // Weights found so far plus the bounds of the terms not looked at yet; only additions,
         // so its rounding error stays relative to the sum.
         let mut found = 0.0f32;
-        for i in first_essential..m {
-            if at[i] == row {
-                let postings = sorted[i].postings;
-                let p = postings[cursor[i]];
-                tf[i] = p.tf;
-                found += norm.weight(sorted[i].idf, p.tf, len);
-                cursor[i] += 1;
-                at[i] = postings.get(cursor[i]).map_or(u32::MAX, |p| p.row);
+        for slot in &mut slots[first_essential..] {
+            slot.tf = 0;
+            if slot.at == row {
+                let p = slot.postings[slot.cursor];
+                slot.tf = p.tf;
+                found += norm.weight(slot.idf, p.tf, len);
+                slot.cursor += 1;
+                slot.at = slot.postings.get(slot.cursor).map_or(u32::MAX, |p| p.row);
             }
         }
         if (found + below[first_essential]) * slack < threshold {
@@ -169,14 +178,14 @@ pub(crate) fn top_k_in<K: Copy + Ord>(
             None
         };
         let mut pruned = false;
-        for i in (0..first_essential).rev() {
-            let postings = sorted[i].postings;
-            cursor[i] = gallop_to(postings, cursor[i], row);
-            if let Some(p) = postings.get(cursor[i])
+        for (i, slot) in slots[..first_essential].iter_mut().enumerate().rev() {
+            slot.cursor = gallop_to(slot.postings, slot.cursor, row);
+            slot.tf = 0;
+            if let Some(p) = slot.postings.get(slot.cursor)
                 && p.row == row
             {
-                tf[i] = p.tf;
-                found += norm.weight(sorted[i].idf, p.tf, len);
+                slot.tf = p.tf;
+                found += norm.weight(slot.idf, p.tf, len);
             }
             if (found + below[i]) * slack < threshold {
                 pruned = true;
@@ -187,8 +196,8 @@ pub(crate) fn top_k_in<K: Copy + Ord>(
             continue;
         }
         let Some(key) = admitted.or_else(|| filter.ask(row)) else { continue };
-        for (&t, &tf) in by_bound.iter().zip(&tf) {
-            tf_in_order[t] = tf;
+        for (&t, slot) in by_bound.iter().zip(&slots) {
+            tf_in_order[t] = slot.tf;
         }
         let mut score = 0.0f32;
         for (term, &tf) in terms.iter().zip(&tf_in_order) {
