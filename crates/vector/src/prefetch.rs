@@ -10,7 +10,10 @@ pub(crate) fn prefetch<T>(row: &[T]) {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         let bytes = std::mem::size_of_val(row);
         let base = row.as_ptr().cast::<i8>();
-        for offset in (0..bytes).step_by(64) {
+        // From the start of the first line: a row that does not start on a line boundary ends
+        // on one line more than its size says.
+        let skew = base as usize % 64;
+        for offset in (0..bytes + skew).step_by(64).map(|o| o.saturating_sub(skew)) {
             // SAFETY: `_mm_prefetch` is a hint that never faults and writes nothing, and SSE, the
             // only feature it needs, is part of every x86-64 processor; the address is inside
             // `row`, so the pointer arithmetic stays in its allocation.
