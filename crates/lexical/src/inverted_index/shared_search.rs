@@ -49,8 +49,8 @@ impl<K> Debug for SharedSearch<'_, K> {
             .field("terms", &self.terms.len())
             .field("n", &self.n)
             .field("prunes", &self.prunes)
-            .field("end", &self.end.0)
-            .field("at", &self.at.0)
+            .field("end", &*self.end)
+            .field("at", &*self.at)
             .finish_non_exhaustive()
     }
 }
@@ -89,7 +89,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> SharedSearch<'_, K> {
     /// The search over the rows below `end` alone: the caller knows no document of a row from
     /// `end` on is admitted (see [`Bm25Index::rows_up_to`]). Lists scored whole are scored whole.
     pub fn rows_below(self, end: u32) -> Self {
-        self.end.0.fetch_min(end, Ordering::Relaxed);
+        self.end.fetch_min(end, Ordering::Relaxed);
         self
     }
 
@@ -101,7 +101,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> SharedSearch<'_, K> {
     /// Searches the rows from the first until the end, which a helper may lower meanwhile.
     pub fn run(&self, mut admit: impl FnMut(K) -> bool) {
         let hits = if self.prunes {
-            let span = Span { start: 0, end: &self.end.0, at: &self.at.0, floor: &self.floor.0 };
+            let span = Span { start: 0, end: &self.end, at: &self.at, floor: &self.floor };
             top_k_in(
                 &self.terms,
                 self.norm,
@@ -111,7 +111,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> SharedSearch<'_, K> {
                 &span,
             )
         } else {
-            self.at.0.store(u32::MAX, Ordering::Relaxed);
+            self.at.store(u32::MAX, Ordering::Relaxed);
             self.index.search_exhaustive(&self.query_terms, self.n, admit)
         };
         self.parts.lock().unwrap_or_else(PoisonError::into_inner).push(hits);
@@ -131,18 +131,18 @@ impl<K: Copy + Eq + Hash + Ord + Debug> SharedSearch<'_, K> {
     }
 
     fn help_once(&self, mut admit: impl FnMut(K) -> bool) -> bool {
-        let (at, end) = (self.at.0.load(Ordering::Relaxed), self.end.0.load(Ordering::Relaxed));
+        let (at, end) = (self.at.load(Ordering::Relaxed), self.end.load(Ordering::Relaxed));
         if !self.prunes || at >= end || end - at < MIN_SPLIT_ROWS {
             return false;
         }
         let split = at + (end - at) / 2;
-        if self.end.0.compare_exchange(end, split, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        if self.end.compare_exchange(end, split, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return false;
         }
         // The first thread may have scored a row past the split before it saw the new end: the
         // merge keeps such a document once.
         let (own_end, own_at) = (AtomicU32::new(end), AtomicU32::new(split));
-        let span = Span { start: split, end: &own_end, at: &own_at, floor: &self.floor.0 };
+        let span = Span { start: split, end: &own_end, at: &own_at, floor: &self.floor };
         let admit = self.admit(&mut admit);
         let hits = top_k_in(&self.terms, self.norm, &self.index.doc_len, self.n, admit, &span);
         self.parts.lock().unwrap_or_else(PoisonError::into_inner).push(hits);
@@ -168,6 +168,13 @@ impl<K: Copy + Eq + Hash + Ord + Debug> SharedSearch<'_, K> {
 /// A value alone on its cache lines (two: a processor may fetch a line's neighbour with it).
 #[repr(align(128))]
 struct OwnLine<T>(T);
+
+impl<T> std::ops::Deref for OwnLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -262,7 +269,7 @@ mod tests {
         let shared = index.shared_search(&query, 50);
         assert!(shared.claim() && !shared.claim());
         assert!(shared.help(admit));
-        let left = shared.end.0.load(Ordering::Relaxed);
+        let left = shared.end.load(Ordering::Relaxed);
         assert!((MIN_SPLIT_ROWS / 2..MIN_SPLIT_ROWS).contains(&left), "{left} rows left");
         assert!(!shared.help(admit));
         shared.run(admit);
@@ -278,7 +285,7 @@ mod tests {
             std::thread::scope(|scope| {
                 scope.spawn(|| shared.claim().then(|| shared.run(admit)));
                 scope.spawn(|| {
-                    while shared.at.0.load(Ordering::Relaxed) == 0 {
+                    while shared.at.load(Ordering::Relaxed) == 0 {
                         std::hint::spin_loop();
                     }
                     shared.help(admit)
