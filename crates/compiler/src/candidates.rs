@@ -189,22 +189,9 @@ pub fn dense_context_candidates(
 }
 
 /// The vector index's top `top_n` admitted turns for the query vector, as `retriever`'s list,
-/// with the kind of index that served them.
-pub fn dense_candidates(
-    index: &dyn VectorIndexRead,
-    query_vector: &[f32],
-    top_n: usize,
-    admission: &Admission<'_>,
-    retriever: Retriever,
-) -> Result<(RankedList, IndexKind), CompileError> {
-    let _span = tracing::debug_span!("dense_candidates", top_n).entered();
-    let (hits, served) =
-        index.search_served(query_vector, top_n, &mut |id| admission.admits(id))?;
-    Ok((ranked(retriever, hits), served))
-}
-
-/// [`dense_candidates`], with the `pool` admitted turns the index ranks best besides
-/// ([`VectorIndexRead::search_pooled`]): seeds for a search around them. `last_admitted`, when
+/// with the `pool` admitted turns the index ranks best besides
+/// ([`VectorIndexRead::search_pooled`]: seeds for a search around them) and the kind of index
+/// that served them. `last_admitted`, when
 /// given, is a turn after which `admission` admits none (an as-of time's last admitted record):
 /// the index need not read past it.
 pub fn dense_candidates_pooled(

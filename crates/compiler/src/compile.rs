@@ -22,9 +22,7 @@ use crate::{
     RankedList, ReaderTokenizer, RerankConfig, Reranker, Retriever, ScoredKey, SessionConfig,
     SupportSignal, TimeConfig, WindowIndex,
     abstain::lexical_coverage,
-    candidates::{
-        dense_candidates, dense_candidates_pooled, dense_context_candidates, lexical_list,
-    },
+    candidates::{dense_candidates_pooled, dense_context_candidates, lexical_list},
     compiled_context::{AlsoDenseRef, COMPILED_CONTEXT_FORMAT},
     context_index::window_admitted,
     dedup::dedup_ranked_lists,
@@ -699,25 +697,29 @@ fn dense_lists(
             (Some(_), IndexKind::Sketch(params)) => Some(top_n.max(params.seeds)),
             _ => None,
         };
+        // With no record admitted, none is after the least key.
+        let last = last_admitted.map(|last| last.unwrap_or(TurnId::from_raw(0)));
         let (list, pooled, kind) = dense_candidates_pooled(
             dense.index,
             dense.query_vector,
             top_n,
             pool.unwrap_or(0),
             admission,
-            // With no record admitted, none is after the least key.
-            last_admitted.map(|last| last.unwrap_or(TurnId::from_raw(0))),
+            last,
             Retriever::Dense,
         )?;
         let seeds = pool.map(|_| pooled);
         lists.push(list);
         served = Some(kind);
+        // The further encoders' lists stop at the as-of bound too; they seed nothing.
         for (i, also) in inputs.also_dense.iter().enumerate() {
-            let (list, kind) = dense_candidates(
+            let (list, _, kind) = dense_candidates_pooled(
                 also.index,
                 also.query_vector,
                 top_n,
+                0,
                 admission,
+                last,
                 Retriever::DenseAlso(i as u8),
             )?;
             lists.push(list);
