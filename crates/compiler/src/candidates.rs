@@ -191,9 +191,8 @@ pub fn dense_context_candidates(
 /// The vector index's top `top_n` admitted turns for the query vector, as `retriever`'s list,
 /// with the `pool` admitted turns the index ranks best besides
 /// ([`VectorIndexRead::search_pooled`]: seeds for a search around them) and the kind of index
-/// that served them. `last_admitted`, when
-/// given, is a turn after which `admission` admits none (an as-of time's last admitted record):
-/// the index need not read past it.
+/// that served them. `last_admitted`, when given, is a turn after which `admission` admits none
+/// (an as-of time's last admitted record): the index need not read past it.
 pub fn dense_candidates_pooled(
     index: &dyn VectorIndexRead,
     query_vector: &[f32],

@@ -139,6 +139,21 @@ pub fn conversation() -> (Vec<Evidence>, Vec<TurnId>) {
 }
 
 /// A deterministic unit vector from hashed analyzed terms (the compiler sees only vectors).
+/// `count` of alice's notes from id `first` on, about eight topics, in sessions of 40 turns, a
+/// session a day (May 2024, over again after the 28th).
+pub fn notes(first: u64, count: u64) -> Vec<Evidence> {
+    let topics = ["bakery", "Porto", "cello", "lake", "kettle", "apartment", "dog", "train"];
+    (0..count)
+        .map(|i| {
+            let topic = topics[i as usize % topics.len()];
+            let text = format!("note {i}: the {topic} again, {} days later", i % 97);
+            let time = format!("2024-05-{:02}T10:00:00Z", 1 + (i / 40) % 28);
+            let session = format!("bulk-{}", i / 40);
+            evidence(first + i, "alice", &session, (i % 40) as u32, Role::User, &time, &text)
+        })
+        .collect()
+}
+
 pub fn bag_of_words(text: &str) -> Vec<f32> {
     let mut v = vec![0.0f32; DIM];
     for term in analyze(text) {

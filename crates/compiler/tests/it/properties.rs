@@ -6,14 +6,11 @@ use evicortex_compiler::{
     CompileConfig, CompileInputs, ContextInputs, DenseConfig, DenseInput, Expansion,
     ReaderTokenizer, RerankConfig, Retriever, TiktokenReader, compile,
 };
-use evicortex_core::{Evidence, Role, TurnId};
-use evicortex_vector::{
-    ExactIndex, IndexKind, PooledHits, VectorError, VectorHit, VectorIndex, VectorIndexRead,
-    WindowKey, WindowedIndex,
-};
+use evicortex_core::{Role, TurnId};
+use evicortex_vector::{ExactIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex};
 use proptest::prelude::*;
 
-use crate::fixture::{DIM, TermOverlapReranker, bag_of_words, build, evidence, query, run};
+use crate::fixture::{DIM, TermOverlapReranker, bag_of_words, build, evidence, notes, query, run};
 
 const WORDS: &[&str] = &[
     "lisbon",
@@ -162,70 +159,15 @@ fn compiles_of_one_corpus_on_several_threads_match_one_at_a_time() {
     assert!(shared.corpus.text_tokens_cached(reader.name()) > 0);
 }
 
-/// A further encoder's index that searches every row under an as-of time: the trait's default
-/// `search_pooled_up_to`.
-struct WholeSearch<'a>(&'a WindowedIndex);
-
-impl VectorIndexRead for WholeSearch<'_> {
-    fn dim(&self) -> usize {
-        self.0.dim()
-    }
-
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    fn covers(&self) -> Option<TurnId> {
-        self.0.covers()
-    }
-
-    fn kind(&self) -> IndexKind {
-        self.0.kind()
-    }
-
-    fn search(
-        &self,
-        query: &[f32],
-        n: usize,
-        admit: &mut dyn FnMut(TurnId) -> bool,
-    ) -> Result<Vec<VectorHit<TurnId>>, VectorError> {
-        self.0.search(query, n, admit)
-    }
-
-    fn search_pooled(
-        &self,
-        query: &[f32],
-        n: usize,
-        pool: usize,
-        admit: &mut dyn FnMut(TurnId) -> bool,
-    ) -> Result<PooledHits<TurnId>, VectorError> {
-        self.0.search_pooled(query, n, pool, admit)
-    }
-}
-
 #[test]
 fn further_encoders_lists_under_an_as_of_time_are_those_of_the_whole_search() {
-    let topics = ["bakery", "Porto", "cello", "lake", "kettle", "apartment", "dog", "train"];
-    let records: Vec<Evidence> = (0..600u64)
-        .map(|i| {
-            let topic = topics[i as usize % topics.len()];
-            let time = format!("2024-05-{:02}T10:00:00Z", 1 + i / 24);
-            let text = format!("note {i}: the {topic} again, {} days later", i % 97);
-            evidence(
-                i + 1,
-                "alice",
-                &format!("s-{}", i / 24),
-                (i % 24) as u32,
-                Role::User,
-                &time,
-                &text,
-            )
-        })
-        .collect();
+    // Fifteen sessions a day apart: the as-of time admits the first ten, 400 of 600 rows.
+    let records = notes(1, 600);
     let mut rows = ExactIndex::<WindowKey>::new(DIM);
     for e in &records {
         rows.insert((e.id, 0), &bag_of_words(&e.turn.text)).unwrap();
     }
+    rows.mark_covered(TurnId::from_raw(600)).unwrap();
     let also = WindowedIndex::new(rows);
     let built = build("alice", records, Vec::new());
     let reader = TiktokenReader::o200k_base();
@@ -246,6 +188,8 @@ fn further_encoders_lists_under_an_as_of_time_are_those_of_the_whole_search() {
         };
         compile(&inputs, &q, &config).unwrap()
     };
+    // The fixture's exact index holds the same vectors and searches every row whatever the
+    // as-of time (`search_pooled_up_to`'s default).
     let bounded = compiled(&also);
     assert!(
         bounded
@@ -257,6 +201,6 @@ fn further_encoders_lists_under_an_as_of_time_are_those_of_the_whole_search() {
     );
     assert_eq!(
         serde_json::to_string(&bounded).unwrap(),
-        serde_json::to_string(&compiled(&WholeSearch(&also))).unwrap()
+        serde_json::to_string(&compiled(&built.dense)).unwrap()
     );
 }

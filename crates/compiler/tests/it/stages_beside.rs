@@ -6,31 +6,16 @@ use evicortex_compiler::{
     CompileConfig, CompileInputs, ContextConfig, ContextInputs, DenseConfig, DenseInput, LongTurns,
     PARALLEL_STAGES_FROM, TiktokenReader, WindowIndex, compile_timed_beside_from,
 };
-use evicortex_core::Role;
 use evicortex_lexical::{Analyzer, Bm25Params};
 
-use crate::fixture::{bag_of_words, build, conversation, evidence, query};
+use crate::fixture::{bag_of_words, build, conversation, notes, query};
 
 #[test]
 fn lexical_beside_dense_compiles_what_one_thread_compiles() {
     let (mut records, erased) = conversation();
     // Enough records for the product's rule to take the second thread.
-    let topics = ["bakery", "Porto", "cello", "lake", "kettle", "apartment", "dog", "train"];
     let first = records.iter().map(|e| e.id.raw()).max().unwrap() + 1;
-    for i in 0..PARALLEL_STAGES_FROM as u64 {
-        let topic = topics[i as usize % topics.len()];
-        let text = format!("note {i}: the {topic} again, {} days later", i % 97);
-        let time = format!("2024-05-{:02}T10:00:00Z", 1 + i % 28);
-        records.push(evidence(
-            first + i,
-            "alice",
-            &format!("bulk-{}", i / 40),
-            (i % 40) as u32,
-            Role::User,
-            &time,
-            &text,
-        ));
-    }
+    records.extend(notes(first, PARALLEL_STAGES_FROM as u64));
     let built = build("alice", records, erased);
     assert!(built.corpus.len() >= PARALLEL_STAGES_FROM);
     let reader = TiktokenReader::o200k_base();
