@@ -295,6 +295,16 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         })
     }
 
+    /// What [`Bm25Index::search_max_score`] hands MaxScore, for tests of its parts.
+    #[cfg(test)]
+    pub(crate) fn max_score_parts(
+        &self,
+        query_terms: &[String],
+    ) -> (Vec<QueryTerm<'_>>, LengthNorm, &[u32]) {
+        let norm = self.length_norm();
+        (self.query_terms(query_terms, norm), norm, &self.doc_len)
+    }
+
     /// The query's distinct terms present in the index, as MaxScore takes them.
     fn query_terms(&self, query_terms: &[String], norm: LengthNorm) -> Vec<QueryTerm<'_>> {
         distinct_terms(query_terms)

@@ -11,13 +11,18 @@
 //! document is skipped only when its bound, widened by a margin for rounding, is strictly below
 //! the k-th score held, so it loses to it whatever the key tie-break.
 //!
+//! Before its walk a search takes a floor from the query's rarest lists alone ([`prime_floor`]):
+//! the documents they hold score at least their weights from them, so k of those admitted put a
+//! floor under the k-th score, and the walk prunes from its first rows instead of once its heap
+//! has filled with whatever documents came first.
+//!
 //! A search may cover a span of rows only ([`Span`]), so that two threads search one query's
 //! rows side by side: each prunes by the highest k-th score either holds (the floor they share:
 //! k documents already score at least that), and their parts merge into the whole's top k
 //! ([`merge_parts`]).
 
 use std::{
-    cmp::Ordering,
+    cmp::{Ordering, Reverse},
     collections::BinaryHeap,
     sync::atomic::{AtomicU32, Ordering as AtomicOrdering},
 };
@@ -96,10 +101,100 @@ pub(crate) fn top_k<K: Copy + Ord>(
     norm: LengthNorm,
     doc_len: &[u32],
     n: usize,
-    admit: impl FnMut(u32) -> Option<K>,
+    mut admit: impl FnMut(u32) -> Option<K>,
 ) -> Vec<LexicalHit<K>> {
-    let (end, at, floor) = (AtomicU32::new(u32::MAX), AtomicU32::new(0), AtomicU32::new(0));
+    let budget = prime_budget(doc_len.len());
+    let primed = prime_floor(terms, norm, doc_len, n, &mut admit, u32::MAX, budget);
+    let (end, at) = (AtomicU32::new(u32::MAX), AtomicU32::new(0));
+    let floor = AtomicU32::new(primed.to_bits());
     top_k_in(terms, norm, doc_len, n, admit, &Span { start: 0, end: &end, at: &at, floor: &floor })
+}
+
+/// The postings [`prime_floor`] reads at most for an index of `rows` documents: a small share of
+/// what a walk reads.
+pub(crate) fn prime_budget(rows: usize) -> usize {
+    (rows / 128).max(4_096)
+}
+
+/// A floor for a search of the rows below `end`, before it walks them, so that it prunes from
+/// its first rows rather than once its heap has filled with whatever came first: the `n`-th
+/// best admitted document by the weights of the query's rarest terms alone (the lists with the
+/// highest bounds, while their postings number at most `budget`). Every such document scores at
+/// least that with all its terms, so the `n`-th score of the whole search is no lower; the floor
+/// is shrunk by far more than the rounding of a sum over some of the terms in another order.
+/// 0.0 (no floor) when those lists hold fewer than `n` admitted documents.
+pub(crate) fn prime_floor<K>(
+    terms: &[QueryTerm<'_>],
+    norm: LengthNorm,
+    doc_len: &[u32],
+    n: usize,
+    admit: &mut impl FnMut(u32) -> Option<K>,
+    end: u32,
+    budget: usize,
+) -> f32 {
+    let lists = rarest_lists(terms, end, budget);
+    if lists.iter().map(|(list, _)| list.len()).sum::<usize>() < n {
+        return 0.0;
+    }
+    let mut best = BinaryHeap::from(partial_scores(&lists, norm, doc_len));
+    let mut admitted = 0;
+    while let Some((bits, Reverse(row))) = best.pop() {
+        admitted += usize::from(admit(row).is_some());
+        if admitted == n {
+            let rounding = 1.0 - 64.0 * f32::EPSILON * (terms.len() as f32 + 2.0);
+            return f32::from_bits(bits) * rounding;
+        }
+    }
+    0.0
+}
+
+/// The postings below `end` and the idf of the terms with the highest bounds, taken while their
+/// postings number at most `budget`.
+fn rarest_lists<'a>(terms: &[QueryTerm<'a>], end: u32, budget: usize) -> Vec<(&'a [Posting], f32)> {
+    let mut by_bound: Vec<&QueryTerm<'a>> = terms.iter().collect();
+    by_bound.sort_by(|a, b| b.bound.total_cmp(&a.bound));
+    let mut lists = Vec::new();
+    let mut postings = 0;
+    for term in by_bound {
+        let below_end = &term.postings[..term.postings.partition_point(|p| p.row < end)];
+        postings += below_end.len();
+        if postings > budget {
+            break;
+        }
+        lists.push((below_end, term.idf));
+    }
+    lists
+}
+
+/// Each row of `lists` (merged by row) with the bits of its weights from them summed (scores are
+/// never negative, so their bits order as they do); the row reversed, so that of equal sums the
+/// lowest row is the greatest.
+fn partial_scores(
+    lists: &[(&[Posting], f32)],
+    norm: LengthNorm,
+    doc_len: &[u32],
+) -> Vec<(u32, Reverse<u32>)> {
+    let mut partial = Vec::with_capacity(lists.iter().map(|(list, _)| list.len()).sum());
+    let mut cursors = vec![0usize; lists.len()];
+    loop {
+        let next = lists
+            .iter()
+            .zip(&cursors)
+            .filter_map(|((list, _), &c)| list.get(c))
+            .min_by_key(|p| p.row);
+        let Some(&Posting { row, .. }) = next else { return partial };
+        let len = doc_len[row as usize];
+        let mut score = 0.0f32;
+        for ((list, idf), cursor) in lists.iter().zip(&mut cursors) {
+            if let Some(p) = list.get(*cursor)
+                && p.row == row
+            {
+                score += norm.weight(*idf, p.tf, len);
+                *cursor += 1;
+            }
+        }
+        partial.push((score.to_bits(), Reverse(row)));
+    }
 }
 
 /// [`top_k`] over the rows of `span`.
@@ -355,6 +450,38 @@ pub(crate) mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// A floor read from the rarest lists, whatever their share, is no higher than the
+        /// n-th admitted score, and a search starting from it finds the exhaustive top n.
+        #[test]
+        fn a_primed_search_equals_exhaustive(
+            docs in prop::collection::vec(prop::collection::vec(any::<u8>(), 1..12), 1..300),
+            query in prop::collection::vec(any::<u8>(), 1..8),
+            n in 1usize..25,
+            budget in 0usize..400,
+            admit_mod in 1u32..5,
+        ) {
+            let keys: Vec<u32> = (0..docs.len() as u32).rev().collect();
+            let index = corpus(&docs, &keys, Bm25Params { k1: 1.2, b: 0.75 });
+            let query: Vec<String> = query.iter().map(|&v| word(255 - v)).collect();
+            let admit = |key: u32| key % admit_mod != 1;
+            let exhaustive = index.search_exhaustive(&query, n, admit);
+            let (terms, norm, doc_len) = index.max_score_parts(&query);
+            let mut admit_row = |row: u32| Some(keys[row as usize]).filter(|&k| admit(k));
+            let floor = prime_floor(&terms, norm, doc_len, n, &mut admit_row, u32::MAX, budget);
+            if exhaustive.len() == n {
+                prop_assert!(floor <= exhaustive[n - 1].score, "{} > {}", floor, exhaustive[n - 1].score);
+            } else {
+                prop_assert_eq!(floor, 0.0);
+            }
+            let (end, at, shared) = (AtomicU32::new(u32::MAX), AtomicU32::new(0), AtomicU32::new(floor.to_bits()));
+            let span = Span { start: 0, end: &end, at: &at, floor: &shared };
+            let primed = top_k_in(&terms, norm, doc_len, n, admit_row, &span);
+            prop_assert_eq!(bits(&primed), bits(&exhaustive));
+        }
+    }
+
     #[test]
     fn skips_documents_that_cannot_reach_the_top() {
         // 500 documents share the common term; the first also holds the rare one, so once it is
@@ -372,7 +499,8 @@ pub(crate) mod tests {
         });
         assert_eq!(hits, index.search_exhaustive(&query, 1, |_| true));
         assert_eq!(hits[0].key, 0);
-        assert_eq!(asked, 1, "admit asked about {asked} of 500 matching documents");
+        // Once for the floor the search starts from, once in its walk.
+        assert_eq!(asked, 2, "admit asked about {asked} of 500 matching documents");
     }
 
     #[test]
