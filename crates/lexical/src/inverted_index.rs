@@ -47,7 +47,7 @@ pub struct Bm25Index<K = TurnId> {
     postings: Vec<Vec<Posting>>,
     /// Per term: what bounds its weight in any document, for pruning.
     term_extremes: Vec<TermExtremes>,
-    doc_len: Vec<u32>,
+    pub(crate) doc_len: Vec<u32>,
     keys: Vec<K>,
     /// Whether every key was added above the last (rows then follow keys).
     keys_ascending: bool,
@@ -295,18 +295,12 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         })
     }
 
-    /// What [`Bm25Index::search_max_score`] hands MaxScore, for tests of its parts.
-    #[cfg(test)]
-    pub(crate) fn max_score_parts(
+    /// The query's distinct terms present in the index, as MaxScore takes them.
+    pub(crate) fn query_terms(
         &self,
         query_terms: &[String],
-    ) -> (Vec<QueryTerm<'_>>, LengthNorm, &[u32]) {
-        let norm = self.length_norm();
-        (self.query_terms(query_terms, norm), norm, &self.doc_len)
-    }
-
-    /// The query's distinct terms present in the index, as MaxScore takes them.
-    fn query_terms(&self, query_terms: &[String], norm: LengthNorm) -> Vec<QueryTerm<'_>> {
+        norm: LengthNorm,
+    ) -> Vec<QueryTerm<'_>> {
         distinct_terms(query_terms)
             .filter_map(|term| {
                 let term_id = *self.term_ids.get(term)? as usize;
@@ -379,7 +373,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         hits
     }
 
-    fn length_norm(&self) -> LengthNorm {
+    pub(crate) fn length_norm(&self) -> LengthNorm {
         LengthNorm::new(self.params, self.total_len as f32 / self.len() as f32)
     }
 }

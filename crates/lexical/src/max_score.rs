@@ -103,27 +103,34 @@ pub(crate) fn top_k<K: Copy + Ord>(
     n: usize,
     mut admit: impl FnMut(u32) -> Option<K>,
 ) -> Vec<LexicalHit<K>> {
-    let budget = prime_budget(doc_len.len());
-    let primed = prime_floor(terms, norm, doc_len, n, &mut admit, u32::MAX, budget);
+    let primed = prime_floor(terms, norm, doc_len, n, &mut admit, u32::MAX);
     let (end, at) = (AtomicU32::new(u32::MAX), AtomicU32::new(0));
     let floor = AtomicU32::new(primed.to_bits());
     top_k_in(terms, norm, doc_len, n, admit, &Span { start: 0, end: &end, at: &at, floor: &floor })
 }
 
-/// The postings [`prime_floor`] reads at most for an index of `rows` documents: a small share of
-/// what a walk reads.
-pub(crate) fn prime_budget(rows: usize) -> usize {
-    (rows / 128).max(4_096)
-}
-
 /// A floor for a search of the rows below `end`, before it walks them, so that it prunes from
 /// its first rows rather than once its heap has filled with whatever came first: the `n`-th
 /// best admitted document by the weights of the query's rarest terms alone (the lists with the
-/// highest bounds, while their postings number at most `budget`). Every such document scores at
-/// least that with all its terms, so the `n`-th score of the whole search is no lower; the floor
-/// is shrunk by far more than the rounding of a sum over some of the terms in another order.
-/// 0.0 (no floor) when those lists hold fewer than `n` admitted documents.
+/// highest bounds, while their postings number at most 4,096 or one per 128 rows of the index:
+/// a small share of what a walk reads). Every such document scores at least that with all its
+/// terms, so the `n`-th score of the whole search is no lower; the floor is shrunk by far more
+/// than the rounding of a sum over some of the terms in another order. 0.0 (no floor) when
+/// those lists hold fewer than `n` admitted documents.
 pub(crate) fn prime_floor<K>(
+    terms: &[QueryTerm<'_>],
+    norm: LengthNorm,
+    doc_len: &[u32],
+    n: usize,
+    admit: &mut impl FnMut(u32) -> Option<K>,
+    end: u32,
+) -> f32 {
+    let budget = (doc_len.len() / 128).max(4_096);
+    prime_floor_within(terms, norm, doc_len, n, admit, end, budget)
+}
+
+/// [`prime_floor`] reading at most `budget` postings.
+fn prime_floor_within<K>(
     terms: &[QueryTerm<'_>],
     norm: LengthNorm,
     doc_len: &[u32],
@@ -467,9 +474,11 @@ pub(crate) mod tests {
             let query: Vec<String> = query.iter().map(|&v| word(255 - v)).collect();
             let admit = |key: u32| key % admit_mod != 1;
             let exhaustive = index.search_exhaustive(&query, n, admit);
-            let (terms, norm, doc_len) = index.max_score_parts(&query);
+            let norm = index.length_norm();
+            let (terms, doc_len) = (index.query_terms(&query, norm), &index.doc_len);
             let mut admit_row = |row: u32| Some(keys[row as usize]).filter(|&k| admit(k));
-            let floor = prime_floor(&terms, norm, doc_len, n, &mut admit_row, u32::MAX, budget);
+            let floor =
+                prime_floor_within(&terms, norm, doc_len, n, &mut admit_row, u32::MAX, budget);
             if exhaustive.len() == n {
                 prop_assert!(floor <= exhaustive[n - 1].score, "{} > {}", floor, exhaustive[n - 1].score);
             } else {

@@ -138,7 +138,6 @@ pub fn conversation() -> (Vec<Evidence>, Vec<TurnId>) {
     (e, vec![TurnId::from_raw(9)])
 }
 
-/// A deterministic unit vector from hashed analyzed terms (the compiler sees only vectors).
 /// `count` of alice's notes from id `first` on, about eight topics, in sessions of 40 turns, a
 /// session a day (May 2024, over again after the 28th).
 pub fn notes(first: u64, count: u64) -> Vec<Evidence> {
@@ -154,6 +153,7 @@ pub fn notes(first: u64, count: u64) -> Vec<Evidence> {
         .collect()
 }
 
+/// A deterministic unit vector from hashed analyzed terms (the compiler sees only vectors).
 pub fn bag_of_words(text: &str) -> Vec<f32> {
     let mut v = vec![0.0f32; DIM];
     for term in analyze(text) {

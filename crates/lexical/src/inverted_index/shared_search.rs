@@ -16,7 +16,7 @@ use super::Bm25Index;
 use crate::{
     LexicalHit,
     bm25::LengthNorm,
-    max_score::{QueryTerm, Span, merge_parts, prime_budget, prime_floor, top_k_in},
+    max_score::{QueryTerm, Span, merge_parts, prime_floor, top_k_in},
 };
 
 /// Rows left to the first thread below which a second does not take half: the split's set-up
@@ -103,9 +103,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> SharedSearch<'_, K> {
         let hits = if self.prunes {
             let (doc_len, mut admit) = (&self.index.doc_len, self.admit(&mut admit));
             let end = self.end.load(Ordering::Relaxed);
-            let budget = prime_budget(doc_len.len());
-            let primed =
-                prime_floor(&self.terms, self.norm, doc_len, self.n, &mut admit, end, budget);
+            let primed = prime_floor(&self.terms, self.norm, doc_len, self.n, &mut admit, end);
             self.floor.fetch_max(primed.to_bits(), Ordering::Relaxed);
             let span = Span { start: 0, end: &self.end, at: &self.at, floor: &self.floor };
             top_k_in(&self.terms, self.norm, doc_len, self.n, admit, &span)
