@@ -52,6 +52,13 @@ impl LengthNorm {
         }
     }
 
+    /// The weight over the idf: `tf · (k1 + 1) / (tf + base + per_len · |d|)`.
+    #[inline]
+    pub(crate) fn part(self, tf: u32, doc_len: u32) -> f32 {
+        let tf = tf as f32;
+        tf * self.k1_plus_1 / (tf + self.base + self.per_len * doc_len as f32)
+    }
+
     #[inline]
     pub(crate) fn weight(self, idf: f32, tf: u32, doc_len: u32) -> f32 {
         let tf = tf as f32;

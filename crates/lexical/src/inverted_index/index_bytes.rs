@@ -13,7 +13,7 @@ use std::io::{self, Read, Write};
 
 use evicortex_core::TurnId;
 
-use super::{Bm25Index, DocRow, TermExtremes};
+use super::{Bm25Index, BoundNorm, DocRow, TermExtremes};
 use crate::{Analyzer, Bm25Params, max_score::Posting};
 
 /// The longest term accepted when reading (the analyzer keeps a whole word, so this bounds a
@@ -115,6 +115,10 @@ impl Bm25Index<TurnId> {
             );
         }
         index.total_len = index.doc_len.iter().map(|&l| u64::from(l)).sum();
+        if documents > 0 {
+            index.bound_norm = BoundNorm::new(params, index.total_len as f32 / documents as f32);
+        }
+        let part_norm = index.bound_norm.norm;
         let terms = u32::from_le_bytes(array(input)?);
         let mut term_bytes = Vec::new();
         for id in 0..terms {
@@ -130,7 +134,7 @@ impl Bm25Index<TurnId> {
                 return Err(invalid(format!("term {term:?} in {count} of {documents} documents")));
             }
             let mut postings = Vec::with_capacity(count as usize);
-            let mut extremes = TermExtremes { max_tf: 0, min_len: u32::MAX };
+            let mut extremes = TermExtremes { max_tf: 0, min_len: u32::MAX, max_part: 0.0 };
             let mut row = 0u64;
             for i in 0..count {
                 let delta = varint(input)?;
@@ -141,6 +145,7 @@ impl Bm25Index<TurnId> {
                     Some(len) if (i == 0 || delta > 0) && tf > 0 && tf <= u64::from(len) => {
                         extremes.max_tf = extremes.max_tf.max(tf as u32);
                         extremes.min_len = extremes.min_len.min(len);
+                        extremes.max_part = extremes.max_part.max(part_norm.part(tf as u32, len));
                         postings.push(Posting { row: row as u32, tf: tf as u32 });
                     }
                     _ => return Err(invalid(format!("term {term:?}: posting {row} (tf {tf})"))),
@@ -243,6 +248,7 @@ mod tests {
                 index.search(&terms, 2, |_| true)
             );
         }
+        crate::inverted_index::tests::bounds_hold(&read).unwrap();
         assert_eq!(bytes(&read), bytes(&index), "written again, the same bytes");
     }
 
