@@ -406,7 +406,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
     /// Works every term's largest weight out again when the average length has outgrown the
     /// norm they were worked out under.
     fn bound_again_if_stale(&mut self) {
-        let avg_len = self.total_len as f32 / self.len() as f32;
+        let avg_len = self.avg_len();
         if avg_len <= self.bound_norm.avg_len {
             return;
         }
@@ -421,7 +421,12 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
     }
 
     pub(crate) fn length_norm(&self) -> LengthNorm {
-        LengthNorm::new(self.params, self.total_len as f32 / self.len() as f32)
+        LengthNorm::new(self.params, self.avg_len())
+    }
+
+    /// The documents' average length in terms (not a number when there are none).
+    fn avg_len(&self) -> f32 {
+        self.total_len as f32 / self.doc_len.len() as f32
     }
 }
 

@@ -116,7 +116,7 @@ impl Bm25Index<TurnId> {
         }
         index.total_len = index.doc_len.iter().map(|&l| u64::from(l)).sum();
         if documents > 0 {
-            index.bound_norm = BoundNorm::new(params, index.total_len as f32 / documents as f32);
+            index.bound_norm = BoundNorm::new(params, index.avg_len());
         }
         let part_norm = index.bound_norm.norm;
         let terms = u32::from_le_bytes(array(input)?);
