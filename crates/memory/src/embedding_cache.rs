@@ -734,7 +734,13 @@ impl DerivedStore for EmbeddingCache {
 /// The overlength policy of the encoder the store's turns were last caught up with
 /// ([`crate::Memory::catch_up`]), if the store has an embedding cache and it was ever caught up:
 /// front ends default to it, so that a store embedded with windows is compiled with windows.
-pub fn last_overlength(dir: &Path) -> Result<Option<Overlength>, EmbeddingCacheError> {
+/// `store` is a store directory or a PostgreSQL URL, whose cache is in its derived directory.
+pub fn last_overlength(store: &Path) -> Result<Option<Overlength>, EmbeddingCacheError> {
+    let location = crate::StoreLocation::parse(store).map_err(|e| EmbeddingCacheError::Io {
+        path: store.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let dir = location.derived_dir();
     if !dir.join(EMBEDDINGS_FILE).is_file() {
         return Ok(None);
     }

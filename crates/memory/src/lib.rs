@@ -65,6 +65,7 @@ mod ledger_backend;
 mod lexical_file;
 mod memory;
 mod migrate;
+mod migrate_local_files;
 mod migrate_postgres;
 mod pg_dense;
 mod rerankers;
@@ -100,6 +101,7 @@ pub use crate::{
     lexical_file::{DEFAULT_LEXICAL_FILES_FROM, LEXICAL_INDEX_DIR},
     memory::{LEDGER_FILE, Memory, MemoryBuilder},
     migrate::migrate_store,
+    migrate_local_files::{CarriedFile, CarryError},
     migrate_postgres::{MigrateToPostgresError, PostgresMigration, migrate_to_postgres},
     rerankers::{
         ErasableVectors, LoadedReranker, RerankerSpec, RerankerSpecError, SECOND_STAGE_MODEL,

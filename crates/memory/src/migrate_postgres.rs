@@ -1,7 +1,8 @@
 //! Moving an embedded store's ledger to PostgreSQL (the scale-out path): a record-for-record copy
-//! into an empty PostgreSQL ledger, then both ledgers verified and their reports compared.
+//! into an empty PostgreSQL ledger, then both ledgers verified and their reports compared, and
+//! the store's embedding cache and encoder list carried into the database's derived directory.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use evicortex_ledger::{Ledger, OpenMode};
 use evicortex_postgres::{
@@ -9,8 +10,10 @@ use evicortex_postgres::{
 };
 
 use crate::{
-    ErrorClass, LEDGER_FILE,
+    ErrorClass, LEDGER_FILE, OpenError, StoreLocation,
     error::{ledger_open_class, postgres_connect_class},
+    migrate_local_files::{CarriedFile, CarryError, carry_embedding_cache, carry_store_encoders},
+    store_location::claim_derived_dir,
 };
 
 /// What [`migrate_to_postgres`] copied and what both verifies reported (the same counts, head
@@ -21,6 +24,14 @@ pub struct PostgresMigration {
     pub copied: ImportReport,
     /// Both verify reports, equal.
     pub check: MigrationCheck,
+    /// The database's derived directory on this machine (`EVICORTEX_DERIVED_DIR`, else the
+    /// user's cache), where the local files went.
+    pub derived_dir: PathBuf,
+    /// The embedding cache: copied, so that the vectors and the overlength policy the store was
+    /// embedded with serve the database without embedding anything again.
+    pub embedding_cache: CarriedFile,
+    /// The store's encoder list (`encoders.json`).
+    pub encoders: CarriedFile,
 }
 
 /// Why [`migrate_to_postgres`] did not complete. The embedded store is never changed; the
@@ -46,10 +57,19 @@ pub enum MigrateToPostgresError {
     /// The copy committed but the two verifies disagree.
     #[error(transparent)]
     Check(#[from] MigrationCheckError),
+    /// The database's derived directory could not be found or claimed; nothing was written.
+    #[error(transparent)]
+    DerivedDir(#[from] OpenError),
+    /// The ledger was copied and verified, but a local file could not be carried over (the
+    /// database is a complete store; its first open would compute what is missing).
+    #[error("the ledger was copied and both sides verify, but {0}")]
+    Carry(#[from] CarryError),
 }
 
 /// Copies the ledger of the store in `from` into the empty PostgreSQL ledger at `to`, then
-/// verifies both and compares the reports. `progress` sees (records copied, records in all).
+/// verifies both and compares the reports, then carries the store's embedding cache and encoder
+/// list into the database's derived directory (found and claimed before anything is written).
+/// `progress` sees (records copied, records in all).
 pub fn migrate_to_postgres(
     from: &Path,
     to: &str,
@@ -57,10 +77,14 @@ pub fn migrate_to_postgres(
 ) -> Result<PostgresMigration, MigrateToPostgresError> {
     let ledger = Ledger::open_with(&from.join(LEDGER_FILE), OpenMode::Inspect)
         .map_err(|source| MigrateToPostgresError::Open { dir: from.to_owned(), source })?;
+    let derived_dir = StoreLocation::parse(Path::new(to))?.derived_dir().to_owned();
     let target = PgLedger::connect(to)?;
+    claim_derived_dir(&derived_dir, to)?;
     let copied = target.import_ledger(&ledger, progress)?;
     let check = evicortex_postgres::verify_migration(&ledger, &target)?;
-    Ok(PostgresMigration { copied, check })
+    let embedding_cache = carry_embedding_cache(from, &derived_dir)?;
+    let encoders = carry_store_encoders(from, &derived_dir)?;
+    Ok(PostgresMigration { copied, check, derived_dir, embedding_cache, encoders })
 }
 
 impl MigrateToPostgresError {
@@ -76,7 +100,9 @@ impl MigrateToPostgresError {
             | MigrateToPostgresError::Import(ImportError::ReadOnlyReplica { .. }) => {
                 ErrorClass::BadInput
             }
-            MigrateToPostgresError::Import(ImportError::Database(_)) => ErrorClass::Io,
+            MigrateToPostgresError::Import(ImportError::Database(_))
+            | MigrateToPostgresError::Carry(_) => ErrorClass::Io,
+            MigrateToPostgresError::DerivedDir(e) => e.class(),
             MigrateToPostgresError::Import(_) | MigrateToPostgresError::Check(_) => {
                 ErrorClass::Integrity
             }

@@ -18,9 +18,13 @@ use crate::{progress, stdout::outln};
     With --to postgres://..., the ledger of the store --from (default --store) is copied record \
     for record into the empty PostgreSQL ledger at that URL, in one transaction (nothing is \
     written when the source does not verify or the target is not empty), then both ledgers \
-    are verified and their reports compared: the same records, head and chain head. The \
-    embedded store is left as it is. Derived files (vectors, indexes) are rebuilt from the \
-    ledger by the first process that opens the URL.\n\n\
+    are verified and their reports compared: the same records, head and chain head. Then the \
+    store's embedding cache (its vectors, and the overlength policy it was embedded with) and \
+    its encoder list are copied into the database's derived directory on this machine \
+    (EVICORTEX_DERIVED_DIR, else the user's cache), unless that directory already holds them, \
+    so that nothing is embedded again; other machines' processes compute their own. The \
+    indexes are rebuilt from the ledger by the first process that opens the URL. The \
+    embedded store is left as it is.\n\n\
     Examples:\n  \
     evicortex migrate\n  \
     evicortex migrate --store /var/lib/evicortex --json\n  \
@@ -76,7 +80,14 @@ fn to_postgres(from: &Path, url: &str, json: bool) -> anyhow::Result<()> {
         copied.with_context(|| format!("copying the ledger of {} to {shown}", from.display()))?;
     let (embedded, postgres) = (&migration.check.embedded, &migration.check.postgres);
     if json {
-        let report = serde_json::json!({ "to": shown, "embedded": embedded, "postgres": postgres });
+        let report = serde_json::json!({
+            "to": shown,
+            "embedded": embedded,
+            "postgres": postgres,
+            "derived_dir": migration.derived_dir,
+            "embedding_cache": migration.embedding_cache,
+            "encoders": migration.encoders,
+        });
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         for (name, r) in [(from.display().to_string(), embedded), (shown, postgres)] {
@@ -91,6 +102,18 @@ fn to_postgres(from: &Path, url: &str, json: bool) -> anyhow::Result<()> {
             )?;
         }
         outln!("copied: both ledgers verify with the same records, head and chain head")?;
+        let derived = migration.derived_dir.display();
+        for (what, carried) in
+            [("embedding cache", migration.embedding_cache), ("encoder list", migration.encoders)]
+        {
+            match carried {
+                evicortex::CarriedFile::Copied => outln!("{what}: copied to {derived}")?,
+                evicortex::CarriedFile::Kept => {
+                    outln!("{what}: {derived} already holds one; kept it")?
+                }
+                evicortex::CarriedFile::Absent => outln!("{what}: none in {}", from.display())?,
+            }
+        }
     }
     Ok(())
 }

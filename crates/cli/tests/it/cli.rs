@@ -35,7 +35,8 @@ pub fn run_in(cwd: &Path, store: &Path, args: &[&str]) -> Run {
     finish(cmd)
 }
 
-fn finish(mut cmd: Command) -> Run {
+/// Runs `cmd` to its end.
+pub fn finish(mut cmd: Command) -> Run {
     let Output { status, stdout, stderr } = cmd.output().unwrap();
     Run {
         code: status.code().expect("exited normally"),

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::cli::{command, ok, run, sample};
+use crate::cli::{Run, command, finish, ok, sample};
 
 /// A database of its own on the test server, dropped at the end.
 pub(crate) struct TestDb {
@@ -62,6 +62,24 @@ fn ok_url(url: &str, derived: &Path, args: &[&str]) -> String {
     stdout
 }
 
+/// `evicortex migrate --from FROM --to URL ARGS`, the database's derived files in `derived`.
+fn migrate(from: &Path, url: &str, derived: &Path, args: &[&str]) -> Run {
+    let elsewhere = from.parent().unwrap();
+    let mut all = vec!["migrate", "--from", from.to_str().unwrap(), "--to", url];
+    all.extend_from_slice(args);
+    let mut cmd = command(elsewhere, &all);
+    cmd.env("EVICORTEX_DERIVED_DIR", derived);
+    finish(cmd)
+}
+
+/// [`migrate`], asserting success and returning stdout.
+#[track_caller]
+fn migrated(from: &Path, url: &str, derived: &Path, args: &[&str]) -> String {
+    let r = migrate(from, url, derived, args);
+    assert_eq!(r.code, 0, "migrate failed:\n{}\n{}", r.stdout, r.stderr);
+    r.stdout
+}
+
 #[test]
 fn an_embedded_store_moves_to_postgres_and_both_verify_alike() {
     let db = TestDb::new();
@@ -73,13 +91,12 @@ fn an_embedded_store_moves_to_postgres_and_both_verify_alike() {
         serde_json::from_str(&ok(&store, &["verify", "--json"])).unwrap();
     assert_eq!(embedded.as_object_mut().unwrap().remove("ok"), Some(serde_json::json!(true)));
 
-    let from = store.to_str().unwrap();
-    let out = ok(dir.path(), &["migrate", "--from", from, "--to", &db.url, "--json"]);
+    let derived = dir.path().join("derived");
+    let out = migrated(&store, &db.url, &derived, &["--json"]);
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["embedded"], embedded, "{out}");
     assert_eq!(report["postgres"], embedded, "{out}");
 
-    let derived = dir.path().join("derived");
     let served: serde_json::Value =
         serde_json::from_str(&ok_url(&db.url, &derived, &["verify", "--json"])).unwrap();
     assert_eq!(served["chain_head"], embedded["chain_head"]);
@@ -88,10 +105,90 @@ fn an_embedded_store_moves_to_postgres_and_both_verify_alike() {
     assert!(exported.contains("Lisbon office"), "{exported}");
 
     // A second copy into the same, now non-empty, ledger is refused and changes nothing.
-    let again = run(dir.path(), &["migrate", "--from", from, "--to", &db.url]);
+    let again = migrate(&store, &db.url, &derived, &[]);
     assert_eq!(again.code, 2, "{}", again.stderr);
     assert!(again.stderr.contains("is not empty"), "{}", again.stderr);
     let after: serde_json::Value =
         serde_json::from_str(&ok_url(&db.url, &derived, &["verify", "--json"])).unwrap();
     assert_eq!(after, served);
+}
+
+#[test]
+fn a_migration_carries_the_embedding_cache_so_nothing_is_embedded_again() {
+    let db = TestDb::new();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    // One turn longer than the encoder's 256 tokens, embedded as windows: the policy the
+    // embedded store was embedded with must serve the database too.
+    let long = dir.path().join("long.jsonl");
+    let text =
+        "The harbour ferry timetable changes every season, and the evening boats stop early. "
+            .repeat(30);
+    let turn = serde_json::json!({"namespace": "alice", "session": "s9", "turn": 0,
+        "role": "user", "text": text, "time": "2024-05-20T09:00:00Z"});
+    fs_err::write(&long, format!("{turn}\n")).unwrap();
+    let sample = sample();
+    ok(&store, &["ingest", "--overlength", "window", sample.to_str().unwrap()]);
+    ok(&store, &["ingest", "--overlength", "window", long.to_str().unwrap()]);
+    ok(&store, &["encoders", "--set", "all-minilm-l6-v2"]);
+
+    let derived = dir.path().join("derived");
+    let stdout = migrated(&store, &db.url, &derived, &["--json"]);
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["embedding_cache"], "copied", "{stdout}");
+    assert_eq!(report["encoders"], "copied", "{stdout}");
+    assert_eq!(report["derived_dir"], derived.to_str().unwrap(), "{stdout}");
+
+    let embedded = ok_url(&db.url, &derived, &["embed"]);
+    assert!(embedded.starts_with("embedded 0 texts"), "{embedded}");
+    assert!(embedded.contains(" 0 refused as overlength"), "{embedded}");
+    let encoders = ok_url(&db.url, &derived, &["encoders"]);
+    assert_eq!(encoders, ok(&store, &["encoders"]));
+    let ask = [
+        "compile",
+        "--namespace",
+        "alice",
+        "--query",
+        "When do the evening ferries stop?",
+        "--budget",
+        "1000",
+        "--reader-tokenizer",
+        "o200k_base",
+    ];
+    let on_postgres = ok_url(&db.url, &derived, &ask);
+    assert_eq!(on_postgres, ok(&store, &ask));
+    // The long turn's windows serve the database's dense list: it ranks first there too.
+    let json = [&ask[..], &["--json"]].concat();
+    let compiled: serde_json::Value =
+        serde_json::from_str(&ok_url(&db.url, &derived, &json)).unwrap();
+    let long_turn = compiled["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(compiled["items"].as_array().unwrap())
+        .find(|item| item["record"] == 21)
+        .unwrap_or_else(|| panic!("record 21 is neither packed nor excluded: {compiled}"));
+    assert_eq!(long_turn["dense"]["rank"], 1, "{compiled}");
+}
+
+#[test]
+fn a_migration_keeps_a_derived_directory_that_already_holds_a_cache() {
+    let db = TestDb::new();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ok(&store, &["ingest", "--no-embed", sample().to_str().unwrap()]);
+    ok(&store, &["embed"]);
+    let derived = dir.path().join("derived");
+    // The database's derived directory was made by an earlier process and holds a cache.
+    ok_url(&db.url, &derived, &["stats"]);
+    let placed = derived.join("embeddings.sqlite");
+    fs_err::copy(store.join("embeddings.sqlite"), &placed).unwrap();
+    let before = fs_err::read(&placed).unwrap();
+
+    let stdout = migrated(&store, &db.url, &derived, &[]);
+    let kept = format!("embedding cache: {} already holds one; kept it", derived.display());
+    assert!(stdout.contains(&kept), "{stdout}");
+    assert!(stdout.contains("encoder list: none in"), "{stdout}");
+    assert_eq!(fs_err::read(&placed).unwrap(), before);
+    assert!(!derived.join(".embeddings.sqlite.migrating").exists());
 }

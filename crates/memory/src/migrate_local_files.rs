@@ -1,0 +1,109 @@
+//! The local files a migration to PostgreSQL carries from the embedded store's directory into the
+//! database's derived directory: the embedding cache, whose vectors would otherwise be computed
+//! again (hours at a million turns) and which records the overlength policy the store was
+//! embedded with, and the store's encoder list (`encoders.json`). Both are valid for the copy
+//! because the copy holds the same records, salts and texts. A file the derived directory
+//! already holds is kept, never replaced under a process that may have it open.
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+};
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::{EMBEDDINGS_FILE, STORE_ENCODERS_FILE};
+
+/// What a migration did with one of the embedded store's local files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CarriedFile {
+    /// Copied into the derived directory.
+    Copied,
+    /// The derived directory already held one, which was kept.
+    Kept,
+    /// The embedded store has none.
+    Absent,
+}
+
+/// Why a local file could not be carried over.
+#[derive(Debug, thiserror::Error)]
+#[error("copying {from} to {to}: {detail}")]
+pub struct CarryError {
+    /// The embedded store's file.
+    pub from: PathBuf,
+    /// Where it was to go.
+    pub to: PathBuf,
+    /// What failed.
+    pub detail: String,
+}
+
+/// Copies the embedding cache of the store in `from` into `derived` as one consistent snapshot
+/// (`VACUUM INTO`, which also takes what the write-ahead log holds), owner-only and synced, then
+/// links it into place unless a cache is already there.
+pub(crate) fn carry_embedding_cache(
+    from: &Path,
+    derived: &Path,
+) -> Result<CarriedFile, CarryError> {
+    let (source, target) = (from.join(EMBEDDINGS_FILE), derived.join(EMBEDDINGS_FILE));
+    if !source.exists() {
+        return Ok(CarriedFile::Absent);
+    }
+    if target.exists() {
+        return Ok(CarriedFile::Kept);
+    }
+    let fail = |detail: String| CarryError { from: source.clone(), to: target.clone(), detail };
+    let tmp = derived.join(format!(".{EMBEDDINGS_FILE}.migrating"));
+    remove_if_present(&tmp).map_err(|e| fail(e.to_string()))?;
+    let snapshot = || -> Result<(), String> {
+        let conn = Connection::open_with_flags(&source, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| e.to_string())?;
+        conn.execute("VACUUM INTO ?1", [tmp.to_string_lossy().as_ref()])
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    };
+    let placed = snapshot()
+        .and_then(|()| evicortex_ledger::restrict_sqlite_files(&tmp).map_err(|e| e.to_string()))
+        .and_then(|()| link_into_place(&tmp, &target).map_err(|e| e.to_string()));
+    let cleanup = remove_if_present(&tmp);
+    let placed = placed.map_err(fail)?;
+    cleanup.map_err(|e| fail(e.to_string()))?;
+    Ok(placed)
+}
+
+/// Carries the store's encoder list, checked as it is read, into `derived` unless one is there.
+pub(crate) fn carry_store_encoders(from: &Path, derived: &Path) -> Result<CarriedFile, CarryError> {
+    let (source, target) = (from.join(STORE_ENCODERS_FILE), derived.join(STORE_ENCODERS_FILE));
+    if !source.exists() {
+        return Ok(CarriedFile::Absent);
+    }
+    if target.exists() {
+        return Ok(CarriedFile::Kept);
+    }
+    let fail = |detail: String| CarryError { from: source.clone(), to: target.clone(), detail };
+    let names = crate::store_encoder_names(from).map_err(|e| fail(format!("{e:#}")))?;
+    crate::set_store_encoders(derived, &names).map_err(|e| fail(format!("{e:#}")))?;
+    Ok(CarriedFile::Copied)
+}
+
+/// Syncs `tmp` and links it at `target` (no link is made over an existing file), then syncs the
+/// directory: a crash leaves no cache or a whole one.
+fn link_into_place(tmp: &Path, target: &Path) -> io::Result<CarriedFile> {
+    fs_err::File::open(tmp)?.sync_all()?;
+    match fs_err::hard_link(tmp, target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(CarriedFile::Kept),
+        Err(e) => return Err(e),
+    }
+    if let Some(dir) = target.parent() {
+        fs_err::File::open(dir)?.sync_all()?;
+    }
+    Ok(CarriedFile::Copied)
+}
+
+fn remove_if_present(path: &Path) -> io::Result<()> {
+    match fs_err::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
