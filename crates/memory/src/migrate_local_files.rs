@@ -45,45 +45,51 @@ pub(crate) fn carry_embedding_cache(
     from: &Path,
     derived: &Path,
 ) -> Result<CarriedFile, CarryError> {
-    let (source, target) = (from.join(EMBEDDINGS_FILE), derived.join(EMBEDDINGS_FILE));
-    if !source.exists() {
-        return Ok(CarriedFile::Absent);
-    }
-    if target.exists() {
-        return Ok(CarriedFile::Kept);
-    }
-    let fail = |detail: String| CarryError { from: source.clone(), to: target.clone(), detail };
-    let tmp = derived.join(format!(".{EMBEDDINGS_FILE}.migrating"));
-    remove_if_present(&tmp).map_err(|e| fail(e.to_string()))?;
-    let snapshot = || -> Result<(), String> {
-        let conn = Connection::open_with_flags(&source, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .map_err(|e| e.to_string())?;
-        conn.execute("VACUUM INTO ?1", [tmp.to_string_lossy().as_ref()])
-            .map_err(|e| e.to_string())?;
-        Ok(())
-    };
-    let placed = snapshot()
-        .and_then(|()| evicortex_ledger::restrict_sqlite_files(&tmp).map_err(|e| e.to_string()))
-        .and_then(|()| link_into_place(&tmp, &target).map_err(|e| e.to_string()));
-    let cleanup = remove_if_present(&tmp);
-    let placed = placed.map_err(fail)?;
-    cleanup.map_err(|e| fail(e.to_string()))?;
-    Ok(placed)
+    carry(from, derived, EMBEDDINGS_FILE, |source, target| {
+        let tmp = derived.join(format!(".{EMBEDDINGS_FILE}.migrating"));
+        remove_if_present(&tmp).map_err(|e| e.to_string())?;
+        let placed = snapshot(source, &tmp)
+            .and_then(|()| link_into_place(&tmp, target).map_err(|e| e.to_string()));
+        let cleanup = remove_if_present(&tmp).map_err(|e| e.to_string());
+        let placed = placed?;
+        cleanup?;
+        Ok(placed)
+    })
 }
 
 /// Carries the store's encoder list, checked as it is read, into `derived` unless one is there.
 pub(crate) fn carry_store_encoders(from: &Path, derived: &Path) -> Result<CarriedFile, CarryError> {
-    let (source, target) = (from.join(STORE_ENCODERS_FILE), derived.join(STORE_ENCODERS_FILE));
+    carry(from, derived, STORE_ENCODERS_FILE, |_, _| {
+        let names = crate::store_encoder_names(from).map_err(|e| format!("{e:#}"))?;
+        crate::set_store_encoders(derived, &names).map_err(|e| format!("{e:#}"))?;
+        Ok(CarriedFile::Copied)
+    })
+}
+
+/// The file `name` of `from` carried into `derived` by `copy(source, target)`, unless `from`
+/// has none or `derived` already holds one.
+fn carry(
+    from: &Path,
+    derived: &Path,
+    name: &str,
+    copy: impl FnOnce(&Path, &Path) -> Result<CarriedFile, String>,
+) -> Result<CarriedFile, CarryError> {
+    let (source, target) = (from.join(name), derived.join(name));
     if !source.exists() {
         return Ok(CarriedFile::Absent);
     }
     if target.exists() {
         return Ok(CarriedFile::Kept);
     }
-    let fail = |detail: String| CarryError { from: source.clone(), to: target.clone(), detail };
-    let names = crate::store_encoder_names(from).map_err(|e| fail(format!("{e:#}")))?;
-    crate::set_store_encoders(derived, &names).map_err(|e| fail(format!("{e:#}")))?;
-    Ok(CarriedFile::Copied)
+    copy(&source, &target).map_err(|detail| CarryError { from: source, to: target, detail })
+}
+
+/// Writes a snapshot of the SQLite database `source` to the new file `tmp`, owner-only.
+fn snapshot(source: &Path, tmp: &Path) -> Result<(), String> {
+    let conn = Connection::open_with_flags(source, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| e.to_string())?;
+    conn.execute("VACUUM INTO ?1", [tmp.to_string_lossy().as_ref()]).map_err(|e| e.to_string())?;
+    evicortex_ledger::restrict_sqlite_files(tmp).map_err(|e| e.to_string())
 }
 
 /// Syncs `tmp` and links it at `target` (no link is made over an existing file), then syncs the
