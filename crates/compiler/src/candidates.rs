@@ -43,6 +43,12 @@ pub enum Retriever {
     Session,
     /// The reranker over the best fused candidates.
     Rerank,
+    /// BM25 for the question with the feedback turns' expansion terms (feedback).
+    LexicalFeedback,
+    /// Cosine with the query vector moved toward the feedback turns' vectors (feedback).
+    DenseFeedback,
+    /// Turns sharing a rare name with a feedback turn (links).
+    Linked,
     /// Cosine similarity under a further encoder the compile fuses: `DenseAlso(0)` is the
     /// second encoder (`dense_2`), up to [`MAX_ALSO_ENCODERS`].
     DenseAlso(u8),
@@ -80,6 +86,9 @@ impl std::str::FromStr for Retriever {
             Retriever::TimeWindow,
             Retriever::Session,
             Retriever::Rerank,
+            Retriever::LexicalFeedback,
+            Retriever::DenseFeedback,
+            Retriever::Linked,
         ];
         let also = (0..MAX_ALSO_ENCODERS as u8)
             .flat_map(|i| [Retriever::DenseAlso(i), Retriever::DenseAlsoNamed(i)]);
@@ -117,6 +126,8 @@ impl Retriever {
             Retriever::TimeWindow => "time window",
             Retriever::Session => "session",
             Retriever::Rerank => "reranker",
+            Retriever::LexicalFeedback | Retriever::DenseFeedback => "feedback",
+            Retriever::Linked => "links",
         }
     }
 
@@ -134,6 +145,9 @@ impl Retriever {
             Retriever::TimeWindow => "time_window",
             Retriever::Session => "session",
             Retriever::Rerank => "rerank",
+            Retriever::LexicalFeedback => "lexical_feedback",
+            Retriever::DenseFeedback => "dense_feedback",
+            Retriever::Linked => "linked",
             // A compile refuses more than MAX_ALSO_ENCODERS further encoders.
             Retriever::DenseAlso(i) => ALSO_NAMES.get(usize::from(i)).unwrap_or(&"dense_other"),
             Retriever::DenseAlsoNamed(i) => {

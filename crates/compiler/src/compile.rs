@@ -189,7 +189,7 @@ pub fn compile_timed_beside_from(
             // before this thread joins the lexical lists.
             let mut premeasured = Premeasured::default();
             if let Ok(dense) = &dense {
-                premeasured.add(inputs, config.dedup, &admission, &dense.lists)?;
+                premeasured.add(inputs, config.dedup, config.layout, &admission, &dense.lists)?;
             }
             let mine = lexical_parts();
             spin_for(&second_done, SPIN_FOR_SECOND_THREAD);
@@ -289,6 +289,30 @@ pub fn compile_timed_beside_from(
             fused = rrf_fuse(&lists, config.rrf_k);
         }
     }
+    // Feedback and links, from the best turns of this fusion.
+    let dense_top_n = match config.dense {
+        DenseConfig::On { top_n } => top_n,
+        DenseConfig::Off => 0,
+    };
+    let found = crate::feedback::find(
+        inputs,
+        config.feedback,
+        config.links,
+        &query.question,
+        &fused,
+        &admission,
+        (config.lexical.top_n, dense_top_n),
+    )?;
+    if !found.lists.is_empty() {
+        lists.extend(found.lists);
+        fused = rrf_fuse(&lists, config.rrf_k);
+    }
+    let linked_by = |id: TurnId| -> Vec<crate::LinkName> {
+        let (Some(report), Some(by)) = (&found.report, found.links.get(&id)) else {
+            return Vec::new();
+        };
+        by.iter().filter_map(|&i| report.names.get(i).cloned()).collect()
+    };
     if let SessionConfig::ScoreList { turns, sessions } = config.session {
         let hits = session_list(&fused, corpus, turns, sessions);
         if !hits.is_empty() {
@@ -419,13 +443,15 @@ pub fn compile_timed_beside_from(
                 time: e.turn.time,
                 role: e.turn.role,
                 speaker: e.turn.speaker.clone(),
-                text: e.turn.text.clone(),
+                text: chosen.excerpt.map_or(&e.turn.text[..], |x| x.of(&e.turn.text)).to_owned(),
+                excerpt: chosen.excerpt,
                 also_cited: chosen.also_cited.clone(),
                 selected_by: chosen.selection.clone(),
                 lexical,
                 dense,
                 rerank: rerank_of.get(&e.id).copied(),
                 lists,
+                linked_by: linked_by(e.id),
                 fused_rank: fused_at.map(|i| i as u32 + 1),
                 fused_score: fused_at.map(|i| fused[i].score),
                 length_divisor: packed.divisors.get(&e.id).copied(),
@@ -481,6 +507,7 @@ pub fn compile_timed_beside_from(
         analyzer: config.lexical.analyzer.version().to_owned(),
         named_speakers,
         time_window,
+        feedback: found.report,
         budget_parts,
         config: config.clone(),
     };

@@ -64,6 +64,9 @@ pub struct CompiledContext {
     /// The question's time expression and the window it resolved to (with `time` on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_window: Option<ResolvedTime>,
+    /// What feedback and links read and followed, when the configuration turns them on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<crate::FeedbackReport>,
     /// How `text`'s tokens divide between preamble, session headers and evidence lines; `None`
     /// when `text` is empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -280,8 +283,11 @@ pub struct ContextItem {
     pub role: Role,
     /// The speaker's name where known.
     pub speaker: Option<String>,
-    /// The verbatim text.
+    /// The verbatim text (of the excerpt, for an excerpt).
     pub text: String,
+    /// Where the text lies in the turn, when a long turn was packed as an excerpt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<crate::Excerpt>,
     /// Other records with the same text, cited with this one.
     pub also_cited: Vec<TurnId>,
     /// Why it is here.
@@ -292,9 +298,13 @@ pub struct ContextItem {
     pub dense: Option<RankScore>,
     /// Reranker rank and raw score.
     pub rerank: Option<RankScore>,
-    /// Ranks in the context, names and time-window lists.
+    /// Ranks in the context, names, time-window, feedback and link lists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lists: Vec<ListRank>,
+    /// The rare names (and the records they were read in) that linked it, when the link list
+    /// ranked it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linked_by: Vec<crate::LinkName>,
     /// Rank in the order candidates were offered to the budget (after fusion, the reranker's
     /// term, the long-turn rule and the session spread), from 1.
     pub fused_rank: Option<u32>,
@@ -429,6 +439,29 @@ impl CompiledContext {
                 t.start.local_date(),
             ));
         }
+        if let Some(f) = &self.feedback {
+            if !f.from.is_empty() {
+                let from: Vec<String> = f.from.iter().map(|id| format!("#{}", id.raw())).collect();
+                line(format!("feedback: from {}", from.join(" ")));
+            }
+            if !f.terms.is_empty() {
+                line(format!(
+                    "feedback: the question with {} forms lexical_feedback",
+                    f.terms.join(" ")
+                ));
+            }
+            if f.dense {
+                line(
+                    "feedback: the query vector moved toward theirs forms dense_feedback"
+                        .to_owned(),
+                );
+            }
+            if !f.names.is_empty() {
+                let names: Vec<String> =
+                    f.names.iter().map(|n| format!("{} (#{})", n.name, n.from.raw())).collect();
+                line(format!("links: rare names {} form the linked list", names.join(", ")));
+            }
+        }
         let rank = |r: &Option<RankScore>| {
             r.map_or("-".to_owned(), |r| format!("{}:{:.3}", r.rank, r.score))
         };
@@ -440,6 +473,9 @@ impl CompiledContext {
             let mut parts = Vec::new();
             if let Selection::Expansion { of } = &item.selected_by {
                 parts.push(format!("neighbour of {of}"));
+            }
+            for link in &item.linked_by {
+                parts.push(format!("linked from #{} by {}", link.from.raw(), link.name));
             }
             parts.extend(contributions(
                 &item.lists,

@@ -23,6 +23,10 @@ pub struct CompileConfig {
     pub time: TimeConfig,
     /// Sessions scored from their turns: the candidates of the best sessions as one more list.
     pub session: SessionConfig,
+    /// Pseudo-relevance feedback from the best fused turns: up to two more lists.
+    pub feedback: FeedbackConfig,
+    /// Turns sharing a rare name with the best fused turns: one more list.
+    pub links: LinksConfig,
     /// The `k` of reciprocal-rank fusion: a candidate at rank r (from 1) of a list adds
     /// `1 / (k + r)`. Must be positive.
     pub rrf_k: f32,
@@ -32,8 +36,12 @@ pub struct CompileConfig {
     pub dedup: DedupPolicy,
     /// The order candidates are offered to the budget in.
     pub long_turns: LongTurns,
+    /// Whether turns too long for their share of the budget are offered as excerpts.
+    pub excerpts: ExcerptConfig,
     /// Whether that order is spread over sessions before the budget is filled.
     pub spread: SessionSpread,
+    /// Whether that order then favours candidates covering what those ahead do not.
+    pub coverage: CoverageConfig,
     /// Whether neighbouring turns of selected ones are added when they fit.
     pub expansion: Expansion,
     /// The support score and the threshold below which the compiler abstains.
@@ -127,6 +135,53 @@ pub enum SessionConfig {
     },
 }
 
+/// Pseudo-relevance feedback without an LLM.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum FeedbackConfig {
+    /// No feedback lists.
+    Off,
+    /// After the first fusion (names and time window included), the best `docs` admitted fused
+    /// turns are read as feedback. With `terms` above 0, the question's terms plus the `terms`
+    /// terms that best tell the feedback turns apart from the namespace (each term's frequency in
+    /// a feedback turn, weighted by the turn's fused score and the term's idf, RM3-style; terms
+    /// of the question and terms of a single turn left out) search BM25 for one more list
+    /// (`lexical_feedback`, top-N as the lexical list). With `rocchio` above 0, the query vector
+    /// plus `rocchio` times the mean of the feedback turns' stored vectors, scaled to unit
+    /// length, searches the dense index for another (`dense_feedback`, Rocchio). Both are fused
+    /// with weight 1 and recorded (`feedback` in the compiled context).
+    Turns {
+        /// Feedback turns; at least 1.
+        docs: u32,
+        /// Expansion terms; 0 for no lexical feedback list.
+        terms: u32,
+        /// Weight of the feedback turns' mean vector; 0 for no dense feedback list.
+        rocchio: f32,
+    },
+}
+
+/// Links between turns across sessions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum LinksConfig {
+    /// No link list.
+    Off,
+    /// Each capitalised word of the best `from` admitted fused turns that does not open a
+    /// sentence (a name, a place, a title; months, weekdays, speakers' names and the question's
+    /// words left out) and is in 2 to `max_turns` turns of the namespace links the feedback turn
+    /// to that name's best `per_name` turns by BM25; the linked turns are one more list
+    /// (`linked`, fused with weight 1: most names first, then the linking turn's rank), each
+    /// with the names and records that linked it.
+    RareNames {
+        /// Best fused turns whose names are followed; at least 1.
+        from: u32,
+        /// A name in more turns than this is not rare; at least 2.
+        max_turns: u32,
+        /// Turns taken per name; at least 1.
+        per_name: u32,
+    },
+}
+
 /// The order in which candidates are offered to the budget.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]
@@ -140,6 +195,27 @@ pub enum LongTurns {
     ScaledByLength {
         /// Reader tokens a turn may have before its score is divided; at least 1.
         unit_tokens: u32,
+    },
+}
+
+/// Long turns as verbatim excerpts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum ExcerptConfig {
+    /// Turns are packed whole or not at all.
+    Off,
+    /// A candidate whose text has more than `over_tokens` reader tokens is offered (to the
+    /// long-turn rule and the budget) as its best-matching run of consecutive sentences of at
+    /// most `max_tokens` reader tokens: the run whose distinct question terms weigh most by idf
+    /// (ties: the longer, then the earlier; without any question term, the opening run). The
+    /// line cites the record with the run's character range (`[#12 chars 140-410]`) and shows
+    /// the run verbatim, an ellipsis marking each cut end; the compiled context's item carries
+    /// the range and the run's text.
+    Matched {
+        /// Reader tokens above which a turn is offered as an excerpt; at least 1.
+        over_tokens: u32,
+        /// Reader tokens an excerpt may have (sentences counted alone); at least 1.
+        max_tokens: u32,
     },
 }
 
@@ -189,7 +265,27 @@ pub enum SessionSpread {
     },
 }
 
-/// Which questions [`SessionSpread::PerSession`] applies to.
+/// Selection for coverage.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum CoverageConfig {
+    /// Candidates are offered in the long-turn rule's (and spread's) order.
+    Off,
+    /// That order is rebuilt greedily: each next candidate is the one with the highest
+    /// `(k + 1) / (k + r) + weight * gain`, `r` its place in that order (from 1), `k` the RRF
+    /// constant, and `gain` the share of the question's facets it covers that no candidate
+    /// already placed covers (each question term in its document, weighted by idf; its session,
+    /// weighted as the mean question term). Near-copies of what is placed fall back; a turn
+    /// with a new term or from a new session comes forward.
+    NewFacets {
+        /// How much a full facet gain weighs against the rank score (at most 1); positive.
+        weight: f32,
+        /// Which questions it applies to.
+        questions: SpreadQuestions,
+    },
+}
+
+/// Which questions [`SessionSpread::PerSession`] and [`CoverageConfig::NewFacets`] apply to.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SpreadQuestions {
@@ -254,12 +350,31 @@ pub enum SupportSignal {
 }
 
 /// Reader-facing layout.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Layout {
     /// Sessions in order of their first selected turn, each under a `Session <id> (<date>):`
     /// line, turns in time order inside, each line `[#<record>] <time> <role>[ (<speaker>)]: <text>`.
     ChronologicalBySession,
+    /// The same order and grouping with fewer tokens a line: each session under
+    /// `Session <id> (<date> <time>):` (its first selected turn's), each line
+    /// `[#<record>] [<time> ]<label>: <text>`, the time only where it differs from the header's
+    /// (with the date where that differs too), the label the speaker's name for a named user,
+    /// `<name> (<role>)` for a named speaker of another role, the role where no name is given.
+    Compact,
+}
+
+impl Layout {
+    /// Every layout, in the order count caches hold them.
+    pub(crate) const ALL: [Layout; 2] = [Layout::ChronologicalBySession, Layout::Compact];
+
+    /// This layout's place in [`Layout::ALL`].
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Layout::ChronologicalBySession => 0,
+            Layout::Compact => 1,
+        }
+    }
 }
 
 impl CompileConfig {
@@ -282,11 +397,15 @@ impl CompileConfig {
             names: NamesConfig::Off,
             time: TimeConfig::Off,
             session: SessionConfig::Off,
+            feedback: FeedbackConfig::Off,
+            links: LinksConfig::Off,
             rrf_k: 10.0,
             rerank: RerankConfig::Off,
             dedup: DedupPolicy::IdenticalText,
             long_turns: LongTurns::FusedOrder,
+            excerpts: ExcerptConfig::Off,
             spread: SessionSpread::Off,
+            coverage: CoverageConfig::Off,
             expansion: Expansion::None,
             abstention: AbstentionConfig { signal, threshold: None },
             layout: Layout::ChronologicalBySession,
@@ -376,8 +495,53 @@ impl CompileConfig {
                 return bad("session.sessions", "must be at least 1 (or session: off)".to_owned());
             }
         }
+        if let FeedbackConfig::Turns { docs, terms, rocchio } = self.feedback {
+            if docs == 0 {
+                return bad("feedback.docs", "must be at least 1 (or feedback: off)".to_owned());
+            }
+            if !(rocchio.is_finite() && rocchio >= 0.0) {
+                return bad("feedback.rocchio", format!("must be 0 or positive, got {rocchio}"));
+            }
+            if terms == 0 && rocchio == 0.0 {
+                return bad(
+                    "feedback.terms",
+                    "and feedback.rocchio are both 0: no feedback list (use feedback: off)"
+                        .to_owned(),
+                );
+            }
+            if terms > 0 && self.lexical.top_n == 0 {
+                return bad("feedback.terms", "needs lexical.top_n > 0 (use 0)".to_owned());
+            }
+            if rocchio > 0.0 && self.dense == DenseConfig::Off {
+                return bad("feedback.rocchio", "needs dense retrieval on (use 0)".to_owned());
+            }
+        }
+        if let LinksConfig::RareNames { from, max_turns, per_name } = self.links {
+            if from == 0 {
+                return bad("links.from", "must be at least 1 (or links: off)".to_owned());
+            }
+            if max_turns < 2 {
+                return bad("links.max_turns", format!("must be at least 2, got {max_turns}"));
+            }
+            if per_name == 0 {
+                return bad("links.per_name", "must be at least 1".to_owned());
+            }
+        }
+        if let ExcerptConfig::Matched { over_tokens, max_tokens } = self.excerpts {
+            if over_tokens == 0 {
+                return bad("excerpts.over_tokens", "must be at least 1".to_owned());
+            }
+            if max_tokens == 0 {
+                return bad("excerpts.max_tokens", "must be at least 1".to_owned());
+            }
+        }
         if let LongTurns::ScaledByLength { unit_tokens: 0 } = self.long_turns {
             return bad("long_turns.unit_tokens", "must be at least 1".to_owned());
+        }
+        if let CoverageConfig::NewFacets { weight, .. } = self.coverage
+            && !(weight.is_finite() && weight > 0.0)
+        {
+            return bad("coverage.weight", format!("must be positive and finite, got {weight}"));
         }
         if let SessionSpread::PerSession { turns: 0, .. } = self.spread {
             return bad("spread.turns", "must be at least 1 (or spread: off)".to_owned());

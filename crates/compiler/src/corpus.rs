@@ -9,10 +9,10 @@ use std::{
 use evicortex_core::{EventTime, Evidence, Namespace, SessionId, TurnId};
 
 use crate::{
-    CorpusError, ReaderTokenizer, ReaderTokenizerError,
-    measure::{TurnTokens, count_turn},
+    CorpusError, Layout, ReaderTokenizer, ReaderTokenizerError,
+    measure::{TurnTokens, count_turn, expected_header_time},
     reader_tokens::{LineCounts, lines_with_digests},
-    render::{PREAMBLE, RenderTurn, session_header, turn_prefix},
+    render::{PREAMBLE, RenderTurn, layout_header, layout_prefix},
     turn_document,
 };
 
@@ -292,10 +292,10 @@ impl Corpus {
         Ok(missing.len())
     }
 
-    /// What packing renders and counts for the turn at `pos` in a compile without an as-of time:
-    /// its citation prefix, its session header, and its line in a block (followed by another
-    /// turn, then by another session's header).
-    fn rendered_lines(&self, pos: usize) -> [String; 4] {
+    /// What packing renders and counts for the turn at `pos` in a compile without an as-of time,
+    /// in each layout: its citation prefix, its session header, and its line in a block
+    /// (followed by another turn, then by another session's header).
+    fn rendered_lines(&self, pos: usize) -> Vec<String> {
         let e = &self.evidence[pos];
         let also: Vec<TurnId> = self
             .text_group(pos)
@@ -304,11 +304,16 @@ impl Corpus {
             .filter(|&p| p != pos && self.eligible_time_at(p).is_some())
             .map(|p| self.evidence[p].id)
             .collect();
-        let date = e.turn.time.local_date();
-        let prefix = turn_prefix(&RenderTurn::whole(e, &also), &date);
-        let line = format!("{prefix}{}\n", e.turn.text);
-        let before_header = format!("{line}\n");
-        [prefix, session_header(e.turn.session.as_str(), &date), line, before_header]
+        let mut lines = Vec::with_capacity(4 * Layout::ALL.len());
+        for layout in Layout::ALL {
+            let at = expected_header_time(self, layout, pos);
+            let prefix = layout_prefix(layout, &RenderTurn::whole(e, &also), at);
+            let line = format!("{prefix}{}\n", e.turn.text);
+            let before_header = format!("{line}\n");
+            let header = layout_header(layout, e.turn.session.as_str(), e.turn.time);
+            lines.extend([prefix, header, line, before_header]);
+        }
+        lines
     }
 
     /// Adds reader-token counts of turns (by position) and of rendered lines, each cache under
@@ -381,6 +386,11 @@ impl Corpus {
     /// Positions of the session of the record at `pos`, by turn index.
     pub(crate) fn session_of(&self, pos: usize) -> &[u32] {
         &self.sessions[self.session_at[pos] as usize]
+    }
+
+    /// When the session of the record at `pos` starts: the time of its lowest turn index.
+    pub(crate) fn session_start(&self, pos: usize) -> EventTime {
+        self.evidence[self.session_of(pos)[0] as usize].turn.time
     }
 
     /// Where the record at `pos` stands in [`Corpus::session_of`] its session.
@@ -567,11 +577,13 @@ mod tests {
             let counted = caches["o200k_base"][pos].unwrap();
             assert_eq!(counted.text as usize, reader.count(text).unwrap());
             let e = corpus.at(pos);
-            let date = e.turn.time.local_date();
-            let header = session_header(e.turn.session.as_str(), &date);
-            assert_eq!(counted.header as usize, reader.count(&header).unwrap());
-            let prefix = turn_prefix(&RenderTurn::whole(e, &[]), &date);
-            assert_eq!(counted.prefix as usize, reader.count(&prefix).unwrap());
+            for layout in Layout::ALL {
+                let header = layout_header(layout, e.turn.session.as_str(), e.turn.time);
+                assert_eq!(counted.header[layout.index()] as usize, reader.count(&header).unwrap());
+                let at = expected_header_time(&corpus, layout, pos);
+                let prefix = layout_prefix(layout, &RenderTurn::whole(e, &[]), at);
+                assert_eq!(counted.prefix[layout.index()] as usize, reader.count(&prefix).unwrap());
+            }
         }
     }
 }

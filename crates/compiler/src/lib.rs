@@ -75,8 +75,11 @@ mod compiled_context;
 mod config;
 mod context_index;
 mod corpus;
+mod coverage;
 mod dedup;
 mod error;
+mod excerpt;
+mod feedback;
 mod filter;
 mod fusion;
 mod measure;
@@ -111,19 +114,25 @@ pub use crate::{
         ExclusionReason, ListRank, RankScore, Selection,
     },
     config::{
-        AbstentionConfig, CompileConfig, ContextConfig, DEFAULT_TOP_N, DedupPolicy, DenseConfig,
-        Expansion, Layout, LexicalConfig, LongTurns, NamesConfig, RerankConfig, SessionConfig,
-        SessionSpread, SpreadQuestions, SupportSignal, TimeConfig,
+        AbstentionConfig, CompileConfig, ContextConfig, CoverageConfig, DEFAULT_TOP_N, DedupPolicy,
+        DenseConfig, ExcerptConfig, Expansion, FeedbackConfig, Layout, LexicalConfig, LinksConfig,
+        LongTurns, NamesConfig, RerankConfig, SessionConfig, SessionSpread, SpreadQuestions,
+        SupportSignal, TimeConfig,
     },
     context_index::{ContextVectors, WindowIndex, window_document},
     corpus::Corpus,
     error::{CompileError, CorpusError},
+    excerpt::Excerpt,
+    feedback::{FeedbackReport, LinkName},
     filter::FilterReason,
     names::named_speakers,
     pack_ranked::{PackPolicy, RankedPack, pack_ranked},
     query::CompileQuery,
     reader_tokens::{ReaderTokenizer, ReaderTokenizerError, TiktokenReader, reader_tokenizer},
-    render::{PREAMBLE, RenderTurn, render_chronological, session_header, turn_prefix},
+    render::{
+        PREAMBLE, RenderTurn, layout_header, layout_prefix, render_block, render_chronological,
+        session_header, turn_prefix,
+    },
     rerank::{MAX_RERANK_DEPTH, RerankError, Reranker},
     time_window::{ResolvedTime, resolve_time},
     turn_document::turn_document,

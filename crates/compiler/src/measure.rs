@@ -14,10 +14,10 @@ use std::{
 use evicortex_core::TurnId;
 
 use crate::{
-    Admission, CompileInputs, Corpus, DedupPolicy, RankedList, ReaderTokenizer,
+    Admission, CompileInputs, Corpus, DedupPolicy, Layout, RankedList, ReaderTokenizer,
     ReaderTokenizerError,
     reader_tokens::{LineCachedCount, LineCounts},
-    render::{RenderTurn, session_header, turn_prefix},
+    render::{RenderTurn, layout_header, layout_prefix},
 };
 
 /// A turn as packing counts it.
@@ -40,15 +40,32 @@ pub(crate) struct Premeasured {
     pub(crate) counts: Counts,
 }
 
-/// The reader-token counts of a turn that depend on the turn alone.
+/// The reader-token counts of a turn that depend on the turn alone, the header and prefix in
+/// each layout (by [`Layout::index`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TurnTokens {
     /// Its text.
     pub(crate) text: u32,
-    /// Its session's header (with the turn's date).
-    pub(crate) header: u32,
-    /// Its citation prefix citing no copies.
-    pub(crate) prefix: u32,
+    /// Its session's header, made for it as the session's first rendered turn.
+    pub(crate) header: [u32; Layout::ALL.len()],
+    /// Its citation prefix citing no copies, under the header its session is expected to get
+    /// ([`expected_header_time`]).
+    pub(crate) prefix: [u32; Layout::ALL.len()],
+}
+
+/// The time a session header over the turn at `pos` is expected to show: its own in the
+/// chronological layout (whose lines compare dates only), its session's first turn's in the
+/// compact one. A compile whose first rendered turn of the session is another may render a
+/// line a few tokens off this estimate: the exact fit counts the rendered block.
+pub(crate) fn expected_header_time(
+    corpus: &Corpus,
+    layout: Layout,
+    pos: usize,
+) -> evicortex_core::EventTime {
+    match layout {
+        Layout::ChronologicalBySession => corpus.at(pos).turn.time,
+        Layout::Compact => corpus.session_start(pos),
+    }
 }
 
 /// `pos`'s [`TurnTokens`] counted by `reader`.
@@ -58,13 +75,16 @@ pub(crate) fn count_turn(
     pos: usize,
 ) -> Result<TurnTokens, ReaderTokenizerError> {
     let e = corpus.at(pos);
-    let date = e.turn.time.local_date();
     let count = |text: &str| reader.count(text).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
-    Ok(TurnTokens {
-        text: count(&e.turn.text)?,
-        header: count(&session_header(e.turn.session.as_str(), &date))?,
-        prefix: count(&turn_prefix(&RenderTurn::whole(e, &[]), &date))?,
-    })
+    let mut header = [0; Layout::ALL.len()];
+    let mut prefix = [0; Layout::ALL.len()];
+    for layout in Layout::ALL {
+        let at = expected_header_time(corpus, layout, pos);
+        header[layout.index()] =
+            count(&layout_header(layout, e.turn.session.as_str(), e.turn.time))?;
+        prefix[layout.index()] = count(&layout_prefix(layout, &RenderTurn::whole(e, &[]), at))?;
+    }
+    Ok(TurnTokens { text: count(&e.turn.text)?, header, prefix })
 }
 
 /// Reader-token counts a compile made that the corpus's caches did not hold, added to them after
@@ -140,11 +160,13 @@ impl TurnCounts<'_> {
     }
 }
 
-/// Measures the turn at `pos` as a compile under `admission` renders it; `reader` counts lines.
+/// Measures the turn at `pos` as a compile under `admission` renders it in `layout`; `reader`
+/// counts lines.
 pub(crate) fn measure_turn(
     corpus: &Corpus,
     admission: &Admission<'_>,
     dedup: DedupPolicy,
+    layout: Layout,
     reader: &dyn ReaderTokenizer,
     turns: &mut TurnCounts<'_>,
     pos: usize,
@@ -159,17 +181,18 @@ pub(crate) fn measure_turn(
         }
     };
     let prefix = if also_cited.is_empty() {
-        counted.prefix
+        counted.prefix[layout.index()]
     } else {
         let e = corpus.at(pos);
-        let prefix = turn_prefix(&RenderTurn::whole(e, &also_cited), &e.turn.time.local_date());
+        let at = expected_header_time(corpus, layout, pos);
+        let prefix = layout_prefix(layout, &RenderTurn::whole(e, &also_cited), at);
         u32::try_from(reader.count(&prefix)?).unwrap_or(u32::MAX)
     };
     Ok(Measured {
         also_cited,
         tokens: prefix.saturating_add(counted.text).saturating_add(1),
         text_tokens: counted.text,
-        header: counted.header as usize,
+        header: counted.header[layout.index()] as usize,
     })
 }
 
@@ -199,6 +222,7 @@ impl Premeasured {
         &mut self,
         inputs: &CompileInputs<'_>,
         dedup: DedupPolicy,
+        layout: Layout,
         admission: &Admission<'_>,
         lists: &[RankedList],
     ) -> Result<(), ReaderTokenizerError> {
@@ -209,7 +233,9 @@ impl Premeasured {
         for hit in lists.iter().flat_map(|list| &list.hits) {
             let Some(pos) = admission.position(hit.key) else { continue };
             if let Entry::Vacant(slot) = self.turns.entry(pos) {
-                slot.insert(measure_turn(corpus, admission, dedup, reader, &mut turns, pos)?);
+                slot.insert(measure_turn(
+                    corpus, admission, dedup, layout, reader, &mut turns, pos,
+                )?);
             }
         }
         self.counts = turns.into_counts(lines);

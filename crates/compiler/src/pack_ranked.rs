@@ -6,9 +6,9 @@
 use evicortex_core::TokenBudget;
 
 use crate::{
-    ReaderTokenizer, ReaderTokenizerError,
+    Layout, ReaderTokenizer, ReaderTokenizerError,
     reader_tokens::LineCachedCount,
-    render::{RenderTurn, render_chronological},
+    render::{RenderTurn, render_block},
 };
 
 /// Whether packing goes on past an item that does not fit.
@@ -26,24 +26,25 @@ pub enum PackPolicy {
 pub struct RankedPack {
     /// Indexes of the items kept, in the order offered.
     pub included: Vec<usize>,
-    /// The rendered block (the compiler's chronological-by-session layout).
+    /// The rendered block (in the layout asked for).
     pub text: String,
     /// Its exact count in the reader's tokenizer.
     pub tokens: usize,
 }
 
 /// Packs `items` (each a turn, or the parts of turns a chunk holds; best first) into `budget`
-/// reader tokens, or every item without a budget.
+/// reader tokens rendered in `layout`, or every item without a budget.
 pub fn pack_ranked(
     items: &[Vec<RenderTurn<'_>>],
     budget: Option<TokenBudget>,
     reader: &dyn ReaderTokenizer,
+    layout: Layout,
     policy: PackPolicy,
 ) -> Result<RankedPack, ReaderTokenizerError> {
     let render = |included: &[usize]| {
         let turns: Vec<RenderTurn<'_>> =
             included.iter().flat_map(|&i| items[i].iter().copied()).collect();
-        render_chronological(&turns)
+        render_block(&turns, layout)
     };
     let cached = LineCachedCount::new(reader, None);
     let counter: &dyn ReaderTokenizer = match &cached {

@@ -9,9 +9,10 @@ use evicortex_core::{TurnId, TurnIndex};
 
 use crate::{
     Admission, BudgetParts, BudgetPlanner, CompileConfig, CompileError, CompileInputs,
-    CompileQuery, Corpus, Expansion, FusedHit, LongTurns, Selection, fill_exactly, fit_exactly,
-    measure::{CountCaches, Premeasured, line_reader, measure_turn},
-    render::{PREAMBLE, RenderTurn, render_chronological, turn_order},
+    CompileQuery, Corpus, Excerpt, ExcerptConfig, Expansion, FusedHit, LongTurns, Selection,
+    fill_exactly, fit_exactly,
+    measure::{CountCaches, Premeasured, expected_header_time, line_reader, measure_turn},
+    render::{PREAMBLE, RenderTurn, layout_prefix, render_block, turn_order},
     spread,
 };
 
@@ -21,8 +22,23 @@ pub(crate) struct Chosen {
     pub(crate) selection: Selection,
     /// Estimated tokens of the turn's line (prefix, text and newline counted apart).
     pub(crate) tokens: u32,
-    /// Exact tokens of the text alone.
+    /// Exact tokens of the text alone (of the excerpt's, ellipses included, for an excerpt).
     text_tokens: u32,
+    /// The part of a long turn offered in its place.
+    pub(crate) excerpt: Option<Excerpt>,
+}
+
+impl Chosen {
+    /// The turn as rendered.
+    fn render<'c>(&'c self, corpus: &'c Corpus) -> RenderTurn<'c> {
+        let e = corpus.at(self.pos);
+        RenderTurn {
+            evidence: e,
+            also_cited: &self.also_cited,
+            excerpt: self.excerpt.map(|x| x.of(&e.turn.text)),
+            cut: self.excerpt,
+        }
+    }
 }
 
 pub(crate) struct Packed {
@@ -66,6 +82,8 @@ pub(crate) fn pack(
 
     // Each candidate is measured up to three times (the long-turn rule, the greedy pass, the
     // fill); what depends only on the turn is computed once, or was before the pack.
+    // A long turn's excerpt with its text's and line's tokens, by position.
+    let mut cuts: HashMap<usize, (Excerpt, u32, u32)> = HashMap::new();
     // The turn as a `Chosen`, and the tokens of its session header.
     let mut measure = |pos: usize, selection: Selection| -> Result<(Chosen, usize), CompileError> {
         let m = match measured.entry(pos) {
@@ -74,18 +92,48 @@ pub(crate) fn pack(
                 corpus,
                 admission,
                 config.dedup,
+                config.layout,
                 reader,
                 &mut turn_counts,
                 pos,
             )?),
         };
-        let chosen = Chosen {
+        let mut chosen = Chosen {
             pos,
             also_cited: m.also_cited.clone(),
             selection,
             tokens: m.tokens,
             text_tokens: m.text_tokens,
+            excerpt: None,
         };
+        if let ExcerptConfig::Matched { over_tokens, max_tokens } = config.excerpts
+            && m.text_tokens > over_tokens
+        {
+            let (excerpt, text_tokens, tokens) = match cuts.entry(pos) {
+                Entry::Occupied(slot) => *slot.get(),
+                Entry::Vacant(slot) => {
+                    let text = &corpus.at(pos).turn.text;
+                    let excerpt = crate::excerpt::best_run(
+                        text,
+                        &query.question,
+                        inputs.lexical,
+                        reader,
+                        max_tokens,
+                    )?;
+                    chosen.excerpt = Some(excerpt);
+                    let turn = chosen.render(corpus);
+                    let at = expected_header_time(corpus, config.layout, pos);
+                    let prefix = reader.count(&layout_prefix(config.layout, &turn, at))?;
+                    let mut shown = String::new();
+                    turn.write_text(&mut shown);
+                    let text_tokens = u32::try_from(reader.count(&shown)?).unwrap_or(u32::MAX);
+                    let prefix = u32::try_from(prefix).unwrap_or(u32::MAX);
+                    *slot.insert((excerpt, text_tokens, prefix.saturating_add(text_tokens) + 1))
+                }
+            };
+            (chosen.excerpt, chosen.text_tokens, chosen.tokens) =
+                (Some(excerpt), text_tokens, tokens);
+        }
         Ok((chosen, m.header))
     };
     // The long-turn rule: offered in order of fused score / max(1, line tokens / unit).
@@ -112,6 +160,17 @@ pub(crate) fn pack(
         Some(turns) => spread::spread_over_sessions(fused, corpus, admission, turns),
         None => HashSet::new(),
     };
+    if let Some(weight) = spread::coverage_applies(config.coverage, &query.question) {
+        crate::coverage::cover_facets(
+            fused,
+            corpus,
+            admission,
+            inputs.lexical,
+            &query.question,
+            weight,
+            config.rrf_k,
+        );
+    }
     // Takes the turn if its text is within `max_text_tokens` and its line fits the plan.
     let mut try_take = |pos: usize,
                         selection: Selection,
@@ -175,9 +234,8 @@ pub(crate) fn pack(
     }
 
     let render = |chosen: &[Chosen]| {
-        let turns: Vec<RenderTurn<'_>> =
-            chosen.iter().map(|c| RenderTurn::whole(corpus.at(c.pos), &c.also_cited)).collect();
-        render_chronological(&turns)
+        let turns: Vec<RenderTurn<'_>> = chosen.iter().map(|c| c.render(corpus)).collect();
+        render_block(&turns, config.layout)
     };
     let fit = fit_exactly(chosen, query.budget, reader, render)?;
     for dropped in &fit.dropped {

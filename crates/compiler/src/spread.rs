@@ -8,6 +8,19 @@ use evicortex_core::TurnId;
 
 use crate::{Admission, Corpus, FusedHit, SessionSpread, SpreadQuestions};
 
+/// Whether coverage selection applies to `question`, and with which weight.
+pub(crate) fn coverage_applies(coverage: crate::CoverageConfig, question: &str) -> Option<f32> {
+    match coverage {
+        crate::CoverageConfig::Off => None,
+        crate::CoverageConfig::NewFacets { weight, questions: SpreadQuestions::All } => {
+            Some(weight)
+        }
+        crate::CoverageConfig::NewFacets { weight, questions: SpreadQuestions::Aggregating } => {
+            is_aggregating(question).then_some(weight)
+        }
+    }
+}
+
 /// Whether `spread` applies to `question`.
 pub(crate) fn applies(spread: SessionSpread, question: &str) -> Option<u32> {
     match spread {
@@ -28,7 +41,8 @@ pub(crate) fn is_aggregating(question: &str) -> bool {
         .split(|c: char| !(c.is_alphanumeric() || c == '\''))
         .filter(|w| !w.is_empty())
         .collect();
-    const ALONE: [&str; 11] = [
+    const ALONE: [&str; 12] = [
+        "ever",
         "total",
         "altogether",
         "combined",
@@ -117,6 +131,7 @@ mod tests {
             "Which cities has Jon visited?",
             "What do Jon and Gina both have in common?",
             "Did I visit all the museums on my list?",
+            "Have I ever been to Rome?",
         ] {
             assert!(is_aggregating(q), "{q}");
         }

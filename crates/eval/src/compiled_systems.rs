@@ -137,6 +137,13 @@ impl EvalSystem for CompiledSystem {
             let mut items: Vec<(u32, bool, u32, TurnRef)> = Vec::with_capacity(context.items.len());
             for (i, item) in context.items.iter().enumerate() {
                 let at = records.turn_ref(item.record)?;
+                // A long turn packed as an excerpt is packed evidence only where the excerpt
+                // holds the answer (crate::protocol::excerpt_holds_answer).
+                if item.excerpt.is_some()
+                    && !crate::protocol::excerpt_holds_answer(&q.gold.answer, &item.text)
+                {
+                    continue;
+                }
                 // Fused candidates in fused-rank order, each followed by its expansions in the
                 // order packed; an expansion's rank is its seed's.
                 let rank = match &item.selected_by {

@@ -2,7 +2,7 @@
 //! timestamps, namespace, query, as-of time and evidence keys.
 
 use chrono::NaiveDateTime;
-use evicortex::{Namespace, Role};
+use evicortex::{Namespace, Role, SessionId, Turn, TurnIndex};
 
 use crate::{
     datasets::{
@@ -28,6 +28,23 @@ pub struct EvalTurn {
     pub text: String,
     /// When the session took place (no timezone in either benchmark: read as UTC).
     pub time: NaiveDateTime,
+}
+
+impl EvalTurn {
+    /// The turn as the memory stores it in `namespace` (no timezone in either benchmark: the
+    /// session time read as UTC).
+    pub fn stored(&self, namespace: &Namespace) -> anyhow::Result<Turn> {
+        Ok(Turn {
+            namespace: namespace.clone(),
+            session: SessionId::new(&self.session)?,
+            turn: TurnIndex::new(self.at.turn as u32),
+            role: self.role,
+            speaker: self.speaker.clone(),
+            text: self.text.clone(),
+            time: crate::eval_store::event_time(self.time),
+            meta: serde_json::Map::new(),
+        })
+    }
 }
 
 /// What the reader stage scores an answer against.

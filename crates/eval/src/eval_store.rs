@@ -8,7 +8,7 @@ use std::{collections::HashMap, path::Path, sync::Arc};
 use anyhow::{Context, bail};
 use evicortex::{
     CatchUpLimits, EmbedProgress, EmbedReport, Encoder, EventTime, Evidence, LoadedReranker,
-    Memory, Namespace, SessionId, Turn, TurnId, TurnIndex,
+    Memory, Namespace, Turn, TurnId,
 };
 
 use crate::{eval_question::EvalQuestion, ranking::TurnRef};
@@ -84,18 +84,7 @@ impl EvalStore {
             let turns = q
                 .turns
                 .iter()
-                .map(|t| {
-                    Ok(Turn {
-                        namespace: q.namespace.clone(),
-                        session: SessionId::new(&t.session)?,
-                        turn: TurnIndex::new(t.at.turn as u32),
-                        role: t.role,
-                        speaker: t.speaker.clone(),
-                        text: t.text.clone(),
-                        time: event_time(t.time),
-                        meta: serde_json::Map::new(),
-                    })
-                })
+                .map(|t| t.stored(&q.namespace))
                 .collect::<anyhow::Result<Vec<Turn>>>()?;
             self.memory
                 .append(&turns)

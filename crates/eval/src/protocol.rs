@@ -132,6 +132,24 @@ pub fn widened_counts<'k>(
     (user, all)
 }
 
+/// Whether a turn packed only in part (a long turn's excerpt) counts as packed evidence: only
+/// where the part holds the whole gold answer, compared as lowercase words with runs of
+/// whitespace collapsed and the answer's closing punctuation dropped, on word boundaries. A turn
+/// that does not state the answer verbatim never counts from an excerpt, so an excerpt is never
+/// credited with evidence it may have cut away (whole turns are credited as the benchmark
+/// labels them).
+pub fn excerpt_holds_answer(answer: &str, excerpt: &str) -> bool {
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let answer = words(answer);
+    let shown = words(excerpt);
+    !answer.is_empty() && shown.windows(answer.len()).any(|w| w == answer.as_slice())
+}
+
 /// The session key: the id, with `answer` relabelled `noans` when no user turn has evidence.
 pub fn session_key(session: &HaystackSession) -> String {
     let user_evidence =
@@ -166,6 +184,18 @@ mod tests {
 
     use super::*;
     use crate::datasets::longmemeval::HaystackTurn;
+
+    #[test]
+    fn an_excerpt_counts_only_where_it_states_the_answer() {
+        assert!(excerpt_holds_answer(
+            "Business Administration.",
+            "I got my business  administration degree"
+        ));
+        assert!(excerpt_holds_answer("3", "we bought 3 chairs"));
+        assert!(!excerpt_holds_answer("3", "we bought 30 chairs"));
+        assert!(!excerpt_holds_answer("Lisbon", "the flight to Porto"));
+        assert!(!excerpt_holds_answer("", "anything"));
+    }
 
     fn session(id: &str, turns: &[(Role, Option<bool>)]) -> HaystackSession {
         HaystackSession {

@@ -247,6 +247,9 @@ pub struct TokenStats {
     pub mean: f64,
     /// Maximum.
     pub max: usize,
+    /// Tokens per packed turn: all packed tokens (preamble, headers and citations included) over
+    /// all packed turns (a chunk's part of a turn counts as that turn), over every question run.
+    pub per_packed_turn: f64,
 }
 
 /// Latency of one stage.
@@ -270,6 +273,7 @@ pub struct BudgetAccumulator {
     abstained_on_answerable: usize,
     abstention_tokens: usize,
     tokens: Vec<usize>,
+    packed_turns: usize,
     stages: BTreeMap<String, Vec<Duration>>,
     support: Vec<(f32, bool)>,
 }
@@ -297,9 +301,15 @@ impl BudgetAccumulator {
     pub fn add_support(&mut self, support: f32, abstention: bool) {
         self.support.push((support, abstention));
     }
-    /// Records tokens and stage times of any question.
-    pub fn add_cost(&mut self, tokens: usize, stages: &[(&'static str, Duration)]) {
+    /// Records tokens, packed turns and stage times of any question.
+    pub fn add_cost(
+        &mut self,
+        tokens: usize,
+        packed_turns: usize,
+        stages: &[(&'static str, Duration)],
+    ) {
         self.tokens.push(tokens);
+        self.packed_turns += packed_turns;
         for (stage, d) in stages {
             self.stages.entry((*stage).to_owned()).or_default().push(*d);
         }
@@ -320,6 +330,8 @@ impl BudgetAccumulator {
         let tokens_used = TokenStats {
             mean: self.tokens.iter().sum::<usize>() as f64 / self.tokens.len().max(1) as f64,
             max: self.tokens.iter().copied().max().unwrap_or(0),
+            per_packed_turn: self.tokens.iter().sum::<usize>() as f64
+                / self.packed_turns.max(1) as f64,
         };
         let latency_ms = self
             .stages
@@ -412,8 +424,8 @@ impl Report {
                         rule.push_str(" --- |");
                     }
                 }
-                header.push_str(" tokens mean |");
-                rule.push_str(" --- |");
+                header.push_str(" tokens mean | tokens per packed turn |");
+                rule.push_str(" --- | --- |");
                 let _ = writeln!(md, "{header}\n{rule}");
                 for (name, sys) in &self.systems {
                     let Some(r) = sys.budgets.get(budget) else { continue };
@@ -426,7 +438,11 @@ impl Report {
                             let _ = write!(row, " {v:.4} |");
                         }
                     }
-                    let _ = write!(row, " {:.0} |", r.tokens_used.mean);
+                    let _ = write!(
+                        row,
+                        " {:.0} | {:.1} |",
+                        r.tokens_used.mean, r.tokens_used.per_packed_turn
+                    );
                     let _ = writeln!(md, "{row}");
                 }
             }
@@ -444,38 +460,7 @@ impl Report {
             let _ = writeln!(md, "\n## Turn {metric} against budget\n");
             let _ = writeln!(md, "{}", self.svg_plot(&numeric, Level::Turn, &metric));
         }
-        let _ = writeln!(md, "\n## By question type (session recall_all, budgets in columns)\n");
-        for (name, sys) in &self.systems {
-            let _ = writeln!(md, "\n### {name}\n");
-            let k = cutoffs.iter().max().copied().unwrap_or(10);
-            let mut header = "| type |".to_owned();
-            let mut rule = "| --- |".to_owned();
-            for b in &budgets {
-                let _ = write!(header, " n | @{k} ({b}) |");
-                rule.push_str(" --- | --- |");
-            }
-            let _ = writeln!(md, "{header}\n{rule}");
-            let kinds: std::collections::BTreeSet<&String> =
-                sys.budgets.values().flat_map(|r| r.by_question_type.keys()).collect();
-            for kind in kinds {
-                let mut row = format!("| {kind} |");
-                for b in &budgets {
-                    match sys.budgets.get(b).and_then(|r| r.by_question_type.get(kind)) {
-                        Some(t) => {
-                            let v = t
-                                .scores
-                                .session
-                                .get(&format!("recall_all@{k}"))
-                                .copied()
-                                .unwrap_or(f64::NAN);
-                            let _ = write!(row, " {} | {v:.4} |", t.n_scored);
-                        }
-                        None => row.push_str(" 0 | - |"),
-                    }
-                }
-                let _ = writeln!(md, "{row}");
-            }
-        }
+        self.by_type_section(&mut md, &budgets, cutoffs);
         let _ = writeln!(md, "\n## Abstention cases and latency\n");
         let _ = writeln!(
             md,
@@ -528,6 +513,57 @@ impl Report {
             let _ = writeln!(md, "- {what}: {s:.1} s");
         }
         md
+    }
+
+    /// Per system, each question type's turn and session recall_all in the packed context and
+    /// at the largest cutoff, budgets in columns.
+    fn by_type_section(&self, md: &mut String, budgets: &[String], cutoffs: &[usize]) {
+        let k = cutoffs.iter().max().copied().unwrap_or(10);
+        let _ = writeln!(
+            md,
+            "\n## By question type\n\nEach cell: turn recall_all@packed / session \
+             recall_all@packed / turn recall_all@{k} / session recall_all@{k}.\n"
+        );
+        for (name, sys) in &self.systems {
+            let _ = writeln!(md, "\n### {name}\n");
+            let mut header = "| type | n |".to_owned();
+            let mut rule = "| --- | --- |".to_owned();
+            for b in budgets {
+                let _ = write!(header, " {b} |");
+                rule.push_str(" --- |");
+            }
+            let _ = writeln!(md, "{header}\n{rule}");
+            let kinds: std::collections::BTreeSet<&String> =
+                sys.budgets.values().flat_map(|r| r.by_question_type.keys()).collect();
+            for kind in kinds {
+                let n = sys
+                    .budgets
+                    .values()
+                    .find_map(|r| r.by_question_type.get(kind))
+                    .map_or(0, |t| t.n_scored);
+                let mut row = format!("| {kind} | {n} |");
+                for b in budgets {
+                    let Some(t) = sys.budgets.get(b).and_then(|r| r.by_question_type.get(kind))
+                    else {
+                        row.push_str(" - |");
+                        continue;
+                    };
+                    let get = |table: &MetricTable, cut: &str| {
+                        table.get(&format!("recall_all@{cut}")).copied().unwrap_or(f64::NAN)
+                    };
+                    let s = &t.scores;
+                    let _ = write!(
+                        row,
+                        " {:.4} / {:.4} / {:.4} / {:.4} |",
+                        get(&s.turn, PACKED),
+                        get(&s.session, PACKED),
+                        get(&s.turn, &k.to_string()),
+                        get(&s.session, &k.to_string())
+                    );
+                }
+                let _ = writeln!(md, "{row}");
+            }
+        }
     }
 
     /// The table of evidence anywhere in the packed context, whatever its rank.

@@ -174,7 +174,12 @@ pub fn run(
             .with_context(|| format!("reader tokenizer {}", spec.reader_tokenizer))?
             .into(),
     };
-    let settings = SharedSettings { reader, candidate_limit: spec.candidate_limit, store };
+    let settings = SharedSettings {
+        reader,
+        candidate_limit: spec.candidate_limit,
+        store,
+        layout: evicortex::CompileConfig::default_for(true).layout,
+    };
     let (artefact, adapter, mut questions, mut counts, as_of_policy) = load_questions(spec)?;
     subset(&mut questions, spec);
     counts.selected = questions.len();
@@ -209,7 +214,7 @@ pub fn run(
             for (((acc, out), &budget), answer_acc) in
                 accs.iter_mut().zip(&outputs).zip(&spec.budgets).zip(&mut answer_accs)
             {
-                acc.add_cost(out.tokens_used, &out.stages);
+                acc.add_cost(out.tokens_used, out.ranking.turns.len(), &out.stages);
                 if let Some(support) = out.support {
                     acc.add_support(support, q.abstention);
                 }

@@ -14,7 +14,7 @@ use std::{
 
 use anyhow::Context;
 use evicortex::front_end::{PackPolicy, RenderTurn, pack_ranked};
-use evicortex::{CompiledContext, ReaderTokenizer, Role, TokenBudget};
+use evicortex::{CompiledContext, Layout, ReaderTokenizer, Role, TokenBudget};
 
 use crate::{
     controls::bm25_okapi::{Bm25Okapi, Bm25OkapiParams},
@@ -76,6 +76,9 @@ pub struct SharedSettings {
     pub candidate_limit: usize,
     /// The store holding every question's haystack: contexts cite its ledger records.
     pub store: Option<Arc<EvalStore>>,
+    /// The layout every system that packs ranked evidence renders in: the product default's,
+    /// so that all pay the same per line.
+    pub layout: Layout,
 }
 
 impl SharedSettings {
@@ -116,7 +119,13 @@ pub fn pack_turns(
                 });
             };
             let budget = TokenBudget::new(u32::try_from(budget).unwrap_or(u32::MAX));
-            let packed = pack_ranked(&items, Some(budget), settings.reader.as_ref(), policy)?;
+            let packed = pack_ranked(
+                &items,
+                Some(budget),
+                settings.reader.as_ref(),
+                settings.layout,
+                policy,
+            )?;
             Ok(SystemOutput {
                 ranking: Ranking {
                     turns: packed.included.iter().map(|&i| ranked[i]).collect(),

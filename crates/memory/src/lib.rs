@@ -182,6 +182,7 @@ pub mod front_end {
     };
     pub use evicortex_compiler::{
         PREAMBLE, PackPolicy, RankedPack, RenderTurn, pack_ranked, render_chronological,
+        turn_document,
     };
     pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
     pub use evicortex_reader::chat_completions_router;

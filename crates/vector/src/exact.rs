@@ -379,6 +379,10 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
 }
 
 impl<K: Copy + Eq + Hash + Ord + Debug> VectorIndexRead<K> for ExactIndex<K> {
+    fn stored_vector(&self, key: K) -> Option<Vec<f32>> {
+        self.get(key).map(<[f32]>::to_vec)
+    }
+
     fn dim(&self) -> usize {
         self.dim
     }

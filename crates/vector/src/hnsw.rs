@@ -321,6 +321,10 @@ fn check_params(params: &HnswParams) -> Result<(), VectorError> {
 }
 
 impl<K: IndexKey> VectorIndexRead<K> for HnswIndex<K> {
+    fn stored_vector(&self, key: K) -> Option<Vec<f32>> {
+        self.exact.stored_vector(key)
+    }
+
     fn dim(&self) -> usize {
         self.exact.dim()
     }

@@ -65,6 +65,13 @@ pub trait VectorIndexRead<K = TurnId> {
         let (hits, served) = self.search_served(query, n.max(pool), admit)?;
         Ok(PooledHits::from_search(hits, n, pool, served))
     }
+    /// The unit vector the index holds for `key` (of a key stored as several windows, their
+    /// normalised mean), for a search that starts from stored vectors (feedback); `None` when
+    /// the key has none, or when the index does not hold its vectors where they can be read.
+    fn stored_vector(&self, key: K) -> Option<Vec<f32>> {
+        let _ = key;
+        None
+    }
     /// [`VectorIndexRead::search_pooled`] for a filter that admits no key after `last` (an as-of
     /// time's last admitted record): the same answer, from an index whose rows follow their keys
     /// without reading past `last`'s. By default, the search of every row.

@@ -182,6 +182,21 @@ impl WindowedIndex {
 }
 
 impl VectorIndexRead for WindowedIndex {
+    /// The normalised mean of the turn's windows.
+    fn stored_vector(&self, key: TurnId) -> Option<Vec<f32>> {
+        let mut sum: Option<Vec<f32>> = None;
+        for window in self.windows_of(key) {
+            let sum = sum.get_or_insert_with(|| vec![0.0; window.len()]);
+            sum.iter_mut().zip(window).for_each(|(s, x)| *s += x);
+        }
+        let mut sum = sum?;
+        let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+        (norm.is_finite() && norm > 0.0).then(|| {
+            sum.iter_mut().for_each(|x| *x /= norm);
+            sum
+        })
+    }
+
     fn dim(&self) -> usize {
         self.exact().dim()
     }

@@ -3,11 +3,15 @@
 //! Each admitted session is split into token windows of at most `window_tokens` ENCODER tokens
 //! (special tokens and the metadata header included, so every chunk fits the encoder's 256-token
 //! limit whole) overlapping by about `overlap_tokens`. A chunk's text starts with its metadata,
-//! `Session <id> (<date>)`, followed by `<role>: <words>` lines. Windows are cut at word
+//! `Session <id> (<date>)`, followed by `<label>: <words>` lines, the label being the speaker's
+//! name where the source gives one, else the role: every field of the product's turn document
+//! (`turn_document`: the speaker, the text with a shared image's caption) is in the chunk that
+//! holds the turn, so both systems retrieve over the same words. Windows are cut at word
 //! boundaries; the encoder's WordPiece count is additive over whitespace-separated words, and the
 //! final text of every chunk is counted again exactly.
 //!
-//! Retrieval: BM25 (the product's analyzer and index) and dense cosine (the same pinned encoder
+//! Retrieval: BM25 (the product's index, under the product's default analyzer unless the
+//! configuration names another) and dense cosine (the same pinned encoder
 //! as EviCortex, vectors in the same content-addressed cache) over the chunks, `top_n` each, fused
 //! by RRF with the same `k` as EviCortex. Chunks are packed in fused order into the same budget in
 //! the same reader tokenizer, with the product's layout and exact count: a chunk is rendered as
@@ -19,8 +23,8 @@ use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use anyhow::{Context, bail};
 use evicortex::front_end::{PackPolicy, RenderTurn, pack_ranked};
-use evicortex::{EmbeddingRole, Encoder, TokenBudget};
-use evicortex_lexical::{Bm25Index, Bm25Params, analyze};
+use evicortex::{Analyzer, CompileConfig, EmbeddingRole, Encoder, TokenBudget};
+use evicortex_lexical::{Bm25Index, Bm25Params};
 use evicortex_vector::{ExactIndex, VectorIndex, VectorIndexRead};
 use serde::Serialize;
 
@@ -47,23 +51,27 @@ pub struct ChunkRagConfig {
     pub bm25_k1: f32,
     /// BM25 b.
     pub bm25_b: f32,
+    /// The analyzer of chunks and questions (the product's default unless stated).
+    pub analyzer: Analyzer,
     /// RRF k (the same as EviCortex's).
     pub rrf_k: f64,
 }
 
 impl ChunkRagConfig {
     /// The preregistered configuration: 256-token windows overlapping by 64 (the encoder's own
-    /// window policy for long turns), `candidate_limit` chunks per retriever, BM25 1.2/0.75 and
-    /// RRF k 10 as in EviCortex.
+    /// window policy for long turns), `candidate_limit` chunks per retriever, and the BM25
+    /// parameters, analyzer and RRF k of EviCortex's default configuration.
     pub fn preregistered(candidate_limit: usize) -> ChunkRagConfig {
+        let product = CompileConfig::default_for(true);
         ChunkRagConfig {
             window_tokens: 256,
             overlap_tokens: 64,
             lexical_top_n: candidate_limit,
             dense_top_n: candidate_limit,
-            bm25_k1: 1.2,
-            bm25_b: 0.75,
-            rrf_k: 10.0,
+            bm25_k1: product.lexical.k1,
+            bm25_b: product.lexical.b,
+            analyzer: product.lexical.analyzer,
+            rrf_k: f64::from(product.rrf_k),
         }
     }
 }
@@ -115,10 +123,10 @@ pub fn chunk_sessions(
             .window_tokens
             .checked_sub(specials + header_tokens + 8)
             .context("window_tokens leaves no room after the header")?;
-        // Words of the session with their turn, and the role prefix at each turn's first word.
+        // Words of the session with their turn, and the label at each turn's first word.
         let mut words: Vec<(usize, &str, usize)> = Vec::new(); // (turn idx in `turns`, word, tokens)
         for (i, t) in turns.iter().enumerate() {
-            let prefix = format!("{}:", t.role);
+            let prefix = format!("{}:", line_label(t));
             let n = count_word(encoder, word_tokens, &prefix, specials)?;
             words.push((i, "", n));
             for w in t.text.split_whitespace() {
@@ -188,6 +196,12 @@ pub fn chunk_sessions(
     Ok(chunks)
 }
 
+/// What a turn's chunk line starts with: the speaker's name where the source gives one (the
+/// product's turn document leads with it), else the role.
+pub fn line_label(turn: &EvalTurn) -> &str {
+    turn.speaker.as_deref().unwrap_or(turn.role.as_str())
+}
+
 /// `word` cut into consecutive pieces of at most `limit` encoder tokens each (the longest prefix
 /// that fits, found by bisection on character boundaries; a single character always goes).
 fn split_long_word<'a>(
@@ -255,7 +269,7 @@ fn render_chunk(
             current = Some(i);
             refs.push(turns[i].at);
             parts.push(String::new());
-            body.push_str(turns[i].role.as_str());
+            body.push_str(line_label(turns[i]));
             body.push(':');
         }
         if !word.is_empty() {
@@ -342,8 +356,10 @@ impl EvalSystem for HybridChunkRag {
         let vectors = self.vectors(&chunks)?;
         let embed = start.elapsed();
         let start = Instant::now();
-        let mut lexical: Bm25Index<u32> =
-            Bm25Index::new(Bm25Params { k1: self.config.bm25_k1, b: self.config.bm25_b });
+        let mut lexical: Bm25Index<u32> = Bm25Index::with_analyzer(
+            Bm25Params { k1: self.config.bm25_k1, b: self.config.bm25_b },
+            self.config.analyzer,
+        );
         let mut dense: ExactIndex<u32> = ExactIndex::new(self.encoder.dimension());
         for (i, (c, v)) in chunks.iter().zip(&vectors).enumerate() {
             lexical.add(i as u32, &c.text)?;
@@ -351,7 +367,8 @@ impl EvalSystem for HybridChunkRag {
         }
         let index = start.elapsed();
         let start = Instant::now();
-        let lexical_hits = lexical.search(&analyze(&q.query), self.config.lexical_top_n, |_| true);
+        let lexical_hits =
+            lexical.search(&lexical.analyze(&q.query), self.config.lexical_top_n, |_| true);
         let query = self.store.memory.embed_query(&q.query)?;
         let dense_hits = dense.search(&query.vector, self.config.dense_top_n, &mut |_| true)?;
         let mut fused: HashMap<u32, f64> = HashMap::new();
@@ -374,7 +391,12 @@ impl EvalSystem for HybridChunkRag {
                     .zip(&c.parts)
                     .map(|(&at, part)| {
                         let evidence = records.evidence_at(at)?;
-                        Ok(RenderTurn { evidence, also_cited: &[], excerpt: Some(part.as_str()) })
+                        Ok(RenderTurn {
+                            evidence,
+                            also_cited: &[],
+                            excerpt: Some(part.as_str()),
+                            cut: None,
+                        })
                     })
                     .collect::<anyhow::Result<Vec<_>>>()
             })
@@ -388,6 +410,7 @@ impl EvalSystem for HybridChunkRag {
                     &items,
                     budget,
                     self.settings.reader.as_ref(),
+                    self.settings.layout,
                     PackPolicy::SkipWhatDoesNotFit,
                 )?;
                 let mut turns: Vec<TurnRef> = Vec::new();

@@ -127,3 +127,63 @@ fn a_word_longer_than_the_window_is_cut_into_pieces() {
         "{joined}"
     );
 }
+
+/// The comparator retrieves over every field of the product's turn document: for a LoCoMo turn
+/// (speaker name, shared image's caption, read by the real adapter), an assistant chat turn
+/// without a name (labelled by its role) and a named turn as JSONL gives it, every word of
+/// `turn_document` is in the text of the chunks holding the turn.
+#[test]
+fn chunk_text_carries_every_field_of_the_turn_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locomo.json");
+    std::fs::write(
+        &path,
+        serde_json::json!([{
+            "sample_id": "conv-x",
+            "conversation": {
+                "speaker_a": "Caroline", "speaker_b": "Melanie",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": "Caroline", "dia_id": "D1:1", "text": "Look at this!",
+                     "blip_caption": "a photo of a rainbow flag at a parade"},
+                    {"speaker": "Melanie", "dia_id": "D1:2", "text": "Lovely colours."}
+                ]
+            },
+            "qa": [{"question": "What did Caroline share?", "answer": "a flag",
+                    "evidence": ["D1:1"], "category": 4}]
+        }])
+        .to_string(),
+    )
+    .unwrap();
+    let dataset = evicortex_eval::datasets::locomo::LocomoDataset::read(&path).unwrap();
+    let mut q = EvalQuestion::from_locomo(&dataset.conversations[0]).remove(0);
+    let mut chat = synthetic_question().turns;
+    chat.truncate(1);
+    chat[0].role = Role::Assistant;
+    chat.push(EvalTurn { speaker: Some("Ada Lovelace".into()), ..chat[0].clone() });
+    for (i, t) in chat.iter_mut().enumerate() {
+        t.at = TurnRef { session: 1, turn: i };
+        t.session = "chat".into();
+    }
+    q.turns.extend(chat);
+    let encoder = encoder();
+    let config = ChunkRagConfig::preregistered(50);
+    let chunks = chunk_sessions(&q, &config, encoder.as_ref(), &mut Default::default()).unwrap();
+    for t in &q.turns {
+        let document =
+            evicortex::front_end::turn_document(&t.stored(&q.namespace).unwrap()).into_owned();
+        let text: Vec<&str> = chunks
+            .iter()
+            .filter(|c| c.turns.contains(&t.at))
+            .flat_map(|c| c.text.split_whitespace())
+            .collect();
+        for word in document.split_whitespace() {
+            assert!(text.contains(&word), "{word:?} of {document:?} is not in {text:?}");
+        }
+        if t.speaker.is_none() {
+            assert!(text.contains(&"assistant:"), "{text:?}");
+        }
+    }
+    assert!(q.turns[0].text.contains("rainbow flag"), "the caption is part of the stored turn");
+    assert_eq!(config.analyzer, evicortex::CompileConfig::default_for(true).lexical.analyzer);
+}
