@@ -235,7 +235,7 @@ pub fn compile_timed_beside_from(
     // 3. Names: each turn list again, filtered to the named speakers' turns.
     let named_speakers = match config.names {
         NamesConfig::Off => Vec::new(),
-        NamesConfig::SpeakerLists => {
+        NamesConfig::SpeakerLists | NamesConfig::SpeakerSearch => {
             let named = named_speakers(&query.question, corpus.speakers());
             if named.len() < corpus.speakers().len() {
                 named.into_iter().map(str::to_owned).collect()
@@ -251,15 +251,20 @@ pub fn compile_timed_beside_from(
                 .and_then(|e| e.turn.speaker.as_deref())
                 .is_some_and(|s| named_speakers.iter().any(|n| n == s))
         };
-        let companions: Vec<RankedList> = lists
-            .iter()
-            .filter_map(|list| {
-                let retriever = list.retriever.named()?;
-                let hits: Vec<ScoredKey> =
-                    list.hits.iter().filter(|h| said_by_named(h.key)).copied().collect();
-                (!hits.is_empty()).then_some(RankedList { retriever, hits })
-            })
-            .collect();
+        let companions: Vec<RankedList> = if config.names == NamesConfig::SpeakerSearch {
+            let admits = |id: TurnId| admission.admits(id) && said_by_named(id);
+            named_searches(inputs, config, question, &context_admits, admits, &representative)?
+        } else {
+            lists
+                .iter()
+                .filter_map(|list| {
+                    let retriever = list.retriever.named()?;
+                    let hits: Vec<ScoredKey> =
+                        list.hits.iter().filter(|h| said_by_named(h.key)).copied().collect();
+                    (!hits.is_empty()).then_some(RankedList { retriever, hits })
+                })
+                .collect()
+        };
         lists.extend(companions);
     }
 
@@ -663,6 +668,52 @@ fn bounded_search<'i>(
             None => search,
         },
     }
+}
+
+/// The named lists as searches of their own: each turn list's retriever run again with `admits`
+/// (the named speakers' admitted turns) inside, deduplicated as the first lists were.
+fn named_searches(
+    inputs: &CompileInputs<'_>,
+    config: &CompileConfig,
+    question: &str,
+    context_admits: &impl Fn(TurnId, u32) -> bool,
+    admits: impl Fn(TurnId) -> bool,
+    representative: &impl Fn(TurnId) -> TurnId,
+) -> Result<Vec<RankedList>, CompileError> {
+    let top_n = config.lexical.top_n;
+    let mut lists = Vec::new();
+    if top_n > 0 {
+        let terms = inputs.lexical.analyze(question);
+        let hits = inputs.lexical.search(&terms, top_n, &admits);
+        lists.push(lexical_list(hits, Retriever::LexicalNamed));
+        let radius = config.context.lexical_radius;
+        if let Some(windows) = inputs.context.lexical.filter(|_| radius > 0) {
+            let hits = windows
+                .index()
+                .search(&terms, top_n, |id| admits(id) && context_admits(id, radius));
+            lists.push(lexical_list(hits, Retriever::LexicalContextNamed));
+        }
+    }
+    if let (DenseConfig::On { top_n }, Some(dense)) = (config.dense, inputs.dense) {
+        let ranked = |retriever, hits: Vec<evicortex_vector::VectorHit<TurnId>>| RankedList {
+            retriever,
+            hits: hits.into_iter().map(|h| ScoredKey { key: h.key, score: h.score }).collect(),
+        };
+        let hits = dense.index.search(dense.query_vector, top_n, &mut |id| admits(id))?;
+        lists.push(ranked(Retriever::DenseNamed, hits));
+        for (i, also) in inputs.also_dense.iter().enumerate() {
+            let hits = also.index.search(also.query_vector, top_n, &mut |id| admits(id))?;
+            lists.push(ranked(Retriever::DenseAlsoNamed(i as u8), hits));
+        }
+        let radius = config.context.dense_radius;
+        if let Some(vectors) = inputs.context.dense.filter(|_| radius > 0) {
+            let hits = vectors
+                .search(dense.query_vector, top_n, |id| admits(id) && context_admits(id, radius))?;
+            lists.push(ranked(Retriever::DenseContextNamed, hits));
+        }
+    }
+    let (lists, _) = dedup_ranked_lists(&lists, representative);
+    Ok(lists.into_iter().filter(|l| !l.hits.is_empty()).collect())
 }
 
 /// Runs `search` if no thread has claimed it, else helps the thread that has: the time it ran

@@ -99,6 +99,11 @@ pub enum NamesConfig {
     /// letters, not the question's first, that begins exactly one speaker's name ("Mel" for
     /// Melanie). Nicknames that are not prefixes ("Bob" for Robert) are not recognised.
     SpeakerLists,
+    /// As `speaker_lists`, but each named list is a search of its own with the named speakers'
+    /// filter inside (the best top-N of their turns, not the top-N of all turns filtered), so a
+    /// question about one speaker of a two-person conversation sees twice as deep into what that
+    /// speaker said. Costs one more search per turn list when a question names someone.
+    SpeakerSearch,
 }
 
 /// Time in the question.
@@ -357,7 +362,8 @@ pub enum Layout {
     /// line, turns in time order inside, each line `[#<record>] <time> <role>[ (<speaker>)]: <text>`.
     ChronologicalBySession,
     /// The same order and grouping with fewer tokens a line: each session under
-    /// `Session <id> (<date> <time>):` (its first selected turn's), each line
+    /// `Session <date> <time>:` (its first selected turn's; the session's id is in the
+    /// manifest), each line
     /// `[#<record>] [<time> ]<label>: <text>`, the time only where it differs from the header's
     /// (with the date where that differs too), the label the speaker's name for a named user,
     /// `<name> (<role>)` for a named speaker of another role, the role where no name is given.

@@ -12,7 +12,8 @@
 //! ```
 //! A turn on another day than its session header shows its date too (`2024-05-03 09:00`).
 //!
-//! [`Layout::Compact`] says the session's date and time once, in its header, and each line only
+//! [`Layout::Compact`] says the session's date and time once, in its header (without the session's
+//! id, which the manifest keeps), and each line only
 //! what the header does not: a time where the turn's differs from the header's (with its date
 //! where that differs too), and the speaker's name alone for a named user (`Caroline:`), the role
 //! for an unnamed speaker (`assistant:`), both for a named speaker of another role
@@ -20,7 +21,7 @@
 //! ```text
 //! Evidence from memory, oldest first. Cite as [#record].
 //!
-//! Session s1 (2024-05-02 10:00):
+//! Session 2024-05-02 10:00:
 //! [#12] user: I moved to Lisbon in May.
 //! [#13 #57] 10:01 Ada (assistant): Noted.
 //! ```
@@ -101,13 +102,15 @@ pub fn turn_prefix(turn: &RenderTurn<'_>, session_date: &str) -> String {
     out
 }
 
-/// The session header of `layout` for a session whose first rendered turn was said at `first`.
+/// The session header of `layout` for a session whose first rendered turn was said at `first`
+/// (the compact layout names the session by its date and time alone: the id is in the manifest,
+/// and ids such as `sharegpt_yywfIrx_0` cost the reader a dozen tokens a session).
 pub fn layout_header(layout: Layout, session: &str, first: EventTime) -> String {
     match layout {
         Layout::ChronologicalBySession => session_header(session, &first.local_date()),
         Layout::Compact => {
             let t = first.as_datetime();
-            format!("\nSession {session} ({} {}):\n", first.local_date(), t.format("%H:%M"))
+            format!("\nSession {} {}:\n", first.local_date(), t.format("%H:%M"))
         }
     }
 }
@@ -286,11 +289,11 @@ mod tests {
         ];
         let render: Vec<RenderTurn<'_>> = turns.iter().map(|e| RenderTurn::whole(e, &[])).collect();
         let expected = "Evidence from memory, oldest first. Cite as [#record].\n\
-            \nSession s1 (2024-05-02 10:05):\n\
+            \nSession 2024-05-02 10:05:\n\
             [#3] user: I moved to Lisbon.\n\
             [#4] 2024-05-03 00:30 Ada (assistant): Noted.\n\
             [#5] 2024-05-03 00:30 Caroline: Same minute.\n\
-            \nSession s2 (2024-05-02 12:00):\n\
+            \nSession 2024-05-02 12:00:\n\
             [#9] user: Later, elsewhere.\n\
             [#10] user: Same time as the header.\n";
         assert_eq!(render_block(&render, Layout::Compact), expected);
@@ -304,11 +307,11 @@ mod tests {
         assert_eq!(
             render_block(&[cut], Layout::Compact),
             "Evidence from memory, oldest first. Cite as [#record].\n\
-             \nSession s1 (2024-05-02 10:05):\n[#3 chars 2-10] user: \u{2026}moved to\u{2026}\n"
+             \nSession 2024-05-02 10:05:\n[#3 chars 2-10] user: \u{2026}moved to\u{2026}\n"
         );
         assert_eq!(
             layout_header(Layout::Compact, "s1", header_time),
-            "\nSession s1 (2024-05-02 10:05):\n"
+            "\nSession 2024-05-02 10:05:\n"
         );
     }
 }

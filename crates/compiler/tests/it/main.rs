@@ -14,5 +14,8 @@ mod precount;
 mod properties;
 /// Snapshots of compiled contexts for fixed inputs.
 mod snapshots;
+/// The mechanisms for evidence spread over turns and sessions: feedback, links, deeper named
+/// lists, excerpts of long turns, the compact layout.
+mod spread_evidence;
 /// The lexical lists searched beside the dense lists: the same compile.
 mod stages_beside;

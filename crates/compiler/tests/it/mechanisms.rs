@@ -13,7 +13,7 @@ use evicortex_lexical::Bm25Params;
 use crate::fixture::{Built, bag_of_words, build, evidence, query};
 
 /// A baking chat between Melanie and Caroline over two sessions (every turn of namespace `c`).
-fn chat() -> Vec<Evidence> {
+pub(crate) fn chat() -> Vec<Evidence> {
     let said = |id, session, turn, time, speaker: &str, text| {
         let mut e = evidence(id, "c", session, turn, Role::User, time, text);
         e.turn.speaker = Some(speaker.to_owned());
@@ -30,7 +30,7 @@ fn chat() -> Vec<Evidence> {
 
 /// Compiles with the context indexes `config` asks for, built from the corpus as the memory
 /// facade builds them (lexical windows, context vectors from the turns' stored vectors).
-fn run_with_context(
+pub(crate) fn run_with_context(
     built: &Built,
     question: &str,
     as_of: Option<&str>,
@@ -89,7 +89,7 @@ fn run_with_context(
 }
 
 /// The lists that ranked `record`, packed or excluded.
-fn lists_of(context: &CompiledContext, record: u64) -> Vec<Retriever> {
+pub(crate) fn lists_of(context: &CompiledContext, record: u64) -> Vec<Retriever> {
     let item = context.items.iter().find(|i| i.record.raw() == record);
     let excluded = context.excluded.iter().find(|x| x.record.raw() == record);
     let lists = item.map(|i| i.lists.clone()).or(excluded.map(|x| x.lists.clone()));
@@ -97,7 +97,7 @@ fn lists_of(context: &CompiledContext, record: u64) -> Vec<Retriever> {
 }
 
 /// The plain analyzer (the fixture's BM25 index is built with it) and only `context` on.
-fn with_context(context: ContextConfig) -> CompileConfig {
+pub(crate) fn with_context(context: ContextConfig) -> CompileConfig {
     let mut config = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
     config.context = context;
     config
