@@ -126,6 +126,9 @@ class ContextItem:
     selected_by: str
     scores: Scores
     also_cited: List[int] = field(default_factory=list)
+    excerpt: Optional[Dict[str, int]] = None
+    """Where `text` lies in the turn when the compiler packed an excerpt of a long turn (the
+    `excerpts` setting): `start` and `end` characters, of `turn_chars`; None for a whole turn."""
 
     @staticmethod
     def from_json(raw: Mapping[str, Any]) -> "ContextItem":
@@ -149,6 +152,7 @@ class ContextItem:
                 fused_score=raw.get("fused_score"),
             ),
             also_cited=list(raw.get("also_cited", [])),
+            excerpt=raw.get("excerpt"),
         )
 
 

@@ -18,7 +18,8 @@ Store = Union[Memory, Client]
 def item_metadata(context: CompiledContext, item: ContextItem) -> Dict[str, Any]:
     """A cited turn's metadata: its citation (`#12`, as the compiled text cites it), record,
     namespace, session, turn index, time, role, speaker, digest, tokens, how it was selected,
-    and its scores (each retriever's rank and raw score, the fused rank and RRF score)."""
+    its scores (each retriever's rank and raw score, the fused rank and RRF score), and the
+    excerpt's character range when the text is an excerpt of a long turn (else None)."""
     return {
         "citation": item.citation,
         "record": item.record,
@@ -31,6 +32,7 @@ def item_metadata(context: CompiledContext, item: ContextItem) -> Dict[str, Any]
         "digest": item.digest,
         "tokens": item.tokens,
         "selected_by": item.selected_by,
+        "excerpt": item.excerpt,
         "scores": {
             "lexical": _rank(item.scores.lexical),
             "dense": _rank(item.scores.dense),

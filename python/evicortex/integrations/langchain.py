@@ -51,8 +51,10 @@ NO_EVIDENCE = "Memory holds no evidence for this question."
 class EvicortexRetriever(BaseRetriever):
     """The turns of `namespace` that support the query, as compiled into `budget` tokens of
     `reader_tokenizer`: one `Document` per cited turn, in the compiled text's order, its
-    `page_content` the turn verbatim and its `metadata` the citation (`#12`), record,
-    namespace, session, turn, time, role, speaker, digest, tokens, `selected_by` and `scores`.
+    `page_content` the turn verbatim (or the verbatim excerpt the compiler packed of a long
+    turn, with the `excerpts` setting) and its `metadata` the citation (`#12`), record,
+    namespace, session, turn, time, role, speaker, digest, tokens, `selected_by`, `scores` and
+    `excerpt`.
     No documents when the compiler abstains. `settings` are compile settings (`rrf_k=5.0`)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

@@ -33,15 +33,16 @@ __all__ = ["EvicortexMemoryBlock", "EvicortexRetriever"]
 
 # Kept in each node's metadata but not shown to the LLM or an embedder: they say how the turn
 # ranked, not what was said.
-_HIDDEN = ["digest", "tokens", "selected_by", "scores", "record", "namespace", "turn"]
+_HIDDEN = ["digest", "tokens", "selected_by", "scores", "excerpt", "record", "namespace", "turn"]
 
 
 class EvicortexRetriever(BaseRetriever):
     """The turns of `namespace` that support the query, as compiled into `budget` tokens of
     `reader_tokenizer`: one `NodeWithScore` per cited turn, in the compiled text's order. The
-    node's text is the turn verbatim, its id `namespace#record`, its metadata the citation
-    (`#12`), record, namespace, session, turn, time, role, speaker, digest, tokens,
-    `selected_by` and `scores`; the node's score is the fused (RRF) score. No nodes when the
+    node's text is the turn verbatim (or the excerpt packed of a long turn), its id
+    `namespace#record`, its metadata the citation (`#12`), record, namespace, session, turn,
+    time, role, speaker, digest, tokens, `selected_by`, `scores` and `excerpt`; the node's
+    score is the fused (RRF) score. No nodes when the
     compiler abstains. `settings` are compile settings (`rrf_k=5.0`)."""
 
     def __init__(
