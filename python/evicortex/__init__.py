@@ -20,6 +20,7 @@ from ._errors import (
 )
 from ._memory import Memory
 from ._types import (
+    Answer,
     AppendedTurn,
     AppendReceipt,
     CompiledContext,
@@ -28,6 +29,7 @@ from ._types import (
     ExcludedCandidate,
     NamespaceStats,
     RankScore,
+    ReaderReply,
     Scores,
     Turn,
     TurnLike,
@@ -35,6 +37,7 @@ from ._types import (
 )
 
 __all__ = [
+    "Answer",
     "AppendReceipt",
     "AppendedTurn",
     "AuthError",
@@ -53,6 +56,7 @@ __all__ = [
     "NamespaceStats",
     "NotFoundError",
     "RankScore",
+    "ReaderReply",
     "Scores",
     "StorageError",
     "TransportError",

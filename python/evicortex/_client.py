@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterable, List, Optional
 from ._args import AsOf, as_of_text, erase_body, settings_json, turn_objects
 from ._errors import BadInputError, TransportError, from_http
 from ._types import (
+    Answer,
     AppendReceipt,
     CompiledContext,
     EraseReceipt,
@@ -63,14 +64,28 @@ class Client:
     ) -> CompiledContext:
         """As `Memory.compile`, on the server (whose reader tokenizers are `o200k_base` and
         `cl100k_base`)."""
-        body: Dict[str, Any] = {"query": query, "budget": budget, "reader_tokenizer": reader_tokenizer}
-        as_of = as_of_text(as_of)
-        if as_of is not None:
-            body["as_of"] = as_of
-        if settings:
-            body["options"] = json.loads(settings_json(settings))
+        body = _query_body(query, budget, as_of, settings, reader_tokenizer=reader_tokenizer)
         raw = self._request("POST", f"/v1/namespaces/{_segment(namespace)}/compile", body)
         return CompiledContext.from_json(raw)
+
+    def answer(
+        self,
+        namespace: str,
+        query: str,
+        *,
+        budget: int,
+        as_of: AsOf = None,
+        max_new_tokens: Optional[int] = None,
+        **settings: Any,
+    ) -> Answer:
+        """The server's reader (`evicortex serve --reader NAME`) answers `query` from a context
+        compiled in its own tokens within `budget`, citing records, or abstains. `max_new_tokens`
+        (1 to 512, the server's default 64) bounds the reply; `settings` as for `compile`.
+        Raises `UnavailableError` when the server has no reader. Works whether or not this
+        package was built with the local reader."""
+        body = _query_body(query, budget, as_of, settings, max_new_tokens=max_new_tokens)
+        raw = self._request("POST", f"/v1/namespaces/{_segment(namespace)}/answer", body)
+        return Answer.from_json(raw)
 
     def erase(
         self,
@@ -133,6 +148,21 @@ class Client:
             raise TransportError(f"{method} {self._url}{path}: {e.reason}") from None
         except OSError as e:
             raise TransportError(f"{method} {self._url}{path}: {e}") from None
+
+
+def _query_body(
+    query: str, budget: int, as_of: AsOf, settings: Dict[str, Any], **fields: Any
+) -> Dict[str, Any]:
+    """The body of a compile or answer request: the question, the budget, the as-of time and
+    the compile settings when given, and `fields` that are not None."""
+    body: Dict[str, Any] = {"query": query, "budget": budget}
+    body.update((name, value) for name, value in fields.items() if value is not None)
+    as_of = as_of_text(as_of)
+    if as_of is not None:
+        body["as_of"] = as_of
+    if settings:
+        body["options"] = json.loads(settings_json(settings))
+    return body
 
 
 def _segment(namespace: str) -> str:

@@ -8,8 +8,9 @@ from typing import Any, Dict, Iterable, List, Optional, Union
 
 from . import _native
 from ._args import AsOf, as_of_text, erase_body, settings_json, turn_objects
-from ._errors import from_native
+from ._errors import ModelMissingError, from_native
 from ._types import (
+    Answer,
     AppendReceipt,
     CompiledContext,
     EraseReceipt,
@@ -36,6 +37,12 @@ class Memory:
             self._native = _native.NativeMemory(os.fspath(path), dense)
         except _native.NativeError as e:
             raise from_native(e) from None
+
+    @staticmethod
+    def has_local_reader() -> bool:
+        """Whether this package was built with the local reader (llama.cpp) that `answer`
+        needs (`pip install ./python -C maturin.build-args="--features local-reader"`)."""
+        return _native.local_reader_built()
 
     @property
     def has_encoder(self) -> bool:
@@ -81,6 +88,49 @@ class Memory:
         except _native.NativeError as e:
             raise from_native(e) from None
         return CompiledContext.from_json(json.loads(raw))
+
+    def answer(
+        self,
+        namespace: str,
+        query: str,
+        *,
+        budget: int,
+        reader: Optional[str] = None,
+        as_of: AsOf = None,
+        max_new_tokens: int = 64,
+        **settings: Any,
+    ) -> Answer:
+        """A local reader (`reader`, a name from `evicortex model list`; default the pinned
+        default reader, installed by `evicortex model fetch NAME`) answers `query` from a
+        context of `namespace` compiled in its own tokens within `budget`, citing records, or
+        abstains; `settings` as for `compile`. The model is loaded once per process.
+
+        Needs a package built with the local reader (llama.cpp), which the default
+        `pip install ./python` leaves out: `has_local_reader()` says which this is, and
+        without it this raises `ModelMissingError` naming the install option. A `Client`
+        answers through the server's reader in either build."""
+        if not _native.local_reader_built():
+            raise ModelMissingError(
+                "reader: this evicortex package was built without the local reader; reinstall it "
+                "with `pip install ./python -C maturin.build-args=\"--features local-reader\"` "
+                "(builds llama.cpp), or answer with Client(url, key).answer against "
+                "`evicortex serve --reader NAME`",
+                "reader",
+            )
+        try:
+            raw = _native.answer(
+                self._native,
+                namespace,
+                query,
+                budget,
+                reader,
+                as_of_text(as_of),
+                settings_json(settings),
+                max_new_tokens,
+            )
+        except _native.NativeError as e:
+            raise from_native(e) from None
+        return Answer.from_json(json.loads(raw))
 
     def config(self, **settings: Any) -> Dict[str, Any]:
         """The full compile configuration `compile(..., **settings)` would use."""

@@ -126,6 +126,9 @@ class ContextItem:
     selected_by: str
     scores: Scores
     also_cited: List[int] = field(default_factory=list)
+    excerpt: Optional[Dict[str, int]] = None
+    """Where `text` lies in the turn when the compiler packed an excerpt of a long turn (the
+    `excerpts` setting): `start` and `end` characters, of `turn_chars`; None for a whole turn."""
 
     @staticmethod
     def from_json(raw: Mapping[str, Any]) -> "ContextItem":
@@ -149,6 +152,7 @@ class ContextItem:
                 fused_score=raw.get("fused_score"),
             ),
             also_cited=list(raw.get("also_cited", [])),
+            excerpt=raw.get("excerpt"),
         )
 
 
@@ -268,3 +272,78 @@ class NamespaceStats:
     @staticmethod
     def from_json(raw: Mapping[str, Any]) -> "NamespaceStats":
         return NamespaceStats(raw["namespace"], raw["turns"], raw["sessions"], raw["text_bytes"])
+
+
+@dataclass(frozen=True)
+class ReaderReply:
+    """What the reader replied: the text verbatim, the context's records it cited
+    (`citations`), record ids it cited that the context does not hold (`unknown_citations`),
+    whether the reply is the abstention, the reader's identity (`reader["backend"]` is
+    `local_gguf` or `chat_completions`), and what it cost."""
+
+    text: str
+    citations: List[int]
+    unknown_citations: List[int]
+    abstained: bool
+    reader: Dict[str, Any]
+    prompt_tokens: int
+    generated_tokens: int
+    finish: str
+    seconds: float
+
+    @staticmethod
+    def from_json(raw: Mapping[str, Any]) -> "ReaderReply":
+        return ReaderReply(
+            text=raw["text"],
+            citations=list(raw["citations"]),
+            unknown_citations=list(raw["unknown_citations"]),
+            abstained=raw["abstained"],
+            reader=dict(raw["reader"]),
+            prompt_tokens=raw["prompt_tokens"],
+            generated_tokens=raw["generated_tokens"],
+            finish=raw["finish"],
+            seconds=raw["seconds"],
+        )
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer from memory: the reader's `reply` to a context compiled in its own tokens, or
+    the abstention. `compiler_abstained` means nothing in memory supported the question and the
+    reader was not asked (`reply` is None); `abstained` is that or the reader's own abstention.
+    `context_text` is the context the reader read, `tokens_used` of `budget` reader tokens."""
+
+    abstained: bool
+    compiler_abstained: bool
+    abstain_reason: Optional[str]
+    reply: Optional[ReaderReply]
+    context_text: str
+    tokens_used: int
+    budget: int
+    reader_tokenizer: str
+    support: Optional[float]
+    compile_seconds: float
+    raw: Dict[str, Any]
+
+    @property
+    def text(self) -> Optional[str]:
+        """The reader's reply, or None when the compiler abstained."""
+        return None if self.reply is None else self.reply.text
+
+    @staticmethod
+    def from_json(raw: Dict[str, Any]) -> "Answer":
+        context = raw["context"]
+        reply = raw.get("answer")
+        return Answer(
+            abstained=raw["abstained"],
+            compiler_abstained=raw["compiler_abstained"],
+            abstain_reason=raw.get("abstain_reason"),
+            reply=None if reply is None else ReaderReply.from_json(reply),
+            context_text=context["text"],
+            tokens_used=context["tokens_used"],
+            budget=context["budget"],
+            reader_tokenizer=context["reader_tokenizer"],
+            support=context.get("support"),
+            compile_seconds=raw["compile_seconds"],
+            raw=raw,
+        )

@@ -85,3 +85,40 @@ def serving(store: Path, *serve_args: str) -> Iterator[Server]:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with serving(tmp_path_factory.mktemp("served-store")) as served:
         yield served
+
+
+@pytest.fixture(scope="session")
+def lexical_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A BM25-only `evicortex serve` (no encoder to load) for the adapters' tests."""
+    with serving(tmp_path_factory.mktemp("lexical-store"), "--lexical-only") as served:
+        yield served
+
+
+TEST_READER = "smollm2-135m-instruct-q4_1"
+
+
+@pytest.fixture(scope="session")
+def reader_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A BM25-only `evicortex serve` answering with the smallest pinned reader (scripts/test
+    fetches it: `evicortex model fetch smollm2-135m-instruct-q4_1`)."""
+    with serving(tmp_path_factory.mktemp("reader-store"), "--lexical-only", "--reader", TEST_READER) as served:
+        yield served
+
+
+@pytest.fixture(params=["memory", "client"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, lexical_server: Server) -> Any:
+    """A fresh lexical-only embedded `Memory`, or a `Client` (admin key) of the shared
+    lexical-only server: the adapters take either. Tests use a namespace of their own."""
+    from evicortex import Client, Memory
+
+    if request.param == "memory":
+        return Memory(tmp_path / "store", dense=False)
+    return Client(lexical_server.url, lexical_server.admin_key)
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> str:
+    """A namespace of this test's own (the shared server outlives it)."""
+    import hashlib
+
+    return "t-" + hashlib.blake2s(request.node.nodeid.encode(), digest_size=8).hexdigest()

@@ -403,7 +403,7 @@ fn reader_model_class(e: &evicortex_reader::ReaderModelError) -> ErrorClass {
     use evicortex_reader::ReaderModelError as E;
     match e {
         E::UnknownModel { .. } => ErrorClass::BadInput,
-        E::ModelMissing { .. } => ErrorClass::ModelMissing,
+        E::ModelMissing { .. } | E::LocalReaderNotBuilt { .. } => ErrorClass::ModelMissing,
         E::Io { .. } => ErrorClass::Io,
         E::Download(f) => fetch_class(f),
         E::DigestMismatch { .. } | E::BadGguf { .. } | E::MetadataMismatch { .. } => {

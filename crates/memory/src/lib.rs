@@ -158,14 +158,19 @@ pub use evicortex_embed::{
     EncoderIdentityDigest, IdentifiedVector, Overlength, TextEmbedding,
 };
 
+/// The local reader: a pinned GGUF model run in-process by llama.cpp.
+#[cfg(feature = "local-reader")]
+pub use evicortex_reader::LocalGgufReader;
 /// The shared reader: local GGUF models and chat-completions endpoints, the answer they give,
 /// and the scores that judge it.
 pub use evicortex_reader::{
     ABSTENTION_REPLY, Answer, AnswerCache, ChatCompletionsClient, ChatCompletionsConfig,
-    DecodingSettings, GGUF_FILE, GgufManifest, LocalGgufReader, ReadError as ReaderReadError,
-    Reader, ReaderFetchOutcome, ReaderIdentity, ReaderModelError, fetch_reader_model,
-    reader_install_dir,
+    DecodingSettings, GGUF_FILE, GgufManifest, ReadError as ReaderReadError, Reader,
+    ReaderFetchOutcome, ReaderIdentity, ReaderModelError, fetch_reader_model, reader_install_dir,
 };
+/// The local reader by name in any build: without the feature `local-reader` it is refused
+/// ([`ReaderModelError::LocalReaderNotBuilt`]).
+pub use evicortex_reader::{LOCAL_READER_BUILT, load_local_reader};
 
 /// What the front ends of this repository (CLI, HTTP, MCP, Python, the evaluation) need beyond
 /// a library user's API: request-option parsing, line parsers and renderers, private store

@@ -24,6 +24,8 @@ use evicortex::{
     Memory, Namespace, Overlength, ReaderTokenizer, SessionId, TokenBudget, TurnId,
 };
 use pyo3::{create_exception, exceptions::PyException, prelude::*};
+
+mod answer;
 use serde_json::{Map, Value, json};
 
 create_exception!(
@@ -389,6 +391,8 @@ impl NativeMemory {
 #[pyo3(name = "_native")]
 fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeMemory>()?;
+    m.add_function(wrap_pyfunction!(answer::answer, m)?)?;
+    m.add_function(wrap_pyfunction!(answer::local_reader_built, m)?)?;
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     Ok(())
 }

@@ -131,6 +131,15 @@ pub enum ReaderModelError {
         /// What failed.
         reason: String,
     },
+    /// This build has no local reader (built without the feature `local`, llama.cpp).
+    #[error(
+        "reader model {model}: this build has no local reader (llama.cpp); rebuild with the \
+         feature `local-reader`, or answer through a server or a chat-completions endpoint"
+    )]
+    LocalReaderNotBuilt {
+        /// The model asked for.
+        model: String,
+    },
 }
 
 impl ReaderModelError {

@@ -46,12 +46,17 @@ mod gguf_manifest;
 mod gguf_metadata;
 mod gguf_tokenizer;
 mod identity;
+#[cfg(feature = "local")]
 mod llama_engine;
+mod local_loader;
+#[cfg(feature = "local")]
 mod local_reader;
 mod prompt;
 mod reader;
 mod score;
 
+#[cfg(feature = "local")]
+pub use crate::local_reader::{LOCAL_CONTEXT_WINDOW_CAP, LocalGgufReader};
 pub use crate::{
     answer::{Answer, answer, is_abstention, parse_citations, strip_citations},
     answer_cache::{AnswerCache, AnswerKey, CacheOutcome, CachedReadError},
@@ -70,7 +75,7 @@ pub use crate::{
     gguf_manifest::{GGUF_FILE, GgufExpectations, GgufManifest, GgufPart},
     gguf_tokenizer::{AddedToken, GgufTokenizer},
     identity::{LOCAL_READER_IMPLEMENTATION, ReaderIdentity},
-    local_reader::{LOCAL_CONTEXT_WINDOW_CAP, LocalGgufReader},
+    local_loader::{LOCAL_READER_BUILT, load_local_reader},
     prompt::{ABSTENTION_REPLY, AnswerPrompt, AnswerRequest, NO_EVIDENCE, build_answer_prompt},
     reader::{FinishReason, ReadTiming, Reader, ReaderOutput},
     score::{

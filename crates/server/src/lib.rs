@@ -47,6 +47,7 @@ mod key_store;
 mod mcp;
 mod openapi;
 mod operations;
+mod response_schemas;
 mod routes;
 mod state;
 mod ui;

@@ -42,6 +42,17 @@ use crate::dto;
         dto::SessionSummary,
         dto::VerifyResponse,
         dto::HealthResponse,
+        crate::response_schemas::CompiledContext,
+        crate::response_schemas::ContextItem,
+        crate::response_schemas::ExcludedCandidate,
+        crate::response_schemas::Tagged,
+        crate::response_schemas::RankScore,
+        crate::response_schemas::EncoderRef,
+        crate::response_schemas::Coverage,
+        crate::response_schemas::BudgetParts,
+        crate::response_schemas::AnswerResponse,
+        crate::response_schemas::ReaderAnswer,
+        crate::response_schemas::AnswerContext,
     )),
     modifiers(&BearerAuth)
 )]
@@ -55,7 +66,16 @@ impl Modify for BearerAuth {
         components.add_security_scheme(
             "bearer",
             SecurityScheme::Http(
-                HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("evk_...").build(),
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("evk_...")
+                    .description(Some(
+                        "An API key (`evicortex keys create`). A namespace key reaches the \
+                         operations on its own namespace (`{ns}`) and `GET /v1/namespaces`; an \
+                         admin key reaches every operation. An operation whose requirement names \
+                         the role `admin` takes admin keys only.",
+                    ))
+                    .build(),
             ),
         );
     }

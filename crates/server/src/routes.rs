@@ -114,7 +114,7 @@ pub(crate) async fn append_turns(
     request_body = CompileRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "compiled context (format evicortex-compiled-context-2)", body = Object),
+        (status = 200, description = "compiled context (format evicortex-compiled-context-2)", body = crate::response_schemas::CompiledContext),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "invalid query, budget, tokenizer or options"),
     )
@@ -143,7 +143,7 @@ pub(crate) async fn compile(
     request_body = crate::answer_request::AnswerRequest,
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "answer, citations, reader identity, tokens, seconds and the context read", body = Object),
+        (status = 200, description = "answer, citations, reader identity, tokens, seconds and the context read", body = crate::response_schemas::AnswerResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "invalid query, budget (prompt over the reader's window), max_new_tokens or options"),
         (status = 503, body = ErrorBody, description = "the server has no reader"),
@@ -269,10 +269,11 @@ pub(crate) async fn sessions(
     state.blocking(move |memory, _| operations::sessions(memory, &namespace)).await.map(Json)
 }
 
-/// Full integrity check of the ledger (admin keys only).
+/// Full integrity check of the ledger (admin keys only: the security requirement's role
+/// `admin`).
 #[utoipa::path(
     get, path = "/v1/verify",
-    security(("bearer" = [])),
+    security(("bearer" = ["admin"])),
     responses(
         (status = 200, body = VerifyResponse),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),

@@ -8,6 +8,8 @@ mod harness;
 mod answer;
 // Keys: 401 without a key, the same 403 for any namespace the key does not grant, admin routes.
 mod auth;
+// Every operation of the OpenAPI document under every kind of key, generated from the document.
+mod auth_matrix;
 // Bad input: 400/413/422 naming the field, 409 on conflicts, nothing stored by a refused batch.
 mod bad_input;
 // Appending, stats, erasure and verify through the API.

@@ -1,0 +1,105 @@
+//! `Memory.answer`: the local reader (loaded once per process and model) reads a context
+//! compiled in its own tokens. A build without the local reader (the default
+//! `pip install ./python`) refuses with a `model_missing` error that says so; a `Client`
+//! answers through the server's reader in either build.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, OnceLock, PoisonError},
+};
+
+use evicortex::{
+    AnswerRequest, CatchUpLimits, CompileQuery, DecodingSettings, DenseConfig, EventTime,
+    GgufManifest, Reader, TokenBudget,
+};
+use pyo3::prelude::*;
+use serde_json::{Map, Value};
+
+use crate::{Failure, NativeMemory, error_chain, namespace, parse_json};
+
+/// Most tokens a call may ask the reader to generate (as the servers allow).
+const MAX_NEW_TOKENS_LIMIT: u32 = 512;
+
+/// Whether this build has the local reader (the cargo feature `local-reader`).
+#[pyfunction]
+pub(crate) fn local_reader_built() -> bool {
+    evicortex::LOCAL_READER_BUILT
+}
+
+/// Answers `query` from `namespace` with the local reader `reader` (default: the committed
+/// default reader), the context packed into `budget` of the reader's own tokens. Returns the
+/// answer report as JSON (`POST .../answer`'s body).
+#[pyfunction]
+#[pyo3(signature = (memory, namespace, query, budget, reader, as_of, settings_json, max_new_tokens))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn answer(
+    py: Python<'_>,
+    memory: &Bound<'_, NativeMemory>,
+    namespace: &str,
+    query: String,
+    budget: u32,
+    reader: Option<&str>,
+    as_of: Option<&str>,
+    settings_json: &str,
+    max_new_tokens: u32,
+) -> PyResult<String> {
+    let native = memory.get();
+    let namespace = self::namespace(namespace, "namespace")?;
+    if max_new_tokens == 0 || max_new_tokens > MAX_NEW_TOKENS_LIMIT {
+        let message = format!("must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {max_new_tokens}");
+        return Err(Failure::bad_input("max_new_tokens", message).into());
+    }
+    let as_of = as_of
+        .map(|raw| EventTime::parse_rfc3339(raw).map_err(|e| Failure::bad_input("as_of", e)))
+        .transpose()?;
+    let settings: Map<String, Value> = parse_json(settings_json, "settings")?;
+    let config = native.config(&settings)?;
+    let name = match reader {
+        Some(name) => name.to_owned(),
+        None => GgufManifest::committed()[0].name.clone(),
+    };
+    let reader = py.detach(|| local_reader(&name))?;
+    let query =
+        CompileQuery { namespace, question: query, as_of, budget: TokenBudget::new(budget) };
+    let report = py.detach(|| -> Result<_, Failure> {
+        if native.memory.has_encoder() && config.dense != DenseConfig::Off {
+            native
+                .memory
+                .catch_up(Some(&query.namespace), CatchUpLimits::default(), &mut |_| {})
+                .map_err(|e| Failure::of(&e))?;
+        }
+        let request = AnswerRequest {
+            query: &query,
+            config: &config,
+            query_vectors: &[],
+            tokenizer: None,
+            question_date: None,
+            decoding: DecodingSettings::greedy(max_new_tokens),
+        };
+        native.memory.answer(&request, reader.as_ref()).map_err(|e| {
+            let mut failure = Failure::of(&e);
+            failure.field = e.field();
+            failure.message = error_chain(&e);
+            failure
+        })
+    })?;
+    Ok(report.to_json().to_string())
+}
+
+/// The local reader `name`, loaded and digest-checked once per process: a model is hundreds
+/// of megabytes to a gigabyte.
+fn local_reader(name: &str) -> Result<Arc<dyn Reader>, Failure> {
+    static READERS: OnceLock<Mutex<HashMap<String, Arc<dyn Reader>>>> = OnceLock::new();
+    let mut readers =
+        READERS.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(reader) = readers.get(name) {
+        return Ok(Arc::clone(reader));
+    }
+    let reader = evicortex::load_local_reader(name).map_err(|e| {
+        let mut failure = Failure::of(&e);
+        failure.field = Some("reader".to_owned());
+        failure
+    })?;
+    readers.insert(name.to_owned(), Arc::clone(&reader));
+    Ok(reader)
+}
