@@ -73,7 +73,18 @@ pub(crate) fn best_run(
             }
         }
     }
-    let (_, _, first, last) = best.unwrap_or((0.0, 0, 0, 0));
+    let (first, last) = match best {
+        Some((weight, _, first, last)) if weight > 0.0 => (first, last),
+        // No question term: the longest opening run.
+        _ => {
+            let mut tokens = 0u32;
+            let fits = sentences.iter().take_while(|s| {
+                tokens = tokens.saturating_add(s.2);
+                tokens <= max_tokens
+            });
+            (0, fits.count().saturating_sub(1))
+        }
+    };
     let (start, end) = match (sentences.get(first), sentences.get(last)) {
         (Some(a), Some(b)) => (a.0, b.1),
         _ => (0, text.len()),
