@@ -204,23 +204,22 @@ pub enum LongTurns {
 }
 
 /// Long turns as verbatim excerpts.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]
 pub enum ExcerptConfig {
     /// Turns are packed whole or not at all.
     Off,
-    /// A candidate whose text has more than `over_tokens` reader tokens is offered (to the
-    /// long-turn rule and the budget) as its best-matching run of consecutive sentences of at
-    /// most `max_tokens` reader tokens: the run whose distinct question terms weigh most by idf
-    /// (ties: the longer, then the earlier; without any question term, the opening run). The
-    /// line cites the record with the run's character range (`[#12 chars 140-410]`) and shows
-    /// the run verbatim, an ellipsis marking each cut end; the compiled context's item carries
-    /// the range and the run's text.
+    /// A candidate whose text has more than `budget_share` of the budget in reader tokens is
+    /// offered (to the long-turn rule and the budget) as its best-matching run of consecutive
+    /// sentences of at most that many tokens: the run whose distinct question terms weigh most
+    /// by idf (ties: the longer, then the earlier; without any question term, the opening run).
+    /// A turn that fits its share is packed whole, so the larger the budget the fewer turns are
+    /// cut. The line cites the record with the run's character range (`[#12 chars 140-410]`)
+    /// and shows the run verbatim, an ellipsis marking each cut end; the compiled context's item
+    /// carries the range and the run's text.
     Matched {
-        /// Reader tokens above which a turn is offered as an excerpt; at least 1.
-        over_tokens: u32,
-        /// Reader tokens an excerpt may have (sentences counted alone); at least 1.
-        max_tokens: u32,
+        /// The share of the budget a turn may take whole, and an excerpt at most; in (0, 1].
+        budget_share: f32,
     },
 }
 
@@ -533,13 +532,10 @@ impl CompileConfig {
                 return bad("links.per_name", "must be at least 1".to_owned());
             }
         }
-        if let ExcerptConfig::Matched { over_tokens, max_tokens } = self.excerpts {
-            if over_tokens == 0 {
-                return bad("excerpts.over_tokens", "must be at least 1".to_owned());
-            }
-            if max_tokens == 0 {
-                return bad("excerpts.max_tokens", "must be at least 1".to_owned());
-            }
+        if let ExcerptConfig::Matched { budget_share } = self.excerpts
+            && !(budget_share > 0.0 && budget_share <= 1.0)
+        {
+            return bad("excerpts.budget_share", format!("must be in (0, 1], got {budget_share}"));
         }
         if let LongTurns::ScaledByLength { unit_tokens: 0 } = self.long_turns {
             return bad("long_turns.unit_tokens", "must be at least 1".to_owned());

@@ -106,9 +106,14 @@ pub(crate) fn pack(
             text_tokens: m.text_tokens,
             excerpt: None,
         };
-        if let ExcerptConfig::Matched { over_tokens, max_tokens } = config.excerpts
-            && m.text_tokens > over_tokens
-        {
+        let share = match config.excerpts {
+            ExcerptConfig::Matched { budget_share } => {
+                (f64::from(query.budget.tokens()) * f64::from(budget_share)) as u32
+            }
+            ExcerptConfig::Off => u32::MAX,
+        };
+        if m.text_tokens > share.max(1) {
+            let max_tokens = share.max(1);
             let (excerpt, text_tokens, tokens) = match cuts.entry(pos) {
                 Entry::Occupied(slot) => *slot.get(),
                 Entry::Vacant(slot) => {

@@ -148,19 +148,29 @@ mod tests {
         }
     }
 
-    /// The frozen default states every top-level compile field: a field added to the compile
-    /// configuration later would otherwise take the code's default and change the frozen run.
+    /// The frozen default states every top-level compile field, and each value is the code's
+    /// default: a field added to the compile configuration later would otherwise take the code's
+    /// default and change the frozen run, and a default changed in the code without the file
+    /// would run something other than what was frozen.
     #[test]
-    fn the_frozen_default_states_every_compile_field() {
+    fn the_frozen_default_states_every_compile_field_at_the_code_default() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval/configs/default-frozen.json");
         let file: Value = serde_json::from_str(&fs_err::read_to_string(path).unwrap()).unwrap();
         let set = &file["variants"]["evicortex-frozen"]["set"];
-        let Value::Object(full) = serde_json::to_value(CompileConfig::default_for(true)).unwrap()
-        else {
+        let default = CompileConfig::default_for(true);
+        let Value::Object(full) = serde_json::to_value(&default).unwrap() else {
             panic!("a compile configuration serialises to an object")
         };
-        for field in full.keys() {
+        let limit = file["candidate_limit"].as_u64().unwrap() as usize;
+        let variants: BTreeMap<String, SystemVariant> =
+            serde_json::from_value(file["variants"].clone()).unwrap();
+        let frozen = resolve(&variants, "evicortex-frozen", limit).unwrap().unwrap();
+        // Both sides serialised the same way, so that a float compares as the code holds it.
+        let frozen_json = serde_json::to_value(&frozen).unwrap();
+        for (field, value) in &full {
             assert!(set.get(field).is_some(), "default-frozen.json does not state `{field}`");
+            assert_eq!(&frozen_json[field], value, "default-frozen.json's `{field}`");
         }
+        assert_eq!(frozen, default);
     }
 }

@@ -106,7 +106,8 @@ fn a_long_turn_is_packed_as_the_excerpt_that_holds_the_fact_cited_with_its_range
     turns.push(said(6, "s3", 0, 12, "Ada", &long));
     let built = build("c", turns, Vec::new());
     let mut config = with_context(ContextConfig::OFF);
-    config.excerpts = ExcerptConfig::Matched { over_tokens: 200, max_tokens: 40 };
+    // A third of 150 tokens: the turn of over 600 is cut to a run of at most 50.
+    config.excerpts = ExcerptConfig::Matched { budget_share: 0.34 };
     let budget = 150;
     let context =
         run_with_context(&built, "When does my flight to Lisbon leave?", None, budget, &config);
