@@ -437,9 +437,11 @@ impl CompileConfig {
             lexical_radius: 1,
             dense_radius: if dense == DenseConfig::Off { 0 } else { 2 },
         };
-        config.names = NamesConfig::SpeakerLists;
+        config.names = NamesConfig::SpeakerSearch;
+        config.links = LinksConfig::RareNames { from: 3, max_turns: 10, per_name: 3 };
         config.time = TimeConfig::WindowList;
         config.long_turns = LongTurns::ScaledByLength { unit_tokens: 100 };
+        config.layout = Layout::Compact;
         config
     }
 

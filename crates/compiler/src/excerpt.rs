@@ -58,12 +58,12 @@ pub(crate) fn best_run(
     let mut best: Option<(f64, u32, usize, usize)> = None;
     for first in 0..sentences.len() {
         let (mut tokens, mut held) = (0u32, vec![false; asked.len()]);
-        for last in first..sentences.len() {
-            tokens = tokens.saturating_add(sentences[last].2);
+        for (last, sentence) in sentences.iter().enumerate().skip(first) {
+            tokens = tokens.saturating_add(sentence.2);
             if tokens > max_tokens && last > first {
                 break;
             }
-            sentences[last].3.iter().for_each(|&t| held[t] = true);
+            sentence.3.iter().for_each(|&t| held[t] = true);
             let weight: f64 = (0..asked.len()).filter(|&t| held[t]).map(|t| idf[t]).sum();
             if best.is_none_or(|(w, t, _, _)| weight > w || (weight == w && tokens > t)) {
                 best = Some((weight, tokens, first, last));
