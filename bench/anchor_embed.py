@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch + sentence-transformers anchor for `evicortex bench embed`.
+"""PyTorch + sentence-transformers anchor for `evicortex-bench embed`.
 
 Reads a JSON request {"model_dir", "max_seq_length", "threads", "texts", "configs": [{"name",
 "batch_size", "order"}]} on stdin, embeds the texts with sentence-transformers on the CPU for every

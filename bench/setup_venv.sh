@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates the Python virtual environment used by the PyTorch sentence-transformers anchor
-# (golden vectors and `evicortex bench embed`). Everything comes from PyPI by package name.
+# (golden vectors and `evicortex-bench embed`). Everything comes from PyPI by package name.
 #
 # Usage: bench/setup_venv.sh [VENV_DIR]
 #   VENV_DIR defaults to $EVICORTEX_BENCH_VENV, else ${XDG_CACHE_HOME:-$HOME/.cache}/evicortex/bench-venv.

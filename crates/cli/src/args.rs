@@ -64,8 +64,6 @@ pub enum Command {
     Compile(commands::compile::CompileArgs),
     /// Answer a question from memory: compile a context in the reader's tokens, read it, cite.
     Answer(commands::answer::AnswerArgs),
-    /// Run a benchmark and print a table with ratios against an anchor.
-    Bench(commands::bench::BenchArgs),
     /// Serve the HTTP API (per-namespace keys, OpenAPI at /openapi.json); SIGTERM drains.
     Serve(commands::serve::ServeArgs),
     /// Serve one namespace as MCP tools (remember, recall, forget) on stdin/stdout.

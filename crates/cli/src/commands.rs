@@ -1,7 +1,6 @@
 //! One module per subcommand, each with its `clap::Args` struct and a `run` function.
 
 pub mod answer;
-pub mod bench;
 pub mod compile;
 pub mod embed;
 pub mod encoders;

@@ -36,7 +36,6 @@ fn main() -> ExitCode {
         Command::Encoders(args) => commands::encoders::run(store, args),
         Command::Compile(args) => commands::compile::run(store, args),
         Command::Answer(args) => commands::answer::run(store, args),
-        Command::Bench(args) => commands::bench::run(store, args),
         Command::Serve(args) => commands::serve::run(store, args),
         Command::Mcp(args) => commands::mcp::run(store, args),
         Command::Keys(args) => commands::keys::run(store, args),

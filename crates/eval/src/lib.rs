@@ -21,6 +21,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod answer_score;
 mod artefact;
 pub mod calibration_interval;
 pub mod comparator;

@@ -11,13 +11,20 @@ use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
 
 use anyhow::Context;
 use evicortex_reader::{
-    AnswerCache, AnswerPrompt, AnswerRequest, Answerability, CacheOutcome, ChatMessage, ChatRole,
-    DecodingSettings, JUDGE_DECODING, LocomoCategory, LongMemEvalType, Reader, build_answer_prompt,
-    contains_answer, judge_label, locomo_answer_score, longmemeval_judge_prompt, strip_citations,
+    AnswerCache, AnswerPrompt, AnswerRequest, CacheOutcome, ChatMessage, ChatRole,
+    DecodingSettings, Reader, build_answer_prompt, strip_citations,
 };
 use serde::Serialize;
 
-use crate::{eval_question::EvalQuestion, runner::Benchmark, systems::SystemOutput};
+use crate::{
+    answer_score::{
+        Answerability, JUDGE_DECODING, LocomoCategory, LongMemEvalType, contains_answer,
+        judge_label, locomo_answer_score, longmemeval_judge_prompt,
+    },
+    eval_question::EvalQuestion,
+    runner::Benchmark,
+    systems::SystemOutput,
+};
 
 /// Who judges LongMemEval answers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -33,14 +33,14 @@ pub const VECTOR_INDEX_DIR: &str = "vector-index";
 
 /// Vectors a namespace must hold for an HNSW graph to be built, and that a search's filters
 /// must admit for the graph to serve it, when [`AnnSettings::default`] is asked for. Measured by
-/// `evicortex bench ann run` at 100k real vectors (`bench/README.md`): the graph's dense stage
+/// `evicortex-bench ann run` at 100k real vectors (`bench/README.md`): the graph's dense stage
 /// cost 1.10 of the exact scan's with a filter admitting 50% and 0.88 at 75% (0.81 unfiltered),
 /// a crossover near 56k admitted vectors. The graph is not on by default; the sign sketch is
 /// (see [`crate::MemoryBuilder::ann`]).
 pub const DEFAULT_ANN_THRESHOLD: usize = 60_000;
 
 /// Vectors from which a namespace of an embedded store is searched by the sign sketch when the
-/// builder is not told otherwise ([`crate::MemoryBuilder::ann`]). Measured by `evicortex bench
+/// builder is not told otherwise ([`crate::MemoryBuilder::ann`]). Measured by `evicortex-bench
 /// ann run --sketch` on real LongMemEval embeddings (`bench/README.md`): the sketch's compile took
 /// 0.96 of the exact scan's p50 at 10k vectors, 0.73 at 30k, 0.44 at 60k, 0.33 at 100k and
 /// 0.17 at 1M, with recall@50 at least 0.999 at every size, unfiltered and with an as-of filter

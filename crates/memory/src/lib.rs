@@ -190,5 +190,8 @@ pub mod front_end {
         turn_document,
     };
     pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
-    pub use evicortex_reader::chat_completions_router;
+    pub use evicortex_reader::{
+        ChatApiError, ChatApiErrorBody, ChatChoice, ChatCompletionRequest, ChatCompletionResponse,
+        ChatReplyMessage, ChatUsage, FinishReason,
+    };
 }

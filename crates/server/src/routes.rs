@@ -17,7 +17,7 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.config().body_limit_bytes;
     let served_reader = state.reader().map(|r| {
         let model_id = r.reader.identity().label();
-        evicortex::front_end::chat_completions_router(&model_id, r.reader.clone())
+        crate::chat_completions_router(&model_id, r.reader.clone())
             .layer(axum::middleware::from_fn_with_state(state.clone(), admin_only))
             .layer(DefaultBodyLimit::max(body_limit))
     });

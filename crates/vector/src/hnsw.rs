@@ -15,7 +15,7 @@
 //! instead of returning fewer rows. A filter admitting a share `f` of the rows makes the traversal
 //! score about `1/f` times as many rows, while the exact scan costs the same whatever the filter:
 //! the graph pays only while the admitted rows are many, a count independent of the index's size
-//! (the crossover measured by `evicortex bench ann run`). So a search whose filter is estimated,
+//! (the crossover measured by `evicortex-bench ann run`). So a search whose filter is estimated,
 //! from an evenly spaced sample of the rows, to admit fewer than [`HnswIndex::min_admitted`]
 //! rows is an exact scan from the start ([`SearchTrace::exact_by_estimate`]); and a traversal
 //! that scores more than an eighth of the index before `ef` admitted rows are found finishes as
@@ -65,7 +65,7 @@ pub struct HnswParams {
 }
 
 impl Default for HnswParams {
-    /// The parameters chosen by `evicortex bench ann` on real LongMemEval embeddings (see
+    /// The parameters chosen by `evicortex-bench ann` on real LongMemEval embeddings (see
     /// `docs/vector-index.md`): with `ef_search` 128 recall@50 fell under the 0.99 gate at 10k
     /// and 80k vectors; 256 passed at 10k, 20k and 100k.
     fn default() -> HnswParams {

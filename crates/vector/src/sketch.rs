@@ -27,7 +27,7 @@ pub struct SketchParams {
 }
 
 impl Default for SketchParams {
-    /// Chosen by `evicortex bench ann run --sketch` on real LongMemEval embeddings (see
+    /// Chosen by `evicortex-bench ann run --sketch` on real LongMemEval embeddings (see
     /// `docs/vector-index.md`).
     fn default() -> SketchParams {
         SketchParams { candidates: 1000, seeds: 256 }

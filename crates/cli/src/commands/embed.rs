@@ -1,4 +1,4 @@
-//! `evicortex embed`: embed one text with the pinned encoder, or catch the store's embedding
+//! `evicortex embed`: embed one text with a catalogue encoder, or catch the store's embedding
 //! cache up with its ledger.
 
 use std::{path::Path, sync::Arc, time::Instant};
@@ -10,13 +10,16 @@ use crate::{exit::UsageError, stdout::outln};
 
 /// Arguments of `evicortex embed`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "With TEXT, prints its vector(s) and embeds nothing in the store. Without \
+#[command(after_help = "With TEXT, prints its vector(s) and embeds nothing in the store: with \
+    --encoder NAME, any catalogue encoder (`evicortex model list`); without it, the store's \
+    leading encoder (`evicortex encoders`), the pinned default when the store names none. Without \
     TEXT, embeds every live turn of the store that has no vector under the encoder's identity: \
     identical texts once, shortest first, committed in chunks, so an interrupted run resumes. \
     Under `--overlength refuse` (the default) longer turns are not embedded and are listed \
     (exit code 2); `--overlength window` embeds them as overlapping windows.\n\n\
     Examples:\n  \
     evicortex embed --role query --json \"where did I move in May?\"\n  \
+    evicortex embed --encoder all-mpnet-base-v2 --role query \"a question\"\n  \
     evicortex embed --role document --overlength truncate \"a long text ...\"\n  \
     evicortex --store ./mem embed --overlength window")]
 pub struct EmbedArgs {
@@ -26,6 +29,11 @@ pub struct EmbedArgs {
     /// The role of TEXT (required with TEXT; the store's turns are documents).
     #[arg(long, value_enum)]
     pub role: Option<RoleArg>,
+    /// The catalogue encoder TEXT is embedded with (`evicortex model list`). Default: the
+    /// store's leading encoder, else the pinned default. The store's turns are embedded with
+    /// the store's encoders (`evicortex encoders --set`).
+    #[arg(long, value_name = "NAME", requires = "text")]
+    pub encoder: Option<String>,
     /// Longer than 256 tokens: refuse, truncate, window (64-token overlap) or window:N.
     /// Default: the policy the store was last embedded with, else refuse.
     #[arg(long, value_name = "POLICY", value_parser = parse_overlength)]
@@ -50,11 +58,6 @@ pub enum RoleArg {
 /// Parses `--overlength`.
 pub fn parse_overlength(value: &str) -> Result<Overlength, String> {
     value.parse()
-}
-
-/// Loads the pinned encoder with the given overlength policy.
-pub fn load_encoder(overlength: Overlength) -> anyhow::Result<Arc<dyn Encoder>> {
-    evicortex::load_pinned_encoder(overlength).context("loading the pinned encoder")
 }
 
 /// The overlength policy to embed the store in `store` with: the one given, else the one the
@@ -100,7 +103,7 @@ pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
                     .into());
                 }
             };
-            embed_text(text, role, args)
+            embed_text(store, text, role, args)
         }
         None => {
             if args.role == Some(RoleArg::Query) {
@@ -135,8 +138,25 @@ pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
     }
 }
 
-fn embed_text(text: &str, role: EmbeddingRole, args: &EmbedArgs) -> anyhow::Result<()> {
-    let encoder = load_encoder(args.overlength.unwrap_or(Overlength::Refuse))?;
+fn embed_text(
+    store: &Path,
+    text: &str,
+    role: EmbeddingRole,
+    args: &EmbedArgs,
+) -> anyhow::Result<()> {
+    let name = match &args.encoder {
+        Some(name) => {
+            evicortex::check_catalogue_encoder(name)
+                .map_err(|err| UsageError(format!("--encoder {name}: {err}")))?;
+            name.clone()
+        }
+        None => evicortex::store_encoder_names(store)
+            .context("reading the store's encoders")?
+            .swap_remove(0),
+    };
+    let overlength = args.overlength.unwrap_or(Overlength::Refuse);
+    let encoder = evicortex::load_catalogue_encoder(&name, overlength)
+        .with_context(|| format!("loading the encoder {name}"))?;
     let embedded = encoder.embed(role, &[text])?.remove(0);
     if args.json {
         let identity = encoder.identity();

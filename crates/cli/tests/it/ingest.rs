@@ -169,7 +169,6 @@ fn every_command_has_help_with_examples_that_paste() {
         &["model"],
         &["embed"],
         &["compile"],
-        &["bench"],
         &["serve"],
         &["mcp"],
         &["keys"],

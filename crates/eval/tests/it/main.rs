@@ -1,5 +1,7 @@
 //! Integration tests of the evaluation harness on the real benchmark files.
 
+/// Porter stems and LoCoMo token F1 against NLTK-computed goldens.
+mod answer_score;
 /// The comparator's chunking against the real encoder's token counts.
 mod comparator;
 /// The released LongMemEval BM25 numbers reproduced on the 499-record S file.

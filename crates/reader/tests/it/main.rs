@@ -1,17 +1,14 @@
 //! Integration tests of the reader crate: the local GGUF reader on its real weights, the
-//! chat-completions client against the real router on loopback, the answer cache, and the
-//! scorers against NLTK and the released LoCoMo scorer on the LoCoMo dev file.
+//! chat-completions client, and the answer cache.
 
 /// The answer cache resumes: a second read of the same prompt is a hit with the same answer.
 mod answer_cache;
-/// The client and the router on 127.0.0.1, with the local reader behind them.
+/// The client refuses a configuration it cannot use.
 mod chat_completions;
 /// Loading fails closed: altered bytes, missing files, wrong metadata.
 mod integrity;
 /// The local reader: tokenizer, chat template, greedy decoding, window refusal.
 mod local_reader;
-/// Porter stems and LoCoMo token F1 against NLTK-computed goldens.
-mod scoring;
 
 use std::{path::PathBuf, sync::OnceLock};
 

@@ -12,7 +12,7 @@ use crate::harness::{Mode, TestServer, turn};
 
 const TEST_READER: &str = "smollm2-135m-instruct-q4_1";
 
-fn reader() -> Arc<LocalGgufReader> {
+pub(crate) fn reader() -> Arc<LocalGgufReader> {
     static READER: OnceLock<Arc<LocalGgufReader>> = OnceLock::new();
     READER
         .get_or_init(|| match LocalGgufReader::load_pinned(TEST_READER) {

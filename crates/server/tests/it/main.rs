@@ -6,6 +6,8 @@ mod harness;
 
 // Answers with the real smallest reader; the served reader is for admin keys only.
 mod answer;
+// The chat-completions router and the reader crate's client against it.
+mod chat_completions;
 // Keys: 401 without a key, the same 403 for any namespace the key does not grant, admin routes.
 mod auth;
 // Every operation of the OpenAPI document under every kind of key, generated from the document.

@@ -4,16 +4,17 @@
 //! abstention rules; prompt and generated tokens per second are measured on the same reads.
 //!
 //! ```text
-//! cargo run --release -p evicortex-reader --example reader_dev_check -- \
+//! cargo run --release -p evicortex-eval --example reader_dev_check -- \
 //!     [--per-category 4] [--per-type 2] [--max-new-tokens 48] [MODEL...]
 //! ```
 //! Data: `$EVICORTEX_DATA_DIR`, else `../shared/data`. Dev questions only.
 
 use std::{collections::BTreeMap, io::Read as _, path::PathBuf};
 
+use evicortex_eval::answer_score::{LocomoCategory, contains_answer, locomo_answer_score};
 use evicortex_reader::{
-    Answer, AnswerRequest, DecodingSettings, GgufManifest, LocalGgufReader, LocomoCategory, Reader,
-    answer, build_answer_prompt, contains_answer, locomo_answer_score,
+    Answer, AnswerRequest, DecodingSettings, GgufManifest, LocalGgufReader, Reader, answer,
+    build_answer_prompt,
 };
 
 struct Question {

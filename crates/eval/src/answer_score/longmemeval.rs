@@ -8,12 +8,7 @@
 //! contains `yes`. Abstention questions (ids ending in `_abs`) get the unanswerable-question
 //! prompt whatever their type.
 
-use crate::{
-    chat::{ChatMessage, ChatRole},
-    decoding::DecodingSettings,
-    error::ReadError,
-    reader::Reader,
-};
+use evicortex_reader::{ChatMessage, ChatRole, DecodingSettings, ReadError, Reader};
 
 /// A LongMemEval question type.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -133,7 +128,7 @@ pub fn longmemeval_judge(
 
 /// `'yes' in eval_response.strip().lower()`.
 pub fn judge_label(reply: &str) -> bool {
-    crate::score::locomo::py_strip(reply).to_lowercase().contains("yes")
+    crate::answer_score::locomo::py_strip(reply).to_lowercase().contains("yes")
 }
 
 /// Python's `str.format` with three positional `{}` fields and no other braces.

@@ -1,5 +1,6 @@
 //! An OpenAI-compatible `POST /v1/chat/completions` (and `GET /v1/models`) serving one
-//! [`Reader`], for `evicortex serve` to mount. Non-streaming only; greedy decoding only.
+//! [`Reader`], which `evicortex serve --reader` mounts for admin keys. Non-streaming only; greedy
+//! decoding only. The wire format is the reader crate's, which its client speaks too.
 
 use std::{
     sync::Arc,
@@ -15,14 +16,12 @@ use axum::{
 };
 use serde_json::json;
 
-use crate::{
-    chat_completions::dto::{
-        ApiError, ApiErrorBody, ChatChoice, ChatCompletionRequest, ChatCompletionResponse,
-        ChatReplyMessage, ChatUsage,
+use evicortex::{
+    DecodingSettings, Reader, ReaderReadError as ReadError,
+    front_end::{
+        ChatApiError, ChatApiErrorBody, ChatChoice, ChatCompletionRequest, ChatCompletionResponse,
+        ChatReplyMessage, ChatUsage, FinishReason,
     },
-    decoding::DecodingSettings,
-    error::ReadError,
-    reader::{FinishReason, Reader},
 };
 
 #[derive(Clone)]
@@ -184,8 +183,8 @@ fn error(
     code: Option<&str>,
     message: String,
 ) -> Response {
-    let body = ApiErrorBody {
-        error: ApiError {
+    let body = ChatApiErrorBody {
+        error: ChatApiError {
             message,
             kind: kind.to_owned(),
             param: param.map(str::to_owned),

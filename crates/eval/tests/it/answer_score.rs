@@ -1,6 +1,8 @@
 use std::collections::BTreeSet;
 
-use evicortex_reader::{LocomoCategory, locomo_answer_score, locomo_normalize_answer, porter_stem};
+use evicortex_eval::answer_score::{
+    LocomoCategory, locomo_answer_score, locomo_normalize_answer, porter_stem,
+};
 
 const PORTER_GOLDEN: &str = include_str!("../data/porter_nltk_golden.tsv");
 const DEV_STEMS: &str = include_str!("../data/locomo_dev_stems.txt");

@@ -7,7 +7,7 @@
 
 use std::{collections::HashMap, sync::LazyLock};
 
-use crate::score::porter::porter_stem;
+use crate::answer_score::porter::porter_stem;
 
 /// A LoCoMo question category, as numbered in `locomo10.json`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,6 +1,6 @@
-//! `evicortex bench ann prepare`: writes the audit namespace into the audit store's ledger.
+//! `evicortex-bench ann prepare`: writes the audit namespace into the audit store's ledger.
 
-use crate::stdout::outln;
+use crate::outln;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -9,9 +9,9 @@ use evicortex_embed::{EmbeddingRole, Overlength};
 use evicortex_eval::{datasets::longmemeval::LongMemEvalDataset, split::SplitFile};
 
 use super::audit_set::{self, Part};
-use crate::{commands::embed::load_encoder, progress};
+use crate::{ann::load_encoder, progress};
 
-/// Arguments of `evicortex bench ann prepare`.
+/// Arguments of `evicortex-bench ann prepare`.
 #[derive(Debug, clap::Args)]
 pub struct PrepareArgs {
     /// The audit store (created if absent; never your memory store).

@@ -1,4 +1,4 @@
-//! `evicortex bench writers`: many threads each appending one turn per durable write, through
+//! `evicortex-bench writers`: many threads each appending one turn per durable write, through
 //! `Memory::append` (group commit) against plain rusqlite (one fsync'd transaction per write on
 //! a shared connection, what a server without group commit does), in the same run.
 
@@ -12,9 +12,9 @@ use anyhow::{Context, ensure};
 use evicortex::{EventTime, Memory, Namespace, Role, SessionId, Turn, TurnIndex};
 
 use super::ledger::{ANCHOR_SCHEMA, anchor_connection, chrono_now_micros};
-use crate::stdout::outln;
+use crate::outln;
 
-/// Arguments of `evicortex bench writers`.
+/// Arguments of `evicortex-bench writers`.
 #[derive(Debug, clap::Args)]
 pub struct WritersBenchArgs {
     /// Concurrent writer threads.
@@ -99,7 +99,7 @@ pub fn run(args: &WritersBenchArgs) -> anyhow::Result<()> {
     let groups = memory.group_commit_stats();
 
     outln!(
-        "evicortex bench writers: {} threads, each appending one turn per durable write for {:.1} s; \
+        "evicortex-bench writers: {} threads, each appending one turn per durable write for {:.1} s; \
          WAL + synchronous=FULL for both",
         args.writers,
         args.seconds

@@ -1,4 +1,4 @@
-//! `evicortex bench embed`: a pinned encoder's throughput on real LongMemEval turns, against
+//! `evicortex-bench embed`: a pinned encoder's throughput on real LongMemEval turns, against
 //! PyTorch sentence-transformers run in the same invocation on the same texts and batches
 //! (`--model NAME` picks the catalogue model; all-MiniLM-L6-v2 by default).
 //!
@@ -21,9 +21,9 @@ use evicortex_embed::{
 };
 
 use self::{anchor::AnchorRun, sample::PeakRss};
-use crate::{progress, stdout::outln};
+use crate::{outln, progress};
 
-/// Arguments of `evicortex bench embed`.
+/// Arguments of `evicortex-bench embed`.
 #[derive(Debug, clap::Args)]
 pub struct EmbedBenchArgs {
     /// The catalogue model to measure (`evicortex model list`).
@@ -86,7 +86,7 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
         "--batch-sizes must list positive sizes"
     );
     let anchor_python = if args.no_anchor { None } else { Some(anchor::python(args)?) };
-    let model = crate::commands::model::named(Some(&args.model))?;
+    let model = evicortex_embed::pinned_model(&args.model)?;
     let cache = ModelCache::from_env()?;
     let model_dir = cache.install_dir(model.manifest());
     let mut encoder = model.load(&cache, model.default_config())?;
@@ -149,7 +149,7 @@ pub fn run(args: &EmbedBenchArgs) -> anyhow::Result<()> {
     };
 
     outln!(
-        "evicortex bench embed: {} LongMemEval S turns (seed {}), {} real tokens, {} encoder \
+        "evicortex-bench embed: {} LongMemEval S turns (seed {}), {} real tokens, {} encoder \
          identity {}",
         texts.len(),
         args.seed,

@@ -1,4 +1,4 @@
-//! `evicortex bench ledger`: the ledger against plain rusqlite inserts of the same rows.
+//! `evicortex-bench ledger`: the ledger against plain rusqlite inserts of the same rows.
 //!
 //! The anchor is the same SQLite build, the same pragmas (WAL, `synchronous=FULL`), a table
 //! with the same columns and the same `UNIQUE(namespace, session, turn)`, one transaction per
@@ -14,9 +14,9 @@ use evicortex::Memory;
 use evicortex::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
-use crate::{progress, stdout::outln};
+use crate::{outln, progress};
 
-/// Arguments of `evicortex bench ledger`.
+/// Arguments of `evicortex-bench ledger`.
 #[derive(Debug, clap::Args)]
 pub struct LedgerBenchArgs {
     /// Turns appended in batches of 100 and of 10,000, and verified.
@@ -134,7 +134,7 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
     }
 
     outln!(
-        "evicortex bench ledger: seed {}, payload {:.0} bytes per turn (text, ids, meta), \
+        "evicortex-bench ledger: seed {}, payload {:.0} bytes per turn (text, ids, meta), \
          WAL + synchronous=FULL for both",
         args.seed,
         payload as f64 / args.turns as f64

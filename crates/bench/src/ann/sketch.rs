@@ -1,4 +1,4 @@
-//! `evicortex bench ann run --sketch`: the sign sketch in the graph's place. At each size and
+//! `evicortex-bench ann run --sketch`: the sign sketch in the graph's place. At each size and
 //! filter, recall@50 of the sketch's turn candidates against the exact scan over the same rows
 //! (read from the size store's embedding cache), the share of the exact path's packed turns the
 //! sketch path also packs, and compile p50/p99 through the exact scan and through the sketch,

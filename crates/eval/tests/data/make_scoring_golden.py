@@ -15,7 +15,7 @@ Adversarial questions (category 5) get two predictions: "Not mentioned in the co
 and their adversarial answer.
 
 Run from the repository root with a Python that has nltk==3.9.1 and regex installed:
-    python crates/reader/tests/data/make_scoring_golden.py ../shared/data/locomo/locomo10.dev.json
+    python crates/eval/tests/data/make_scoring_golden.py ../shared/data/locomo/locomo10.dev.json
 """
 import collections
 import json

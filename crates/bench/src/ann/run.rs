@@ -1,4 +1,4 @@
-//! `evicortex bench ann run`: at each size, a store holding the first turns of the audit
+//! `evicortex-bench ann run`: at each size, a store holding the first turns of the audit
 //! namespace (their vectors come from the audit store's embedding cache, content-addressed, so
 //! nothing is embedded again), then through the `Memory` facade:
 //! - recall@50 of the HNSW graph's turn candidates against the exact cosine scan over the same
@@ -33,9 +33,9 @@ use evicortex_vector::{
 
 use super::{audit_set::AUDIT_NAMESPACE, prepare};
 
-use crate::{commands::embed::load_encoder, stdout::outln};
+use crate::{ann::load_encoder, outln};
 
-/// Arguments of `evicortex bench ann run`.
+/// Arguments of `evicortex-bench ann run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// The audit store made by `bench ann prepare` and embedded.

@@ -1,4 +1,4 @@
-//! `evicortex bench ann`: the approximate (HNSW) vector index audited against exact cosine on
+//! `evicortex-bench ann`: the approximate (HNSW) vector index audited against exact cosine on
 //! real embeddings, and its compile-path latency beside the exact scan measured in the same run.
 
 mod audit_set;
@@ -7,7 +7,12 @@ mod prepare;
 mod run;
 mod sketch;
 
-/// Arguments of `evicortex bench ann`.
+use std::sync::Arc;
+
+use anyhow::Context;
+use evicortex::{Encoder, Overlength};
+
+/// Arguments of `evicortex-bench ann`.
 #[derive(Debug, clap::Args)]
 pub struct AnnBenchArgs {
     /// What to do.
@@ -26,10 +31,15 @@ pub enum AnnStep {
     Run(run::RunArgs),
 }
 
-/// Runs `evicortex bench ann`.
+/// Runs `evicortex-bench ann`.
 pub fn run(args: &AnnBenchArgs) -> anyhow::Result<()> {
     match &args.step {
         AnnStep::Prepare(args) => prepare::run(args),
         AnnStep::Run(args) => run::run(args),
     }
+}
+
+/// The pinned encoder with the given overlength policy.
+fn load_encoder(overlength: Overlength) -> anyhow::Result<Arc<dyn Encoder>> {
+    evicortex::load_pinned_encoder(overlength).context("loading the pinned encoder")
 }

@@ -1,0 +1,83 @@
+//! The benchmark binary run as a user runs it, on small sizes: each table prints and the run
+//! exits 0. Timings are not checked (they are what the benchmarks measure, not what they assert).
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+/// The repository root, where the benchmarks are run from (they find `bench/` and the data there).
+fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_evicortex-bench"))
+        .args(args)
+        .current_dir(repository_root())
+        .output()
+        .expect("run evicortex-bench")
+}
+
+#[track_caller]
+fn succeeds(args: &[&str]) -> String {
+    let out = bench(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    stdout
+}
+
+/// Every benchmark's help has examples no wider than 80 columns, and each of its own examples
+/// parses: run with `--help` appended, every option it names is one the benchmark takes.
+#[test]
+fn every_benchmark_has_help_with_examples_that_parse() {
+    for cmd in [&[][..], &["ledger"], &["embed"], &["ann"], &["writers"]] {
+        let help = succeeds(&[cmd, &["--help"]].concat());
+        let examples: Vec<&str> = help
+            .split_once("Examples:\n")
+            .unwrap_or_else(|| panic!("{cmd:?} --help lacks examples:\n{help}"))
+            .1
+            .lines()
+            .take_while(|l| !l.trim().is_empty())
+            .collect();
+        assert!(!examples.is_empty(), "{cmd:?}");
+        for example in examples {
+            assert!(example.len() <= 80, "{cmd:?}: example over 80 columns: {example:?}");
+            let Some(args) = example.trim().strip_prefix("evicortex-bench ") else { continue };
+            let args: Vec<&str> = args.split_whitespace().chain(["--help"]).collect();
+            assert!(bench(&args).status.success(), "{cmd:?}: {example:?} does not parse");
+        }
+    }
+}
+
+#[test]
+fn the_ledger_benchmark_prints_its_table() {
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path().to_str().unwrap();
+    let args =
+        ["ledger", "--turns", "300", "--single-turns", "20", "--large-turns", "0", "--work-dir"];
+    let out = succeeds(&[&args[..], &[work]].concat());
+    for row in ["append, batches of 1 ", "append, batches of 100 ", "verify", "read every turn"] {
+        assert!(out.contains(row), "no {row:?} row:\n{out}");
+    }
+}
+
+#[test]
+fn the_writers_benchmark_prints_its_table() {
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path().to_str().unwrap();
+    let out = succeeds(&["writers", "--writers", "4", "--seconds", "0.3", "--work-dir", work]);
+    assert!(out.contains("evicortex-bench writers: 4 threads"), "{out}");
+}
+
+/// The encoder benchmark on a small sample of real LongMemEval turns, without the PyTorch anchor
+/// (its venv is the cross-encoder tests' and may be absent): needs the pinned encoder and the
+/// evaluation data, as the other tests that use them.
+#[test]
+fn the_encoder_benchmark_prints_its_table() {
+    let out = succeeds(&["embed", "--sample", "16", "--batch-sizes", "4", "--no-anchor"]);
+    for order in ["|     4 | sorted   |", "|     4 | unsorted |"] {
+        assert!(out.contains(order), "no {order:?} row:\n{out}");
+    }
+}
