@@ -8,31 +8,10 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use evicortex::{IngestOptions, parse_jsonl};
-use evicortex_ledger::{EraseTarget, Ledger, OpenMode};
+use evicortex_ledger::{
+    EraseTarget, EvidenceLedger, Ledger, OpenMode, storage::RECORD_COLUMN_NAMES,
+};
 use rusqlite::types::Value;
-
-const COLUMNS: &[&str] = &[
-    "seq",
-    "kind",
-    "namespace",
-    "session",
-    "turn",
-    "role",
-    "speaker",
-    "text",
-    "event_utc_us",
-    "event_offset_s",
-    "ingest_utc_us",
-    "meta",
-    "target_record",
-    "erased_seqs",
-    "erased_by",
-    "content_digest",
-    "digest",
-    "chain",
-    "salt",
-    "number",
-];
 
 /// The bytes of a closed ledger file, built once.
 fn template() -> &'static [u8] {
@@ -97,7 +76,7 @@ fn edit(path: &Path, mut data: &[u8]) -> bool {
             3 => Value::Blob(raw),
             _ => Value::Real(f64::from(i32::from(column) - i32::from(row))),
         };
-        if column as usize % (COLUMNS.len() + 1) == COLUMNS.len() {
+        if column as usize % (RECORD_COLUMN_NAMES.len() + 1) == RECORD_COLUMN_NAMES.len() {
             // The metadata table: the head, the format, the salt.
             let _ = conn.execute(
                 "UPDATE ledger_meta SET value = ?1 WHERE rowid = (SELECT rowid FROM ledger_meta \
@@ -106,7 +85,7 @@ fn edit(path: &Path, mut data: &[u8]) -> bool {
             );
             continue;
         }
-        let column = COLUMNS[column as usize % (COLUMNS.len() + 1)];
+        let column = RECORD_COLUMN_NAMES[column as usize % (RECORD_COLUMN_NAMES.len() + 1)];
         let _ = conn.execute(
             &format!("UPDATE records SET {column} = ?1 WHERE seq = ?2"),
             rusqlite::params![value, i64::from(row % 6)],

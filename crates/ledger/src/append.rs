@@ -1,16 +1,18 @@
 //! Appending a batch of turns: atomic, durable before it returns, idempotent per turn.
 
-use std::{collections::HashMap, path::Path};
+use std::collections::{HashMap, HashSet};
 
 use evicortex_core::{EvidenceDigest, Turn, TurnId};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::TransactionBehavior;
 
 use crate::{
-    AppendError, Ledger, LedgerPosition, StorageError,
+    AppendError, Ledger, LedgerPosition,
     canonical_json::canonical_json,
     error::ConflictingRecord,
-    record::{ContentSalt, Format, turn_digest},
-    store::{self, Head, KIND_TURN, PREV_CHAIN, RECORD_COLUMNS, RawRecord, sql_err},
+    record::{ContentSalt, turn_digest},
+    row::{Corrupt, RawRecord},
+    store::{SqliteTable, sql_err},
+    table::{Head, NewTurn, RecordTable, TurnKey, checked_head},
 };
 
 /// What happened to each turn of an appended batch, in batch order.
@@ -54,112 +56,116 @@ impl AppendReceipt {
     }
 }
 
-impl Ledger {
-    /// Appends `turns` as one atomic, durable transaction: when this returns `Ok`, the batch is
-    /// on disk (fsync'd); when it returns `Err`, nothing of it is. A turn identical to a stored
-    /// one (same namespace, session, turn index and content) is a no-op; the same key with other
-    /// content is an [`AppendError::Conflict`]. The records the append builds on (the last
-    /// record, and every stored turn it answers as already present) are checked against their
-    /// digests and chain links first; a mismatch is [`AppendError::Corrupted`].
-    pub fn append(&self, turns: &[Turn]) -> Result<AppendReceipt, AppendError> {
-        let mut results = self.append_group(&[turns])?;
-        results.pop().expect("one result per batch")
+/// Each batch's metas as canonical JSON, or why the batch is refused: its turns checked as the
+/// ledger checks them ([`validate_turn`]) and as the store `T` can hold them. Done before the
+/// write transaction starts, so that the writer lock is not held for it.
+pub fn canonical_metas<T: RecordTable + ?Sized>(
+    turns: &[Turn],
+) -> Result<Vec<String>, AppendError> {
+    for (index, turn) in turns.iter().enumerate() {
+        validate_turn(index, turn)?;
+        T::refuse_unstorable(index, turn)?;
     }
-
-    /// Group commit: appends several independent batches in ONE durable transaction (one
-    /// fsync), in order, each all-or-nothing on its own as [`Ledger::append`] makes it. A batch
-    /// that is refused (invalid turn, conflict, erased turn, corrupted stored turn) is rolled
-    /// back to its savepoint and gets its error; the other batches are committed. A batch sees
-    /// the batches before it, exactly as if they had been appended one after the other. When
-    /// the transaction itself fails (storage), nothing is stored and the outer `Err` says why.
-    pub fn append_group(
-        &self,
-        batches: &[&[Turn]],
-    ) -> Result<Vec<Result<AppendReceipt, AppendError>>, AppendError> {
-        let metas: Vec<Result<Vec<String>, AppendError>> =
-            batches.iter().map(|turns| validated_metas(turns)).collect();
-        self.with_writer(
-            |path| AppendError::ReadOnly { path },
-            |conn| {
-                let path = self.path();
-                let sql = sql_err(path);
-                let mut tx =
-                    conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&sql)?;
-                let mut head = store::read_meta(&tx).map_err(&sql)?.parse().map_err(|detail| {
-                    AppendError::Corrupted { turn_id: TurnId::from_raw(0), detail }
-                })?;
-                store::check_last_record(&tx, &head)
-                    .map_err(&sql)?
-                    .map_err(|c| AppendError::Corrupted { turn_id: c.turn_id, detail: c.detail })?;
-                let ingest_utc_micros = chrono::Utc::now().timestamp_micros();
-                let mut results = Vec::with_capacity(batches.len());
-                for (turns, metas) in batches.iter().zip(metas) {
-                    let metas = match metas {
-                        Ok(metas) => metas,
-                        Err(refused) => {
-                            results.push(Err(refused));
-                            continue;
-                        }
-                    };
-                    let savepoint = tx.savepoint().map_err(&sql)?;
-                    match append_batch(&savepoint, path, head, turns, &metas, ingest_utc_micros) {
-                        Ok((receipt, new_head)) => {
-                            savepoint.commit().map_err(&sql)?;
-                            head = new_head;
-                            results.push(Ok(receipt));
-                        }
-                        // A storage failure fails the whole transaction; a refusal only its batch.
-                        Err(AppendError::Storage(failure)) => {
-                            return Err(AppendError::Storage(failure));
-                        }
-                        Err(refused) => {
-                            drop(savepoint);
-                            results.push(Err(refused));
-                        }
-                    }
-                }
-                store::write_head(&tx, head).map_err(&sql)?;
-                tx.commit().map_err(&sql)?;
-                Ok(results)
-            },
-        )
-    }
-
-    /// Checks `turns` exactly as [`Ledger::append`] would (validity, conflicts within the batch
-    /// and with stored turns, erased turns, the digests of the stored turns it would answer as
-    /// present) against one snapshot of the ledger, without writing anything. Returns how many
-    /// turns would be new. A caller that commits a long input in several batches checks it
-    /// whole first, so that a conflict near its end refuses it before anything is stored.
-    pub fn check_append(&self, turns: &[Turn]) -> Result<usize, AppendError> {
-        let metas = validated_metas(turns)?;
-        let mut conn = self.reader()?;
-        let sql = sql_err(self.path());
-        let tx = conn.transaction().map_err(&sql)?;
-        let plans = plan(&tx, self.path(), turns, &metas)?;
-        Ok(plans.iter().filter(|p| matches!(p, Plan::New)).count())
-    }
+    Ok(turns.iter().map(|t| canonical_json(&serde_json::Value::Object(t.meta.clone()))).collect())
 }
 
-/// Plans and inserts one batch after `head` inside the open transaction `conn`; returns its
-/// receipt and the new head. On `Err` the caller rolls the batch back.
-fn append_batch(
-    conn: &Connection,
-    path: &Path,
+/// Group commit inside `table`'s write transaction, which the caller commits on `Ok`: appends
+/// each batch (with its metas from [`canonical_metas`]) in order, each all-or-nothing under a
+/// savepoint of its own. A batch that is refused (invalid turn, conflict, erased turn,
+/// corrupted stored turn) is rolled back alone and gets its error; a batch sees the batches
+/// before it. A storage failure fails the whole group (the outer `Err`): then the caller rolls
+/// the transaction back and nothing is stored. The last record is checked first.
+pub fn append_group_in<T: RecordTable + ?Sized>(
+    table: &mut T,
+    batches: &[&[Turn]],
+    metas: Vec<Result<Vec<String>, AppendError>>,
+) -> Result<Vec<Result<AppendReceipt, AppendError>>, AppendError> {
+    let mut head = checked_head(table, corrupted)?;
+    let ingest_utc_micros = chrono::Utc::now().timestamp_micros();
+    let mut results = Vec::with_capacity(batches.len());
+    for (turns, metas) in batches.iter().zip(metas) {
+        let metas = match metas {
+            Ok(metas) => metas,
+            Err(refused) => {
+                results.push(Err(refused));
+                continue;
+            }
+        };
+        table.savepoint()?;
+        match append_batch(table, head, turns, &metas, ingest_utc_micros) {
+            Ok((receipt, new_head)) => {
+                table.release_savepoint()?;
+                head = new_head;
+                results.push(Ok(receipt));
+            }
+            // A storage failure fails the whole transaction; a refusal only its batch.
+            Err(AppendError::Storage(failure)) => return Err(AppendError::Storage(failure)),
+            Err(refused) => {
+                table.rollback_to_savepoint()?;
+                results.push(Err(refused));
+            }
+        }
+    }
+    table.write_head(head)?;
+    Ok(results)
+}
+
+/// Checks `turns` exactly as an append would (validity, conflicts within the batch and with
+/// stored turns, erased turns, the digests of the stored turns it would answer as present)
+/// against the snapshot `table` reads, writing nothing. Returns how many turns would be new.
+pub fn check_append_in<T: RecordTable + ?Sized>(
+    table: &mut T,
+    turns: &[Turn],
+) -> Result<usize, AppendError> {
+    let metas = canonical_metas::<T>(turns)?;
+    let plans = plan(table, turns, &metas)?;
+    Ok(plans.iter().filter(|p| matches!(p, Plan::New)).count())
+}
+
+/// [`crate::EvidenceLedger::append_group`] on the embedded ledger: one durable transaction
+/// (one fsync) on the writer connection.
+pub(crate) fn append_group(
+    ledger: &Ledger,
+    batches: &[&[Turn]],
+) -> Result<Vec<Result<AppendReceipt, AppendError>>, AppendError> {
+    let metas: Vec<_> = batches.iter().map(|turns| canonical_metas::<SqliteTable>(turns)).collect();
+    ledger.with_writer(
+        |path| AppendError::ReadOnly { path },
+        |conn| {
+            let sql = sql_err(ledger.path());
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&sql)?;
+            let results =
+                append_group_in(&mut SqliteTable::new(&tx, ledger.path()), batches, metas)?;
+            tx.commit().map_err(&sql)?;
+            Ok(results)
+        },
+    )
+}
+
+/// [`crate::EvidenceLedger::check_append`] on the embedded ledger, on a reader's snapshot.
+pub(crate) fn check_append(ledger: &Ledger, turns: &[Turn]) -> Result<usize, AppendError> {
+    let mut conn = ledger.reader()?;
+    let tx = conn.transaction().map_err(sql_err(ledger.path()))?;
+    check_append_in(&mut SqliteTable::new(&tx, ledger.path()), turns)
+}
+
+fn corrupted(c: Corrupt) -> AppendError {
+    AppendError::Corrupted { position: c.position, detail: c.detail }
+}
+
+/// Plans and inserts one batch after `head`; returns its receipt and the new head. On `Err`
+/// the caller rolls the batch back.
+fn append_batch<T: RecordTable + ?Sized>(
+    table: &mut T,
     mut head: Head,
     turns: &[Turn],
     metas: &[String],
     ingest_utc_micros: i64,
 ) -> Result<(AppendReceipt, Head), AppendError> {
-    let sql = sql_err(path);
-    let plans = plan(conn, path, turns, metas)?;
+    let plans = plan(table, turns, metas)?;
     let mut outcomes: Vec<AppendOutcome> = Vec::with_capacity(turns.len());
-    let mut insert = conn
-        .prepare_cached(
-            "INSERT INTO records (seq, kind, namespace, session, turn, role, speaker, text, \
-             event_utc_us, event_offset_s, ingest_utc_us, meta, digest, chain, salt, number) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-        )
-        .map_err(&sql)?;
+    let mut rows = Vec::new();
     // Read inside this batch's savepoint, so a rolled-back batch gives its numbers back.
     let mut next_numbers: HashMap<&str, TurnId> = HashMap::new();
     for ((index, turn), planned) in turns.iter().enumerate().zip(plans) {
@@ -169,50 +175,34 @@ fn append_batch(
                 AppendOutcome { status: AppendStatus::AlreadyPresent, ..outcomes[first] }
             }
             Plan::New => {
-                let seq = head.last.map_or(TurnId::from_raw(1), TurnId::next);
                 let namespace = turn.namespace.as_str();
                 let number = match next_numbers.get(namespace) {
                     Some(&next) => next,
-                    None => store::next_number(conn, namespace).map_err(&sql)?,
+                    None => table.next_number(namespace)?,
                 };
                 next_numbers.insert(namespace, number.next());
-                let salt = ContentSalt::random().map_err(|e| {
-                    AppendError::Storage(StorageError::Io {
-                        op: "drawing a random content salt for",
-                        path: path.to_owned(),
-                        source: std::io::Error::other(e.to_string()),
-                    })
-                })?;
+                let salt = ContentSalt::random()
+                    .map_err(|e| AppendError::NoRandomness { detail: e.to_string() })?;
                 let digest = turn_digest(turn, ingest_utc_micros, &salt);
                 let chain = head.chain.link(&digest);
-                insert
-                    .execute(params![
-                        seq.raw() as i64,
-                        KIND_TURN,
-                        turn.namespace.as_str(),
-                        turn.session.as_str(),
-                        turn.turn.raw(),
-                        turn.role.as_str(),
-                        turn.speaker.as_deref(),
-                        turn.text.as_str(),
-                        turn.time.utc_micros(),
-                        turn.time.offset_seconds(),
-                        ingest_utc_micros,
-                        metas[index].as_str(),
-                        digest.as_bytes().as_slice(),
-                        chain.as_bytes().as_slice(),
-                        salt.as_bytes().as_slice(),
-                        number.raw() as i64,
-                    ])
-                    .map_err(&sql)?;
-                head = Head { last: Some(seq), chain };
+                let position = head.next_position();
+                rows.push(NewTurn {
+                    position,
+                    number,
+                    turn,
+                    meta: &metas[index],
+                    digest,
+                    chain,
+                    salt: *salt.as_bytes(),
+                });
+                head = Head { last: Some(position), chain };
                 AppendOutcome { id: number, digest, status: AppendStatus::Appended }
             }
         };
         outcomes.push(outcome);
     }
-    let position = head.last.map(|seq| LedgerPosition::from_raw(seq.raw()));
-    Ok((AppendReceipt { outcomes, head: position }, head))
+    table.insert_turns(&rows, ingest_utc_micros)?;
+    Ok((AppendReceipt { outcomes, head: head.last }, head))
 }
 
 /// What an append does with one turn of its batch.
@@ -225,29 +215,21 @@ enum Plan {
     SameAsEarlier(usize),
 }
 
-fn validated_metas(turns: &[Turn]) -> Result<Vec<String>, AppendError> {
-    for (index, turn) in turns.iter().enumerate() {
-        validate_turn(index, turn)?;
-    }
-    Ok(turns.iter().map(|t| canonical_json(&serde_json::Value::Object(t.meta.clone()))).collect())
-}
-
-/// Decides, against the ledger as `conn` sees it, what to do with each turn; refuses the batch
+/// Decides, against the ledger as `table` sees it, what to do with each turn; refuses the batch
 /// on the first conflict, erased turn or corrupted stored turn.
-fn plan(
-    conn: &Connection,
-    path: &Path,
+fn plan<T: RecordTable + ?Sized>(
+    table: &mut T,
     turns: &[Turn],
     metas: &[String],
 ) -> Result<Vec<Plan>, AppendError> {
-    let sql = sql_err(path);
-    let mut find = conn
-        .prepare_cached(&format!(
-            "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records \
-             WHERE namespace = ?1 AND session = ?2 AND turn = ?3 AND kind = {KIND_TURN}"
-        ))
-        .map_err(&sql)?;
-    let mut in_batch: HashMap<(&str, &str, u32), usize> = HashMap::new();
+    let mut seen: HashSet<TurnKey<'_>> = HashSet::new();
+    let keys: Vec<TurnKey<'_>> = turns
+        .iter()
+        .map(|t| (t.namespace.as_str(), t.session.as_str(), t.turn.raw()))
+        .filter(|key| seen.insert(*key))
+        .collect();
+    let mut stored = table.stored_turns(&keys)?;
+    let mut in_batch: HashMap<TurnKey<'_>, usize> = HashMap::new();
     let mut plans = Vec::with_capacity(turns.len());
     for (index, turn) in turns.iter().enumerate() {
         let key = (turn.namespace.as_str(), turn.session.as_str(), turn.turn.raw());
@@ -260,18 +242,11 @@ fn plan(
             continue;
         }
         in_batch.insert(key, index);
-        let stored = find
-            .query_row(params![key.0, key.1, key.2], |r| {
-                Ok((RawRecord::from_row(r)?, store::prev_chain_at(r, store::AFTER_RECORD_COLUMNS)?))
-            })
-            .optional()
-            .map_err(&sql)?;
-        let Some((raw, prev_chain)) = stored else {
+        let Some(row) = stored.remove(&(key.0.to_owned(), key.1.to_owned(), key.2)) else {
             plans.push(Plan::New);
             continue;
         };
-        let corrupted =
-            |c: store::Corrupt| AppendError::Corrupted { turn_id: c.turn_id, detail: c.detail };
+        let raw = &row.raw;
         let id = raw.number().map_err(corrupted)?;
         if raw.erased_by.is_some() {
             return Err(AppendError::Erased {
@@ -282,14 +257,13 @@ fn plan(
                 existing: id,
             });
         }
-        let record = raw.decode(Format::V2).map_err(corrupted)?;
-        raw.check_turn(&record, prev_chain.as_deref()).map_err(corrupted)?;
-        if let Some(field) = first_difference(turn, &metas[index], &Existing::from_raw(&raw)) {
+        let (_, evidence) = row.checked_evidence().map_err(corrupted)?;
+        if let Some(field) = first_difference(turn, &metas[index], &Existing::from_raw(raw)) {
             return Err(conflict(index, turn, ConflictingRecord::Stored(id), field));
         }
         plans.push(Plan::Present(AppendOutcome {
             id,
-            digest: record.digest,
+            digest: evidence.digest,
             status: AppendStatus::AlreadyPresent,
         }));
     }
@@ -298,8 +272,7 @@ fn plan(
 
 /// Refuses, as [`AppendError::InvalidTurn`] naming the field, what the ledger cannot store
 /// faithfully (a leap second, sub-microsecond time, an offset that is not whole minutes, an
-/// empty speaker): never rounded. `index` is the turn's position in its batch. Other ledger back
-/// ends call it so that they refuse exactly what this one refuses.
+/// empty speaker): never rounded. `index` is the turn's position in its batch.
 pub fn validate_turn(index: usize, turn: &Turn) -> Result<(), AppendError> {
     let invalid = |field, reason: String| AppendError::InvalidTurn { index, field, reason };
     let nanos = turn.time.as_datetime().timestamp_subsec_nanos();

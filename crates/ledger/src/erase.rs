@@ -1,16 +1,14 @@
 //! Erasure: a redaction record in the chain, and the erased text scrubbed from every file.
 
-use std::collections::HashSet;
-
 use evicortex_core::{EvidenceDigest, Namespace, SessionId, TextDigest, TurnId};
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior};
 
 use crate::{
-    EraseError, Ledger,
-    record::{ContentSalt, Format, content_digest, redaction_digest},
-    store::{
-        self, Head, KIND_REDACTION, KIND_TURN, PREV_CHAIN, RECORD_COLUMNS, RawRecord, sql_err,
-    },
+    EraseError, Ledger, LedgerPosition,
+    record::redaction_digest,
+    row::{ChainedRow, Corrupt, KIND_TURN},
+    store::{self, SqliteTable, sql_err},
+    table::{Head, NewRedaction, RecordTable, checked_head},
 };
 
 /// What to erase. Every target names its namespace, so an erasure never crosses namespaces.
@@ -73,199 +71,122 @@ pub struct ErasedTurn {
     pub namespace: Namespace,
 }
 
-impl Ledger {
-    /// Erases `target`: appends a redaction record naming every erased record and its digest,
-    /// clears text, speaker, meta and content salt of those records in the same durable
-    /// transaction (each keeps its salted content digest, which confirms no guessed text once
-    /// the salt is gone), then scrubs the old bytes from every file of the ledger (secure
-    /// delete, WAL checkpoint with truncation, vacuum). `verify` still passes afterwards. The
-    /// last record and every erased record are checked against their digests first.
-    pub fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
-        let receipt = self.with_writer(
-            |path| EraseError::ReadOnly { path },
-            |conn| self.erase_in_transaction(conn, target),
-        )?;
-        // The redaction is committed: a failure from here on must say so.
-        self.scrub().map_err(|e| match e {
-            EraseError::ScrubIncomplete { .. } => e,
-            other => EraseError::ScrubIncomplete {
-                path: self.path().to_owned(),
-                detail: format!("{other}; erasing the same target again retries the scrub"),
-            },
-        })?;
-        Ok(receipt)
+/// Erases `target` inside `table`'s write transaction, which the caller commits on `Ok` and then
+/// scrubs: appends a redaction record naming every erased record (by position) and its digest,
+/// clears text, speaker, meta and content salt of those records (each keeps its salted content
+/// digest, which confirms no guessed text once the salt is gone) and marks the scrub pending. A
+/// target whose turns were all erased before appends nothing. The last record and every erased
+/// record are checked against their digests and chain links first.
+pub fn erase_in<T: RecordTable + ?Sized>(
+    table: &mut T,
+    target: &EraseTarget,
+) -> Result<EraseReceipt, EraseError> {
+    let corrupted = |c: Corrupt| EraseError::Corrupted { position: c.position, detail: c.detail };
+    let head = checked_head(table, corrupted)?;
+    let matches = table.erase_candidates(target)?;
+    if matches.is_empty() {
+        return Err(EraseError::NotFound { target: target.to_string() });
     }
-
-    fn erase_in_transaction(
-        &self,
-        conn: &mut Connection,
-        target: &EraseTarget,
-    ) -> Result<EraseReceipt, EraseError> {
-        let sql = sql_err(self.path());
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&sql)?;
-        let head = store::read_meta(&tx)
-            .map_err(&sql)?
-            .parse()
-            .map_err(|detail| EraseError::Corrupted { turn_id: TurnId::from_raw(0), detail })?;
-        let corrupted =
-            |c: store::Corrupt| EraseError::Corrupted { turn_id: c.turn_id, detail: c.detail };
-        store::check_last_record(&tx, &head).map_err(&sql)?.map_err(corrupted)?;
-        let ns = target.namespace().as_str();
-        let columns = format!("{RECORD_COLUMNS}, {PREV_CHAIN}");
-        let matches: Vec<Match> = {
-            let mut stmt;
-            let rows = match target {
-                EraseTarget::Namespace(_) => {
-                    stmt = tx
-                        .prepare(&format!(
-                            "SELECT {columns} FROM records WHERE kind = {KIND_TURN} AND namespace = ?1 ORDER BY seq"
-                        ))
-                        .map_err(&sql)?;
-                    stmt.query_map(params![ns], Match::from_row)
-                }
-                EraseTarget::Session(_, session) => {
-                    stmt = tx
-                        .prepare(&format!(
-                            "SELECT {columns} FROM records WHERE kind = {KIND_TURN} AND namespace = ?1 \
-                             AND session = ?2 ORDER BY seq"
-                        ))
-                        .map_err(&sql)?;
-                    stmt.query_map(params![ns, session.as_str()], Match::from_row)
-                }
-                EraseTarget::Record(_, number) => {
-                    stmt = tx
-                        .prepare(&format!(
-                            "SELECT {columns} FROM records WHERE namespace = ?1 AND number = ?2"
-                        ))
-                        .map_err(&sql)?;
-                    stmt.query_map(params![ns, number.raw() as i64], Match::from_row)
-                }
-            }
-            .map_err(&sql)?;
-            rows.collect::<Result<_, _>>().map_err(&sql)?
+    let ns = target.namespace().as_str();
+    if let EraseTarget::Record(namespace, id) = target
+        && matches
+            .iter()
+            .any(|m| m.raw.kind != Some(KIND_TURN) || m.raw.namespace.as_deref() != Some(ns))
+    {
+        return Err(EraseError::NotATurn { turn_id: *id, namespace: namespace.clone() });
+    }
+    // The chain commits to ledger positions: the redaction names its target record and the
+    // records it erased by position, while the receipt speaks the namespace's numbers.
+    let chained_target = match target {
+        EraseTarget::Record(namespace, _) => {
+            EraseTarget::Record(namespace.clone(), matches[0].raw.seq_id())
+        }
+        other => other.clone(),
+    };
+    let already_erased = matches.iter().filter(|m| m.raw.erased_by.is_some()).count();
+    let mut live = Vec::new();
+    let mut listed: Vec<(TurnId, EvidenceDigest)> = Vec::new();
+    let mut cleared = Vec::new();
+    let mut texts = Vec::new();
+    for ChainedRow { raw, prev_chain } in matches.iter().filter(|m| m.raw.erased_by.is_none()) {
+        // What the redaction lists must be what the chain committed to.
+        let record = raw.decode().map_err(corrupted)?;
+        raw.check_turn(&record, prev_chain.as_deref()).map_err(corrupted)?;
+        let (Some(text), Some(_), Some(_)) = (&raw.text, &raw.meta, &raw.salt) else {
+            return Err(corrupted(raw.corrupt("a live turn lacks its text, meta or salt")));
         };
-        if matches.is_empty() {
-            return Err(EraseError::NotFound { target: target.to_string() });
-        }
-        if let EraseTarget::Record(namespace, id) = target
-            && matches
-                .iter()
-                .any(|m| m.raw.kind != Some(KIND_TURN) || m.raw.namespace.as_deref() != Some(ns))
-        {
-            return Err(EraseError::WrongNamespace { turn_id: *id, namespace: namespace.clone() });
-        }
-        // The chain commits to ledger positions: the redaction names its target record and the
-        // records it erased by sequence number, while the receipt speaks the namespace's numbers.
-        let chained_target = match target {
-            EraseTarget::Record(namespace, _) => {
-                EraseTarget::Record(namespace.clone(), matches[0].raw.id())
-            }
-            other => other.clone(),
-        };
-        let already_erased = matches.iter().filter(|m| m.raw.erased_by.is_some()).count();
-        let mut live = Vec::new();
-        let mut live_seqs = Vec::new();
-        let mut contents = Vec::new();
-        for Match { raw, prev_chain } in matches.into_iter().filter(|m| m.raw.erased_by.is_none()) {
-            // What the redaction lists must be what the chain committed to.
-            let record = raw.decode(Format::V2).map_err(corrupted)?;
-            raw.check_turn(&record, prev_chain.as_deref()).map_err(corrupted)?;
-            let (Some(text), Some(meta), Some(salt)) = (&raw.text, &raw.meta, &raw.salt) else {
-                return Err(EraseError::Corrupted {
-                    turn_id: raw.id(),
-                    detail: "a live turn lacks its text, meta or salt".to_owned(),
-                });
-            };
-            let salt = <[u8; 32]>::try_from(salt.as_slice()).map(ContentSalt::from_bytes).map_err(
-                |_| EraseError::Corrupted {
-                    turn_id: raw.id(),
-                    detail: "column salt is not 32 bytes".to_owned(),
-                },
-            )?;
-            contents.push(content_digest(
-                Format::V2,
-                Some(&salt),
-                raw.speaker.as_deref(),
-                text,
-                meta,
-            ));
-            live_seqs.push(raw.id());
-            live.push(ErasedTurn {
-                id: raw.number().map_err(corrupted)?,
-                digest: record.digest,
-                text_digest: TextDigest::of(text),
-                namespace: target.namespace().clone(),
-            });
-        }
-        if live.is_empty() {
-            tx.commit().map_err(&sql)?;
-            return Ok(EraseReceipt {
-                redaction: None,
-                erased: live,
-                already_erased,
-                orphaned_texts: Vec::new(),
-            });
-        }
-        let redaction = head.last.map_or(TurnId::from_raw(1), TurnId::next);
-        let redaction_number = store::next_number(&tx, ns).map_err(&sql)?;
-        let ingest_utc_micros = chrono::Utc::now().timestamp_micros();
-        let listed: Vec<(TurnId, EvidenceDigest)> =
-            live_seqs.iter().zip(&live).map(|(&seq, e)| (seq, e.digest)).collect();
-        let digest = redaction_digest(&chained_target, ingest_utc_micros, &listed);
-        let chain = head.chain.link(&digest);
-        let erased_seqs: Vec<u8> =
-            listed.iter().flat_map(|(id, _)| id.raw().to_le_bytes()).collect();
-        let (session, target_record) = match &chained_target {
-            EraseTarget::Namespace(_) => (None, None),
-            EraseTarget::Session(_, s) => (Some(s.as_str()), None),
-            EraseTarget::Record(_, seq) => (None, Some(seq.raw() as i64)),
-        };
-        tx.execute(
-            &format!(
-                "INSERT INTO records (seq, kind, namespace, session, ingest_utc_us, target_record, \
-                 erased_seqs, digest, chain, number) \
-                 VALUES (?1, {KIND_REDACTION}, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-            ),
-            params![
-                redaction.raw() as i64,
-                ns,
-                session,
-                ingest_utc_micros,
-                target_record,
-                erased_seqs,
-                digest.as_bytes().as_slice(),
-                chain.as_bytes().as_slice(),
-                redaction_number.raw() as i64,
-            ],
-        )
-        .map_err(&sql)?;
-        {
-            let mut clear = tx
-                .prepare(
-                    "UPDATE records SET text = NULL, speaker = NULL, meta = NULL, salt = NULL, \
-                     erased_by = ?1, content_digest = ?2 WHERE seq = ?3",
-                )
-                .map_err(&sql)?;
-            for (seq, content) in live_seqs.iter().zip(&contents) {
-                clear
-                    .execute(params![redaction.raw() as i64, content.as_slice(), seq.raw() as i64])
-                    .map_err(&sql)?;
-            }
-        }
-        store::write_head(&tx, Head { last: Some(redaction), chain }).map_err(&sql)?;
-        // A crash after this commit and before the scrub ends leaves old bytes in the files:
-        // the next read-write open sees the mark and scrubs.
-        store::mark_scrub_pending(&tx, redaction.raw()).map_err(&sql)?;
-        let orphaned_texts = orphaned(&tx, &live).map_err(&sql)?;
-        tx.commit().map_err(&sql)?;
-        Ok(EraseReceipt {
-            redaction: Some(redaction_number),
+        cleared.push((raw.position(), raw.live_content_digest().map_err(corrupted)?));
+        listed.push((raw.seq_id(), record.digest));
+        live.push(ErasedTurn {
+            id: raw.number().map_err(corrupted)?,
+            digest: record.digest,
+            text_digest: TextDigest::of(text),
+            namespace: target.namespace().clone(),
+        });
+        texts.push(text.as_str());
+    }
+    if live.is_empty() {
+        return Ok(EraseReceipt {
+            redaction: None,
             erased: live,
             already_erased,
-            orphaned_texts,
-        })
+            orphaned_texts: Vec::new(),
+        });
     }
+    let position = head.next_position();
+    let number = table.next_number(ns)?;
+    let ingest_utc_micros = chrono::Utc::now().timestamp_micros();
+    let digest = redaction_digest(&chained_target, ingest_utc_micros, &listed);
+    let chain = head.chain.link(&digest);
+    let (session, target_record) = match &chained_target {
+        EraseTarget::Namespace(_) => (None, None),
+        EraseTarget::Session(_, s) => (Some(s.as_str()), None),
+        EraseTarget::Record(_, seq) => (None, Some(LedgerPosition::from_raw(seq.raw()))),
+    };
+    table.insert_redaction(&NewRedaction {
+        position,
+        number,
+        namespace: ns,
+        session,
+        target_record,
+        ingest_utc_micros,
+        erased_seqs: listed.iter().flat_map(|(id, _)| id.raw().to_le_bytes()).collect(),
+        digest,
+        chain,
+    })?;
+    table.clear_erased(position, &cleared)?;
+    table.write_head(Head { last: Some(position), chain })?;
+    // A crash after the commit and before the scrub ends leaves old bytes in the files: the
+    // next opening of the store sees the mark and scrubs.
+    table.mark_scrub_pending(position)?;
+    let held = table.texts_still_held(&texts)?;
+    let mut orphaned_texts: Vec<TextDigest> =
+        live.iter().map(|e| e.text_digest).filter(|d| !held.contains(d)).collect();
+    orphaned_texts.sort();
+    orphaned_texts.dedup();
+    Ok(EraseReceipt { redaction: Some(number), erased: live, already_erased, orphaned_texts })
+}
 
+/// [`crate::EvidenceLedger::erase`] on the embedded ledger: one durable transaction, then the
+/// scrub of every file of the ledger (secure delete, WAL checkpoint with truncation, vacuum).
+pub(crate) fn erase(ledger: &Ledger, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
+    let receipt = ledger.with_writer(
+        |path| EraseError::ReadOnly { path },
+        |conn| {
+            let sql = sql_err(ledger.path());
+            let tx =
+                conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&sql)?;
+            let receipt = erase_in(&mut SqliteTable::new(&tx, ledger.path()), target)?;
+            tx.commit().map_err(&sql)?;
+            Ok(receipt)
+        },
+    )?;
+    // The redaction is committed: a failure from here on must say so.
+    ledger.scrub().map_err(|e| e.after_commit(ledger.path()))?;
+    Ok(receipt)
+}
+
+impl Ledger {
     /// Removes every trace of cleared bytes from the files: checkpoint the WAL into the main
     /// file and truncate it, rebuild the main file without free pages (`VACUUM`; with
     /// `secure_delete` freed cells are zeroed as well), and checkpoint again; then clears the
@@ -300,40 +221,4 @@ fn checkpoint_truncate(conn: &Connection, ledger: &Ledger) -> Result<(), EraseEr
         });
     }
     Ok(())
-}
-
-/// The erased texts no live turn still holds (one scan over live texts).
-fn orphaned(conn: &Connection, erased: &[ErasedTurn]) -> rusqlite::Result<Vec<TextDigest>> {
-    let mut remaining: HashSet<TextDigest> = erased.iter().map(|e| e.text_digest).collect();
-    let mut stmt = conn.prepare(&format!(
-        "SELECT text FROM records WHERE kind = {KIND_TURN} AND erased_by IS NULL AND text IS NOT NULL"
-    ))?;
-    let mut rows = stmt.query([])?;
-    while let Some(row) = rows.next()? {
-        if remaining.is_empty() {
-            break;
-        }
-        if let rusqlite::types::ValueRef::Text(bytes) = row.get_ref(0)? {
-            remaining.remove(&TextDigest::from_bytes(*blake3::hash(bytes).as_bytes()));
-        }
-    }
-    let mut out: Vec<TextDigest> = remaining.into_iter().collect();
-    out.sort();
-    Ok(out)
-}
-
-/// A record matching the erase target, with the chain hash of the record before it.
-#[derive(Debug)]
-struct Match {
-    raw: RawRecord,
-    prev_chain: Option<Vec<u8>>,
-}
-
-impl Match {
-    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Match> {
-        Ok(Match {
-            raw: RawRecord::from_row(r)?,
-            prev_chain: store::prev_chain_at(r, store::AFTER_RECORD_COLUMNS)?,
-        })
-    }
 }

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use evicortex_core::{Namespace, SessionId, TurnId, TurnIndex};
 
+use crate::LedgerPosition;
+
 /// A failure of the storage engine or the file system, with the file it concerns.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -31,6 +33,17 @@ pub enum StorageError {
         /// The failure that poisoned it.
         cause: String,
     },
+    /// A database server holding the ledger (PostgreSQL) or the connection to it failed.
+    #[error("PostgreSQL ledger at {server}: {op}: {source}")]
+    Database {
+        /// The server's connection string, without its password.
+        server: String,
+        /// What was being done.
+        op: &'static str,
+        /// The client's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A file system operation failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -53,7 +66,9 @@ impl StorageError {
                 source.sqlite_error_code(),
                 Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
             ),
-            StorageError::Io { .. } | StorageError::Poisoned { .. } => false,
+            StorageError::Io { .. }
+            | StorageError::Poisoned { .. }
+            | StorageError::Database { .. } => false,
         }
     }
 
@@ -64,7 +79,9 @@ impl StorageError {
             StorageError::Sqlite { source, .. } => {
                 source.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
             }
-            StorageError::Io { .. } | StorageError::Poisoned { .. } => false,
+            StorageError::Io { .. }
+            | StorageError::Poisoned { .. }
+            | StorageError::Database { .. } => false,
         }
     }
 }
@@ -139,7 +156,7 @@ impl OpenError {
     }
 }
 
-/// Why [`crate::Ledger::append`] refused a batch. A refused batch changes nothing.
+/// Why [`crate::EvidenceLedger::append`] refused a batch. A refused batch changes nothing.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AppendError {
@@ -206,11 +223,18 @@ pub enum AppendError {
         server: String,
     },
     /// A stored record the append had to read is malformed.
-    #[error("ledger is corrupted at record {turn_id}: {detail}")]
+    #[error("ledger is corrupted at record #{}: {detail}", position.raw())]
     Corrupted {
-        /// The record.
-        turn_id: TurnId,
+        /// The record's position.
+        position: LedgerPosition,
         /// What is wrong with it.
+        detail: String,
+    },
+    /// The operating system's random source failed, so no content salt could be drawn;
+    /// nothing of the batch was stored.
+    #[error("drawing a random content salt: {detail}")]
+    NoRandomness {
+        /// The failure.
         detail: String,
     },
     /// The storage engine failed; nothing of the batch was stored.
@@ -260,20 +284,20 @@ impl std::fmt::Display for ConflictingRecord {
     }
 }
 
-/// Why [`crate::Ledger::verify`] failed.
+/// Why [`crate::EvidenceLedger::verify`] failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyError {
     /// A record does not match its digest, its chain hash or its neighbours; it is the first bad
     /// record in ledger order.
-    #[error("record {turn_id} is corrupted: {detail}")]
+    #[error("record #{} is corrupted: {detail}", position.raw())]
     BadRecord {
-        /// The first bad record.
-        turn_id: TurnId,
+        /// The first bad record's position.
+        position: LedgerPosition,
         /// What does not match.
         detail: String,
     },
-    /// The recorded head (metadata table) does not match the records.
+    /// The recorded head (the metadata) does not match the records.
     #[error("ledger head is corrupted: {detail}")]
     BadHead {
         /// What does not match.
@@ -284,7 +308,7 @@ pub enum VerifyError {
     Storage(#[from] StorageError),
 }
 
-/// Why [`crate::Ledger::erase`] failed.
+/// Why [`crate::EvidenceLedger::erase`] failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EraseError {
@@ -296,8 +320,8 @@ pub enum EraseError {
     },
     /// The record of the namespace with this number is not a turn (it records an erasure).
     #[error("record {turn_id} of namespace {namespace} is not a turn")]
-    WrongNamespace {
-        /// The record.
+    NotATurn {
+        /// The record's number in its namespace.
         turn_id: TurnId,
         /// The namespace given.
         namespace: Namespace,
@@ -318,20 +342,33 @@ pub enum EraseError {
         /// The replica's connection string, without its password.
         server: String,
     },
-    /// A stored record is malformed.
-    #[error("ledger is corrupted at record {turn_id}: {detail}")]
+    /// A stored record is malformed or does not match its digest or chain link; it was not
+    /// served.
+    #[error("ledger is corrupted at record #{}: {detail}", position.raw())]
     Corrupted {
-        /// The record.
-        turn_id: TurnId,
+        /// The record's position.
+        position: LedgerPosition,
         /// What is wrong with it.
         detail: String,
     },
+    /// The server is configured to keep bytes an erasure must remove (old write-ahead log
+    /// segments, an archive, statement logs with parameters), so the erased texts would
+    /// outlive the erasure; nothing was erased.
+    #[error(
+        "refusing to erase: the server would keep the erased texts in its files: {}; \
+         nothing was erased",
+        problems.join("; ")
+    )]
+    ServerRetainsBytes {
+        /// Each setting at fault, with what to change.
+        problems: Vec<String>,
+    },
     /// The redaction is committed, but the old bytes could not yet be scrubbed from the files
     /// (for example another process holds a read snapshot). Erasing the same target again
-    /// retries the scrub.
+    /// (or opening the store again) retries the scrub.
     #[error("erasure committed but {path} could not be scrubbed: {detail}")]
     ScrubIncomplete {
-        /// The file.
+        /// The file, or the server's connection string without its password.
         path: PathBuf,
         /// Why.
         detail: String,
@@ -341,15 +378,31 @@ pub enum EraseError {
     Storage(#[from] StorageError),
 }
 
-/// Why a read ([`crate::Ledger::evidence`], [`crate::Ledger::stats`], ...) failed.
+impl EraseError {
+    /// This error as it stands once the erasure's redaction has committed (the scrub of `store`
+    /// failed, or what came after it): a scrub failure as it is, anything else a
+    /// [`EraseError::ScrubIncomplete`] saying that erasing the same target again retries it.
+    pub fn after_commit(self, store: &std::path::Path) -> EraseError {
+        match self {
+            EraseError::ScrubIncomplete { .. } => self,
+            other => EraseError::ScrubIncomplete {
+                path: store.to_owned(),
+                detail: format!("{other}; erasing the same target again retries the scrub"),
+            },
+        }
+    }
+}
+
+/// Why a read ([`crate::EvidenceLedger::evidence`], [`crate::EvidenceLedger::stats`], ...) failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReadError {
-    /// A stored record is malformed.
-    #[error("ledger is corrupted at record {turn_id}: {detail}")]
+    /// A stored record is malformed or does not match its digest or chain link; it was not
+    /// served.
+    #[error("ledger is corrupted at record #{}: {detail}", position.raw())]
     Corrupted {
-        /// The record.
-        turn_id: TurnId,
+        /// The record's position.
+        position: LedgerPosition,
         /// What is wrong with it.
         detail: String,
     },
@@ -396,4 +449,10 @@ pub enum MigrateError {
     /// The storage engine failed; nothing was migrated.
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+impl From<crate::row::Corrupt> for ReadError {
+    fn from(c: crate::row::Corrupt) -> ReadError {
+        ReadError::Corrupted { position: c.position, detail: c.detail }
+    }
 }

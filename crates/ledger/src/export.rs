@@ -6,7 +6,8 @@ use evicortex_core::{EvidenceDigest, Namespace, Role, SessionId, TurnId, TurnInd
 use crate::{
     ChainHash, ContentSalt, Ledger, LedgerPosition, VerifyError, VerifyReport,
     record::Format,
-    store::{KIND_TURN, RawRecord, StoredBody, StoredRecord, sql_err},
+    row::{KIND_TURN, RawRecord, StoredBody, StoredRecord},
+    store::sql_err,
     verify::verify_visiting,
 };
 
@@ -70,15 +71,15 @@ pub struct StoredRecordExport {
 
 impl Ledger {
     /// Calls `f` with every stored record, in position order, from one snapshot, and returns
-    /// what [`Ledger::verify`] reports for that snapshot. Writes nothing (an inspected ledger
-    /// will do).
+    /// what [`crate::EvidenceLedger::verify`] reports for that snapshot. Writes nothing (an
+    /// inspected ledger will do).
     ///
-    /// This is [`Ledger::verify`] walking the ledger: `f` sees a record only after its digest
-    /// and its chain link were checked, and a record that fails is a
-    /// [`VerifyError::BadRecord`] naming it, never exported. Checks spanning records (a
-    /// redaction against the turns it erased, the recorded head) can fail only after `f` saw
-    /// the records involved: when this returns an error, discard everything `f` was given (a
-    /// copy into another store is one transaction, rolled back).
+    /// This is the verify walking the ledger: `f` sees a record only after its digest and its
+    /// chain link were checked, and a record that fails is a [`VerifyError::BadRecord`] naming
+    /// it, never exported. Checks spanning records (a redaction against the turns it erased,
+    /// the recorded head) can fail only after `f` saw the records involved: when this returns
+    /// an error, discard everything `f` was given (a copy into another store is one
+    /// transaction, rolled back).
     pub fn for_each_stored_record<E: From<VerifyError>>(
         &self,
         mut f: impl FnMut(StoredRecordExport) -> Result<(), E>,
@@ -87,8 +88,9 @@ impl Ledger {
         let tx =
             conn.transaction().map_err(|e| E::from(VerifyError::from(sql_err(self.path())(e))))?;
         verify_visiting(&tx, self.path(), Format::V2, &mut |_, _| {}, &mut |raw, record| {
-            let exported = export(raw, record)
-                .map_err(|detail| E::from(VerifyError::BadRecord { turn_id: raw.id(), detail }))?;
+            let exported = export(raw, record).map_err(|detail| {
+                E::from(VerifyError::BadRecord { position: raw.position(), detail })
+            })?;
             f(exported)
         })
     }
@@ -121,7 +123,7 @@ fn export(raw: &RawRecord, record: &StoredRecord) -> Result<StoredRecordExport, 
     };
     let is_turn = raw.kind == Some(KIND_TURN);
     Ok(StoredRecordExport {
-        position: LedgerPosition::from_raw(record.id.raw()),
+        position: record.position,
         number,
         kind,
         namespace,

@@ -18,7 +18,8 @@ pub enum OpenMode {
     /// Create the file if absent; refuse a store that fails the open-time integrity check.
     ReadWrite,
     /// Inspect an existing store without writing: the open-time check is recorded (see
-    /// [`Ledger::open_problem`]) rather than refused, so `verify` can name what is wrong.
+    /// [`crate::EvidenceLedger::open_problem`]) rather than refused, so `verify` can name what
+    /// is wrong.
     Inspect,
 }
 
@@ -30,7 +31,7 @@ pub struct Ledger {
     mode: OpenMode,
     writer: Option<Mutex<Connection>>,
     readers: Mutex<Vec<Connection>>,
-    open_problem: Option<String>,
+    pub(crate) open_problem: Option<String>,
     /// Set by a write that failed with an I/O error (a failed fsync or write): whether it
     /// reached the disk is unknown, so no later write on this handle may act as if it did not
     /// happen. Cleared only by opening the ledger again.
@@ -131,12 +132,6 @@ impl Ledger {
     /// How the ledger was opened.
     pub fn mode(&self) -> OpenMode {
         self.mode
-    }
-
-    /// What the open-time check found wrong, for a ledger opened with [`OpenMode::Inspect`]
-    /// (a ledger opened read-write is refused instead).
-    pub fn open_problem(&self) -> Option<&str> {
-        self.open_problem.as_deref()
     }
 
     /// Runs `f` on a reader connection from the pool.

@@ -1,10 +1,11 @@
 //! Append-only, hash-chained evidence ledger on embedded SQLite.
 //!
 //! The ledger is EviCortex's only source of truth: every conversation turn, verbatim, in one
-//! SQLite file opened in WAL mode with `synchronous=FULL`. [`Ledger::append`] writes a batch
-//! atomically and durably; every record carries the BLAKE3 digest of a canonical encoding and a
-//! chain hash linking it to its predecessor, so [`Ledger::verify`] proves nothing was altered,
-//! reordered or lost. [`Ledger::erase`] removes texts physically while the chain still verifies,
+//! SQLite file opened in WAL mode with `synchronous=FULL`. [`EvidenceLedger::append`] writes a
+//! batch atomically and durably; every record carries the BLAKE3 digest of a canonical encoding
+//! and a chain hash linking it to its predecessor, so [`EvidenceLedger::verify`] proves nothing
+//! was altered, reordered or lost. [`EvidenceLedger::erase`] removes texts physically while the
+//! chain still verifies,
 //! and what an erased record keeps confirms no guessed text (its content digest is salted, and
 //! the salt is erased with the text). Reads serve only records that match their digests.
 //! [`Ledger::migrate`] upgrades a ledger of an older format version. Store files are private to
@@ -12,7 +13,7 @@
 //!
 //! ```
 //! use evicortex_core::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
-//! use evicortex_ledger::Ledger;
+//! use evicortex_ledger::{EvidenceLedger, Ledger};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let ledger = Ledger::open(&dir.path().join("ledger.sqlite")).unwrap();
@@ -38,6 +39,7 @@ mod append;
 mod canonical_json;
 mod erase;
 mod error;
+mod evidence_ledger;
 mod export;
 mod hash_chain;
 mod ledger;
@@ -46,8 +48,27 @@ mod position;
 mod private_files;
 mod read;
 mod record;
+mod row;
 mod store;
+mod table;
 mod verify;
+
+/// What another store of the ledger implements ([`storage::RecordTable`]: the records table
+/// inside one transaction) and the logic written once over it: appending, erasing, the check of
+/// the head every write builds on, reading a row back checked, and verifying the whole chain.
+/// The embedded ledger is one such store; `evicortex-postgres` is another.
+pub mod storage {
+    pub use crate::{
+        append::{append_group_in, canonical_metas, check_append_in},
+        erase::erase_in,
+        row::{
+            ChainedRow, Corrupt, KIND_REDACTION, KIND_TURN, RECORD_COLUMN_NAMES, RawRecord,
+            StoredBody, StoredRecord, stored_head,
+        },
+        table::{Head, NewRedaction, NewTurn, RecordTable, TurnKey, check_last_record},
+        verify::ChainCheck,
+    };
+}
 
 pub use crate::{
     append::{AppendOutcome, AppendReceipt, AppendStatus, validate_turn},
@@ -57,6 +78,7 @@ pub use crate::{
         AppendError, ConflictingRecord, EraseError, MigrateError, OpenError, ReadError,
         StorageError, VerifyError,
     },
+    evidence_ledger::{EvidenceLedger, EvidenceScan, ScanEvidence, ScanOrder},
     export::{StoredRecordExport, StoredRecordKind},
     hash_chain::ChainHash,
     ledger::{Ledger, OpenMode},

@@ -17,9 +17,12 @@ use evicortex_core::{EvidenceDigest, TurnId};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
 
 use crate::{
-    ChainHash, FORMAT_VERSION, MigrateError, OpenError, StorageError, private_files,
+    ChainHash, FORMAT_VERSION, LedgerPosition, MigrateError, OpenError, StorageError,
+    private_files,
     record::{ContentSalt, Format, migrated_erased_content, redaction_digest_in},
-    store::{self, APPLICATION_ID, RECORD_COLUMNS, RawRecord, StoredBody, sql_err},
+    row::{RawRecord, StoredBody},
+    store::{self, APPLICATION_ID, RECORD_COLUMNS, sql_err},
+    table::Head,
     verify::verify_on,
 };
 
@@ -101,8 +104,7 @@ impl crate::Ledger {
             [FORMAT_VERSION.to_string()],
         )
         .map_err(&sql)?;
-        let last = v1.head.map(|position| TurnId::from_raw(position.raw()));
-        store::write_head(&tx, store::Head { last, chain: chain_head }).map_err(&sql)?;
+        store::write_head(&tx, Head { last: v1.head, chain: chain_head }).map_err(&sql)?;
         tx.execute(
             "INSERT INTO ledger_meta (key, value) VALUES ('migrated_from_v1_chain_head', ?1)",
             [v1.chain_head.to_hex()],
@@ -189,7 +191,7 @@ fn rewrite(tx: &Connection, path: &Path) -> Result<(u64, u64, ChainHash), Migrat
     let sql = sql_err(path);
     let mut chain = ChainHash::GENESIS;
     // Erased turns waiting for their redaction: redaction seq -> (seq -> new digest).
-    let mut pending: HashMap<TurnId, HashMap<TurnId, EvidenceDigest>> = HashMap::new();
+    let mut pending: HashMap<LedgerPosition, HashMap<TurnId, EvidenceDigest>> = HashMap::new();
     let (mut records, mut erased_turns, mut after) = (0u64, 0u64, 0i64);
     let mut update = tx
         .prepare(
@@ -204,7 +206,7 @@ fn rewrite(tx: &Connection, path: &Path) -> Result<(u64, u64, ChainHash), Migrat
                     "SELECT {RECORD_COLUMNS} FROM records WHERE seq > ?1 ORDER BY seq LIMIT ?2"
                 ))
                 .map_err(&sql)?;
-            stmt.query_map([after, BATCH], RawRecord::from_row)
+            stmt.query_map([after, BATCH], store::raw_record)
                 .map_err(&sql)?
                 .collect::<Result<_, _>>()
                 .map_err(&sql)?
@@ -212,16 +214,16 @@ fn rewrite(tx: &Connection, path: &Path) -> Result<(u64, u64, ChainHash), Migrat
         let Some(last) = batch.last() else { break };
         after = last.seq;
         for mut raw in batch {
-            let id = raw.id();
+            let id = raw.seq_id();
             let corrupt = |detail: String| MigrateError::Internal {
                 path: path.to_owned(),
                 detail: format!("record {id} after verification: {detail}"),
             };
-            let record = raw.decode(Format::V1).map_err(|c| corrupt(c.detail))?;
+            let record = raw.decode_in(Format::V1).map_err(|c| corrupt(c.detail))?;
             let digest = match record.body {
                 StoredBody::Turn(_) => {
                     raw.salt = Some(random_salt(path)?.as_bytes().to_vec());
-                    raw.recompute_turn_digest(Format::V2).map_err(|c| corrupt(c.detail))?
+                    raw.recompute_turn_digest().map_err(|c| corrupt(c.detail))?
                 }
                 StoredBody::ErasedTurn { erased_by } => {
                     erased_turns += 1;
@@ -235,13 +237,12 @@ fn rewrite(tx: &Connection, path: &Path) -> Result<(u64, u64, ChainHash), Migrat
                     // Salted with a salt nobody keeps.
                     let content = migrated_erased_content(&random_salt(path)?, &v1_content);
                     raw.content_digest = Some(content.to_vec());
-                    let digest =
-                        raw.recompute_turn_digest(Format::V2).map_err(|c| corrupt(c.detail))?;
+                    let digest = raw.recompute_turn_digest().map_err(|c| corrupt(c.detail))?;
                     pending.entry(erased_by).or_default().insert(id, digest);
                     digest
                 }
                 StoredBody::Redaction { target, erased } => {
-                    let mut waiting = pending.remove(&id).unwrap_or_default();
+                    let mut waiting = pending.remove(&raw.position()).unwrap_or_default();
                     let listed = erased
                         .iter()
                         .map(|id| waiting.remove(id).map(|d| (*id, d)))

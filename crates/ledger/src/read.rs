@@ -1,14 +1,17 @@
-//! Reading back: the evidence of a namespace, every record in order, statistics.
+//! The embedded ledger as an [`EvidenceLedger`], and its reads: the evidence of a namespace,
+//! heads, where erasures are, statistics.
 
-use evicortex_core::{Evidence, Namespace, TurnId};
+use std::{ops::ControlFlow, path::Path};
+
+use evicortex_core::{Evidence, Namespace, Turn, TurnId};
 use rusqlite::params;
 
 use crate::{
-    ChainHash, FORMAT_VERSION, Ledger, LedgerPosition, ReadError, StorageError,
-    record::Format,
-    store::{
-        self, KIND_REDACTION, KIND_TURN, PREV_CHAIN, RECORD_COLUMNS, RawRecord, StoredBody, sql_err,
-    },
+    AppendError, AppendReceipt, ChainHash, EraseError, EraseReceipt, EraseTarget, EvidenceLedger,
+    EvidenceScan, FORMAT_VERSION, Ledger, LedgerPosition, ReadError, ScanOrder, StorageError,
+    VerifyError, VerifyReport,
+    row::{KIND_REDACTION, KIND_TURN, stored_head},
+    store::{self, PREV_CHAIN, RECORD_COLUMNS, sql_err},
 };
 
 /// Counts over the whole ledger.
@@ -36,96 +39,72 @@ pub struct LedgerStats {
     pub bytes_on_disk: u64,
 }
 
-impl Ledger {
-    /// The live turns of `namespace`, in ledger order.
-    pub fn evidence(&self, namespace: &Namespace) -> Result<Vec<Evidence>, ReadError> {
-        let mut out = Vec::new();
-        self.for_each_evidence(namespace, None, |e| {
-            out.push(e);
-            Ok::<(), ReadError>(())
-        })?;
-        Ok(out)
+/// The embedded ledger as every store of the ledger is used: writes on its writer connection,
+/// reads on pooled reader connections of their own.
+impl EvidenceLedger for Ledger {
+    fn location(&self) -> &Path {
+        self.path()
     }
 
-    /// Calls `f` with every live turn of `namespace` numbered after `after` (if given), in
-    /// ledger order. Reads one consistent snapshot. Returns how many were seen.
-    ///
-    /// Every turn is checked against its digest and its chain link to the record before it
-    /// before `f` sees it: a record altered behind the ledger's back is a
-    /// [`ReadError::Corrupted`] naming it, never served.
-    pub fn for_each_evidence<E: From<ReadError>>(
-        &self,
-        namespace: &Namespace,
-        after: Option<TurnId>,
-        mut f: impl FnMut(Evidence) -> Result<(), E>,
-    ) -> Result<u64, E> {
-        let after = after.map_or(0, |a| a.raw() as i64);
-        // Numbers grow with positions within a namespace, so the (namespace, number) index
-        // serves both the filter and the order: a namespace's new turns cost what they are.
-        let selection = "namespace = ?1 AND number > ?2 ORDER BY number";
-        self.scan_evidence(Some(namespace), selection, after, |_, e| f(e))
+    fn open_problem(&self) -> Option<&str> {
+        self.open_problem.as_deref()
     }
 
-    /// Calls `f` with every live turn (of `namespace` if given, else of every namespace)
-    /// recorded after ledger position `after` (if given), with its position, in ledger order;
-    /// checked as [`Ledger::for_each_evidence`] checks. For watermarks across namespaces.
-    pub fn for_each_evidence_since<E: From<ReadError>>(
+    fn append_group(
         &self,
-        namespace: Option<&Namespace>,
-        after: Option<LedgerPosition>,
-        f: impl FnMut(LedgerPosition, Evidence) -> Result<(), E>,
-    ) -> Result<u64, E> {
-        let after = after.map_or(0, |a| a.raw() as i64);
-        let selection = "(?1 IS NULL OR namespace = ?1) AND seq > ?2 ORDER BY seq";
-        self.scan_evidence(namespace, selection, after, f)
+        batches: &[&[Turn]],
+    ) -> Result<Vec<Result<AppendReceipt, AppendError>>, AppendError> {
+        crate::append::append_group(self, batches)
     }
 
-    fn scan_evidence<E: From<ReadError>>(
+    fn check_append(&self, turns: &[Turn]) -> Result<usize, AppendError> {
+        crate::append::check_append(self, turns)
+    }
+
+    fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
+        crate::erase::erase(self, target)
+    }
+
+    fn verify_with_progress(
         &self,
-        namespace: Option<&Namespace>,
-        selection: &str,
-        after: i64,
-        mut f: impl FnMut(LedgerPosition, Evidence) -> Result<(), E>,
-    ) -> Result<u64, E> {
-        let conn = self.reader().map_err(|e| E::from(ReadError::from(e)))?;
-        {
-            let path = self.path();
-            let sql = |e| E::from(ReadError::from(sql_err(path)(e)));
-            let query = format!(
-                "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records WHERE kind = {KIND_TURN} \
-                 AND erased_by IS NULL AND {selection}"
-            );
-            let tx = conn.unchecked_transaction().map_err(sql)?;
-            let mut stmt = tx.prepare(&query).map_err(sql)?;
-            let mut rows =
-                stmt.query(params![namespace.map(Namespace::as_str), after]).map_err(sql)?;
-            let mut n = 0;
-            while let Some(row) = rows.next().map_err(sql)? {
-                let raw = RawRecord::from_row(row).map_err(sql)?;
-                let prev_chain =
-                    store::prev_chain_at(row, store::AFTER_RECORD_COLUMNS).map_err(sql)?;
-                let corrupted = |c: store::Corrupt| {
-                    E::from(ReadError::Corrupted { turn_id: c.turn_id, detail: c.detail })
-                };
-                let record = raw.decode(Format::V2).map_err(corrupted)?;
-                raw.check_turn(&record, prev_chain.as_deref()).map_err(corrupted)?;
-                let number = raw.number().map_err(corrupted)?;
-                let StoredBody::Turn(turn) = record.body else {
-                    return Err(E::from(ReadError::Corrupted {
-                        turn_id: record.id,
-                        detail: "a live turn row did not decode as a turn".to_owned(),
-                    }));
-                };
-                let position = LedgerPosition::from_raw(record.id.raw());
-                f(position, Evidence { id: number, digest: record.digest, turn })?;
-                n += 1;
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<VerifyReport, VerifyError> {
+        crate::verify::verify_with_progress(self, progress)
+    }
+
+    fn scan_evidence(
+        &self,
+        scan: EvidenceScan<'_>,
+        visit: &mut dyn FnMut(LedgerPosition, Evidence) -> ControlFlow<()>,
+    ) -> Result<u64, ReadError> {
+        let (namespace, order, after) = scan.bounds();
+        let selection = match order {
+            ScanOrder::Number => "namespace = ?1 AND number > ?2 ORDER BY number",
+            ScanOrder::Position => "(?1 IS NULL OR namespace = ?1) AND seq > ?2 ORDER BY seq",
+        };
+        let conn = self.reader()?;
+        let sql = sql_err(self.path());
+        let query = format!(
+            "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records WHERE kind = {KIND_TURN} \
+             AND erased_by IS NULL AND {selection}"
+        );
+        let tx = conn.unchecked_transaction().map_err(&sql)?;
+        let mut stmt = tx.prepare(&query).map_err(&sql)?;
+        let mut rows =
+            stmt.query(params![namespace.map(Namespace::as_str), after]).map_err(&sql)?;
+        let mut n = 0;
+        while let Some(row) = rows.next().map_err(&sql)? {
+            let (position, evidence) = store::chained_row(row).map_err(&sql)?.checked_evidence()?;
+            if visit(position, evidence).is_break() {
+                break;
             }
-            Ok(n)
+            n += 1;
         }
+        Ok(n)
     }
 
     /// The last record's position, if any.
-    pub fn head(&self) -> Result<Option<LedgerPosition>, ReadError> {
+    fn head(&self) -> Result<Option<LedgerPosition>, ReadError> {
         self.with_reader(|conn| {
             let last = store::last_record(conn).map_err(sql_err(self.path()))?;
             Ok(last.map(|(seq, _)| LedgerPosition::from_raw(seq as u64)))
@@ -133,7 +112,7 @@ impl Ledger {
     }
 
     /// The number of the last record (turn or redaction) of `namespace`, if any.
-    pub fn namespace_head(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
+    fn namespace_head(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
         self.with_reader(|conn| {
             let last: Option<i64> = conn
                 .query_row(
@@ -149,7 +128,7 @@ impl Ledger {
     /// Whether any erasure was recorded after ledger position `after` (`None`: ever). Reads only
     /// the records after it, so derived data can tell "appends only since I was built" from
     /// "rebuild" at the cost of what is new.
-    pub fn erased_after(&self, after: Option<LedgerPosition>) -> Result<bool, ReadError> {
+    fn erased_after(&self, after: Option<LedgerPosition>) -> Result<bool, ReadError> {
         self.with_reader(|conn| {
             let after = after.map_or(0, |id| id.raw() as i64);
             let erased = conn
@@ -168,7 +147,7 @@ impl Ledger {
     /// The number of the redaction record of the latest erasure in `namespace` (`None`: none
     /// ever erased anything there). Derived data covering the namespace only up to a number
     /// below it may hold erased turns.
-    pub fn last_erasure(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
+    fn last_erasure(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
         self.with_reader(|conn| {
             let last: Option<i64> = conn
                 .query_row(
@@ -185,7 +164,7 @@ impl Ledger {
     }
 
     /// The namespaces with at least one live turn, sorted.
-    pub fn namespaces(&self) -> Result<Vec<Namespace>, ReadError> {
+    fn namespaces(&self) -> Result<Vec<Namespace>, ReadError> {
         self.with_reader(|conn| {
             let sql = sql_err(self.path());
             let mut stmt = conn
@@ -203,7 +182,7 @@ impl Ledger {
                 .iter()
                 .map(|n| {
                     Namespace::new(n).map_err(|e| ReadError::Corrupted {
-                        turn_id: TurnId::from_raw(0),
+                        position: LedgerPosition::from_raw(0),
                         detail: format!("stored namespace {n:?}: {e}"),
                     })
                 })
@@ -212,7 +191,7 @@ impl Ledger {
     }
 
     /// Counts over the whole ledger, from one snapshot.
-    pub fn stats(&self) -> Result<LedgerStats, ReadError> {
+    fn stats(&self) -> Result<LedgerStats, ReadError> {
         self.with_reader(|conn| {
             let sql = sql_err(self.path());
             let tx = conn.unchecked_transaction().map_err(&sql)?;
@@ -233,18 +212,7 @@ impl Ledger {
                 count(&format!("SELECT count(*) FROM records WHERE kind = {KIND_REDACTION}"))?;
             let records = count("SELECT count(*) FROM records")?;
             let last = store::last_record(&tx).map_err(&sql)?;
-            let (head, chain_head) = match last {
-                Some((seq, chain)) => (
-                    Some(LedgerPosition::from_raw(seq as u64)),
-                    <[u8; 32]>::try_from(chain.as_slice()).map(ChainHash::from_bytes).map_err(
-                        |_| ReadError::Corrupted {
-                            turn_id: TurnId::from_raw(seq as u64),
-                            detail: "column chain is not 32 bytes".to_owned(),
-                        },
-                    )?,
-                ),
-                None => (None, ChainHash::GENESIS),
-            };
+            let (head, chain_head) = stored_head(last)?;
             drop(tx);
             Ok(LedgerStats {
                 turns,
@@ -260,7 +228,9 @@ impl Ledger {
             })
         })
     }
+}
 
+impl Ledger {
     /// Bytes of the ledger file and its `-wal` and `-shm` companions.
     pub fn bytes_on_disk(&self) -> Result<u64, StorageError> {
         let mut total = 0;

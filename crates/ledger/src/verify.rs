@@ -11,10 +11,12 @@ use rusqlite::Connection;
 use crate::{
     ChainHash, Ledger, LedgerPosition, VerifyError,
     record::{Format, redaction_digest_in},
-    store::{self, RECORD_COLUMNS, RawRecord, StoredBody, StoredRecord, sql_err},
+    row::{RawRecord, StoredBody, StoredRecord},
+    store::{self, RECORD_COLUMNS, sql_err},
+    table::Head,
 };
 
-/// What a successful [`Ledger::verify`] checked.
+/// What a successful verify checked.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct VerifyReport {
     /// Records checked (turns, erased turns, redactions).
@@ -34,26 +36,18 @@ pub struct VerifyReport {
 /// How often the progress callback is called, in records.
 const PROGRESS_EVERY: u64 = 4096;
 
-impl Ledger {
-    /// Recomputes every record's digest and the whole chain, checks every redaction against the
-    /// records it erased and the recorded head against the last record. Names the first bad
-    /// record.
-    pub fn verify(&self) -> Result<VerifyReport, VerifyError> {
-        self.verify_with_progress(&mut |_, _| {})
-    }
-
-    /// [`Ledger::verify`], calling `progress(done, total)` every few thousand records.
-    pub fn verify_with_progress(
-        &self,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<VerifyReport, VerifyError> {
-        let mut conn = self.reader()?;
-        let tx = conn.transaction().map_err(sql_err(self.path()))?;
-        verify_on(&tx, self.path(), Format::V2, progress)
-    }
+/// [`crate::EvidenceLedger::verify_with_progress`] on the embedded ledger, on a reader's
+/// snapshot.
+pub(crate) fn verify_with_progress(
+    ledger: &Ledger,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<VerifyReport, VerifyError> {
+    let mut conn = ledger.reader()?;
+    let tx = conn.transaction().map_err(sql_err(ledger.path()))?;
+    verify_on(&tx, ledger.path(), Format::V2, progress)
 }
 
-/// [`Ledger::verify`] on `conn` (inside a transaction, for one snapshot), for a ledger of
+/// The verify of the ledger at `path` on `conn` (inside a transaction, for one snapshot), for a ledger of
 /// `format`.
 pub(crate) fn verify_on(
     tx: &Connection,
@@ -95,44 +89,84 @@ pub(crate) fn verify_visiting<E: From<VerifyError>>(
     let total: i64 =
         tx.query_row("SELECT count(*) FROM records", [], |r| r.get(0)).map_err(&sql)?;
     let total = total as u64;
-
     let mut stmt =
         tx.prepare(&format!("SELECT {RECORD_COLUMNS} FROM records ORDER BY seq")).map_err(&sql)?;
     let mut rows = stmt.query([]).map_err(&sql)?;
-    let mut report = VerifyReport {
-        records: 0,
-        turns: 0,
-        erased_turns: 0,
-        redactions: 0,
-        head: None,
-        chain_head: ChainHash::GENESIS,
-    };
-    // Erased records waiting for the redaction that names them: redaction seq -> records.
-    let mut pending: HashMap<TurnId, BTreeMap<TurnId, EvidenceDigest>> = HashMap::new();
-    let mut expected = TurnId::from_raw(1);
-    let mut last: Option<TurnId> = None;
-    // Record numbers count each namespace's records from 1, in ledger order; a version-1
-    // ledger has none yet.
-    let mut last_numbers: HashMap<String, i64> = HashMap::new();
+    let mut check = ChainCheck::in_format(format);
     while let Some(row) = rows.next().map_err(&sql)? {
-        let raw = RawRecord::from_row(row).map_err(&sql)?;
-        let id = raw.id();
-        let bad = |detail: String| VerifyError::BadRecord { turn_id: id, detail };
-        if id != expected {
-            return Err(if id > expected {
+        let raw = store::raw_record(row).map_err(&sql)?;
+        let record = check.next(&raw)?;
+        visit(&raw, &record)?;
+        if check.records().is_multiple_of(PROGRESS_EVERY) {
+            progress(check.records(), total);
+        }
+    }
+    let report = check.finish(&recorded)?;
+    progress(report.records, total);
+    Ok(report)
+}
+
+/// The check of a whole ledger, fed its records in position order by any store: every record
+/// decoded and its digest recomputed, the chain followed, positions running 1..n without gaps
+/// and each namespace's numbers 1..k, every redaction against the turns it erased, and at the
+/// end the recorded head against the last record. Names the first bad record.
+#[derive(Debug)]
+pub struct ChainCheck {
+    format: Format,
+    report: VerifyReport,
+    /// Erased records waiting for the redaction that names them: redaction -> records.
+    pending: HashMap<LedgerPosition, BTreeMap<TurnId, EvidenceDigest>>,
+    /// The last number of each namespace (a version-1 ledger has none yet).
+    last_numbers: HashMap<String, i64>,
+}
+
+impl Default for ChainCheck {
+    fn default() -> ChainCheck {
+        ChainCheck::in_format(Format::V2)
+    }
+}
+
+impl ChainCheck {
+    pub(crate) fn in_format(format: Format) -> ChainCheck {
+        ChainCheck {
+            format,
+            report: VerifyReport {
+                records: 0,
+                turns: 0,
+                erased_turns: 0,
+                redactions: 0,
+                head: None,
+                chain_head: ChainHash::GENESIS,
+            },
+            pending: HashMap::new(),
+            last_numbers: HashMap::new(),
+        }
+    }
+
+    /// Records checked so far.
+    pub fn records(&self) -> u64 {
+        self.report.records
+    }
+
+    /// Checks the next record; returns it decoded.
+    pub fn next(&mut self, raw: &RawRecord) -> Result<StoredRecord, VerifyError> {
+        let position = raw.position();
+        let bad = |detail: String| VerifyError::BadRecord { position, detail };
+        let expected = LedgerPosition::from_raw(self.report.records + 1);
+        if position != expected {
+            return Err(if position > expected {
                 VerifyError::BadRecord {
-                    turn_id: expected,
-                    detail: format!("record is missing (the next record is {id})"),
+                    position: expected,
+                    detail: format!("record is missing (the next record is #{})", position.raw()),
                 }
             } else {
-                bad(format!("out-of-order sequence number, expected {expected}"))
-            }
-            .into());
+                bad(format!("out-of-order sequence number, expected #{}", expected.raw()))
+            });
         }
-        let record = raw.decode(format).map_err(|c| bad(c.detail))?;
-        if format != Format::V1 {
+        let record = raw.decode_in(self.format).map_err(|c| bad(c.detail))?;
+        if self.format != Format::V1 {
             let namespace = raw.namespace.clone().unwrap_or_default();
-            let last = last_numbers.entry(namespace).or_insert(0);
+            let last = self.last_numbers.entry(namespace).or_insert(0);
             match raw.number {
                 Some(n) if n == *last + 1 => *last = n,
                 found => {
@@ -140,24 +174,23 @@ pub(crate) fn verify_visiting<E: From<VerifyError>>(
                         "record number {} where its namespace's next is {}",
                         found.map_or("(missing)".to_owned(), |n| n.to_string()),
                         *last + 1
-                    ))
-                    .into());
+                    )));
                 }
             }
         }
         let digest = match &record.body {
             StoredBody::Turn(_) => {
-                report.turns += 1;
-                raw.recompute_turn_digest(format).map_err(|c| bad(c.detail))?
+                self.report.turns += 1;
+                raw.recompute_turn_digest_in(self.format).map_err(|c| bad(c.detail))?
             }
             StoredBody::ErasedTurn { erased_by } => {
-                report.erased_turns += 1;
-                pending.entry(*erased_by).or_default().insert(id, record.digest);
-                raw.recompute_turn_digest(format).map_err(|c| bad(c.detail))?
+                self.report.erased_turns += 1;
+                self.pending.entry(*erased_by).or_default().insert(raw.seq_id(), record.digest);
+                raw.recompute_turn_digest_in(self.format).map_err(|c| bad(c.detail))?
             }
             StoredBody::Redaction { target, erased } => {
-                report.redactions += 1;
-                let waiting = pending.remove(&id).unwrap_or_default();
+                self.report.redactions += 1;
+                let waiting = self.pending.remove(&position).unwrap_or_default();
                 let mut listed: Vec<(TurnId, EvidenceDigest)> = Vec::with_capacity(erased.len());
                 for erased_id in erased {
                     match waiting.get(erased_id) {
@@ -165,61 +198,65 @@ pub(crate) fn verify_visiting<E: From<VerifyError>>(
                         None => {
                             return Err(bad(format!(
                                 "lists {erased_id} as erased, but that record is not an \
-                                     earlier turn erased by this redaction"
-                            ))
-                            .into());
+                                 earlier turn erased by this redaction"
+                            )));
                         }
                     }
                 }
                 if let Some((&stray, _)) = waiting.iter().find(|(w, _)| !erased.contains(w)) {
                     return Err(VerifyError::BadRecord {
-                        turn_id: stray,
-                        detail: format!("marked erased by {id}, which does not list it"),
-                    }
-                    .into());
+                        position: LedgerPosition::from_raw(stray.raw()),
+                        detail: format!(
+                            "marked erased by #{}, which does not list it",
+                            position.raw()
+                        ),
+                    });
                 }
-                redaction_digest_in(format, target, record.ingest_utc_micros, &listed)
+                redaction_digest_in(self.format, target, record.ingest_utc_micros, &listed)
             }
         };
         if digest != record.digest {
-            return Err(bad("digest mismatch: the record's content was altered".to_owned()).into());
+            return Err(bad("digest mismatch: the record's content was altered".to_owned()));
         }
-        let chain = report.chain_head.link(&digest);
+        let chain = self.report.chain_head.link(&digest);
         if chain != record.chain {
             return Err(bad(
                 "chain hash mismatch: records were altered, reordered or lost".to_owned()
-            )
-            .into());
+            ));
         }
-        visit(&raw, &record)?;
-        report.chain_head = chain;
-        last = Some(id);
-        report.records += 1;
-        expected = id.next();
-        if report.records.is_multiple_of(PROGRESS_EVERY) {
-            progress(report.records, total);
-        }
+        self.report.chain_head = chain;
+        self.report.head = Some(position);
+        self.report.records += 1;
+        Ok(record)
     }
-    if let Some(stray) = pending.values().flat_map(|m| m.keys()).min() {
-        return Err(VerifyError::BadRecord {
-            turn_id: *stray,
-            detail: "marked erased by a record that is not a redaction listing it".to_owned(),
+
+    /// The report over every record checked; an erased turn whose redaction never came, or a
+    /// `recorded` head that is not the last record's, is an error.
+    pub fn finish(self, recorded: &Head) -> Result<VerifyReport, VerifyError> {
+        let report = self.finish_records()?;
+        if recorded.last != report.head || recorded.chain != report.chain_head {
+            return Err(VerifyError::BadHead {
+                detail: format!(
+                    "metadata records head {} with chain {}, the records end at {} with chain {}",
+                    recorded.last.map_or("(empty)".to_owned(), |h| h.to_string()),
+                    recorded.chain,
+                    report.head.map_or("(empty)".to_owned(), |h| h.to_string()),
+                    report.chain_head,
+                ),
+            });
         }
-        .into());
+        Ok(report)
     }
-    report.head = last.map(|seq| LedgerPosition::from_raw(seq.raw()));
-    if recorded.last != last || recorded.chain != report.chain_head {
-        return Err(VerifyError::BadHead {
-            detail: format!(
-                "metadata records head {} with chain {}, the records end at {} with chain {}",
-                recorded.last.map_or("(empty)".to_owned(), |h| format!("position {}", h.raw())),
-                recorded.chain,
-                report.head.map_or("(empty)".to_owned(), |h| h.to_string()),
-                report.chain_head,
-            ),
+
+    /// The report over every record checked, for records no metadata describes (a copy being
+    /// made); an erased turn whose redaction never came is an error.
+    pub fn finish_records(self) -> Result<VerifyReport, VerifyError> {
+        if let Some(stray) = self.pending.values().flat_map(|m| m.keys()).min() {
+            return Err(VerifyError::BadRecord {
+                position: LedgerPosition::from_raw(stray.raw()),
+                detail: "marked erased by a record that is not a redaction listing it".to_owned(),
+            });
         }
-        .into());
+        Ok(self.report)
     }
-    progress(report.records, total);
-    Ok(report)
 }

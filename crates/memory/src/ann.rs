@@ -14,6 +14,7 @@
 //! files' lock across processes ([`crate::index_cache::IndexCache::lock_files`]), and never after
 //! an erasure of the namespace they missed; every erasure removes the namespace's files.
 
+use evicortex_ledger::EvidenceLedger;
 use std::{path::Path, time::Instant};
 
 use evicortex_core::{Namespace, TurnId};
@@ -23,10 +24,7 @@ use evicortex_vector::{
     remove_index_file,
 };
 
-use crate::{
-    CompileError, Memory, OpenError, index_cache::DenseIndex, index_files,
-    ledger_backend::LedgerBackend, memory::Dense,
-};
+use crate::{CompileError, Memory, OpenError, index_cache::DenseIndex, index_files, memory::Dense};
 
 /// The directory of the vector index files inside a store directory.
 pub const VECTOR_INDEX_DIR: &str = "vector-index";
@@ -249,7 +247,7 @@ pub(crate) fn remove_files(dir: &Path, namespace: &Namespace) -> Result<(), Inde
 /// Removes the index files that an erasure interrupted before its purge left behind: those of a
 /// namespace erased after the position they cover, and those that cannot be read; and the
 /// temporary files of writers killed before their rename.
-pub(crate) fn reconcile(dir: &Path, ledger: &LedgerBackend) -> Result<(), OpenError> {
+pub(crate) fn reconcile(dir: &Path, ledger: &dyn EvidenceLedger) -> Result<(), OpenError> {
     index_files::reconcile(dir, "hnsw", |path| match read_index_header(path) {
         Ok(header) => {
             let erased = ledger.last_erasure(&header.meta.namespace)?;

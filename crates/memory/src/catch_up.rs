@@ -15,7 +15,7 @@ use std::{
 
 use evicortex_core::{Namespace, TextDigest, TurnId};
 use evicortex_embed::{EmbeddingRole, EncoderIdentityDigest, Overlength, TextEmbedding};
-use evicortex_ledger::LedgerPosition;
+use evicortex_ledger::{LedgerPosition, ScanEvidence};
 
 use evicortex_compiler::turn_document;
 
@@ -300,7 +300,7 @@ impl Memory {
             Some(orphaned) if orphaned.is_empty() => Box::new(|_| true),
             Some(orphaned) => Box::new(move |t| !orphaned.contains(t)),
             None => {
-                let live: HashSet<TextDigest> = live_documents(&self.inner.ledger)?;
+                let live: HashSet<TextDigest> = live_documents(&*self.inner.ledger)?;
                 Box::new(move |t| live.contains(t))
             }
         };

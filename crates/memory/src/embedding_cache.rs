@@ -13,12 +13,12 @@ use std::{
     sync::Mutex,
 };
 
-use crate::ledger_backend::LedgerBackend;
 use evicortex_compiler::turn_document;
 use evicortex_core::{TextDigest, TurnId};
 use evicortex_embed::{
     EmbeddedWindow, EncoderIdentity, EncoderIdentityDigest, Overlength, TextEmbedding,
 };
+use evicortex_ledger::{EvidenceLedger, ScanEvidence};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
@@ -196,7 +196,7 @@ impl EmbeddingCache {
     /// last reconciliation: a crash between the ledger erasure and the purge, or a vector written
     /// by another process while this one erased, leaves such vectors behind. Purges do not move
     /// the mark, so the first open after any erasure reconciles once.
-    pub(crate) fn reconcile(&self, ledger: &LedgerBackend) -> Result<(), EmbeddingCacheError> {
+    pub(crate) fn reconcile(&self, ledger: &dyn EvidenceLedger) -> Result<(), EmbeddingCacheError> {
         let redactions = ledger.stats()?.redactions.to_string();
         let seen = self.meta("reconciled_redactions")?;
         if seen.as_deref() != Some(redactions.as_str()) {
@@ -209,7 +209,10 @@ impl EmbeddingCache {
     }
 
     /// Drops the vectors and refusals of every document no live turn holds, now.
-    pub(crate) fn retain_live(&self, ledger: &LedgerBackend) -> Result<(), EmbeddingCacheError> {
+    pub(crate) fn retain_live(
+        &self,
+        ledger: &dyn EvidenceLedger,
+    ) -> Result<(), EmbeddingCacheError> {
         let live = live_documents(ledger)?;
         self.retain_texts(&live)?;
         Ok(())
@@ -754,7 +757,9 @@ pub fn last_overlength(store: &Path) -> Result<Option<Overlength>, EmbeddingCach
 }
 
 /// The digests of every live turn's document ([`turn_document`], what the cache is keyed by).
-pub(crate) fn live_documents(ledger: &LedgerBackend) -> Result<HashSet<TextDigest>, ReadError> {
+pub(crate) fn live_documents(
+    ledger: &dyn EvidenceLedger,
+) -> Result<HashSet<TextDigest>, ReadError> {
     let mut live = HashSet::new();
     ledger.for_each_evidence_since(None, None, |_, e| {
         live.insert(TextDigest::of(&turn_document(&e.turn)));

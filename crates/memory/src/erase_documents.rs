@@ -7,15 +7,15 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::ledger_backend::LedgerBackend;
 use evicortex_compiler::turn_document;
 use evicortex_core::{TextDigest, TurnId};
+use evicortex_ledger::{EvidenceLedger, ScanEvidence};
 
 use crate::{EraseReceipt, EraseTarget, ReadError};
 
 /// The document digests of the live turns `target` matches, by record.
 pub(crate) fn target_documents(
-    ledger: &LedgerBackend,
+    ledger: &dyn EvidenceLedger,
     target: &EraseTarget,
 ) -> Result<HashMap<TurnId, TextDigest>, ReadError> {
     let mut out = HashMap::new();
@@ -46,7 +46,7 @@ pub(crate) fn target_documents(
 /// not decide it, since another turn's document can equal an erased text ("Alice: hi" said with
 /// no speaker name, and Alice's "hi").
 pub(crate) fn orphaned_documents(
-    ledger: &LedgerBackend,
+    ledger: &dyn EvidenceLedger,
     receipt: &EraseReceipt,
     before: &HashMap<TurnId, TextDigest>,
 ) -> Result<Option<Vec<TextDigest>>, ReadError> {

@@ -320,6 +320,7 @@ pub(crate) fn append_class(e: &AppendError) -> ErrorClass {
         | AppendError::ReadOnly { .. }
         | AppendError::ReadOnlyReplica { .. } => ErrorClass::BadInput,
         AppendError::Corrupted { .. } => ErrorClass::Integrity,
+        AppendError::NoRandomness { .. } => ErrorClass::Io,
         AppendError::Storage(s) => storage_class(s),
         _ => ErrorClass::Internal,
     }
@@ -355,11 +356,13 @@ fn ledger_erase_class(e: &evicortex_ledger::EraseError) -> ErrorClass {
     use evicortex_ledger::EraseError as L;
     match e {
         L::NotFound { .. }
-        | L::WrongNamespace { .. }
+        | L::NotATurn { .. }
         | L::ReadOnly { .. }
         | L::ReadOnlyReplica { .. } => ErrorClass::BadInput,
         L::Corrupted { .. } => ErrorClass::Integrity,
-        L::ScrubIncomplete { .. } => ErrorClass::Io,
+        // The server's settings would keep the erased texts: nothing was erased, and the
+        // operator changes the server, not the request.
+        L::ServerRetainsBytes { .. } | L::ScrubIncomplete { .. } => ErrorClass::Io,
         L::Storage(s) => storage_class(s),
         _ => ErrorClass::Internal,
     }
@@ -374,6 +377,7 @@ pub(crate) fn postgres_connect_class(e: &evicortex_postgres::ConnectError) -> Er
             ErrorClass::Io
         }
         C::Tls(e) => postgres_tls_class(e),
+        C::Storage(s) => storage_class(s),
         _ => ErrorClass::Internal,
     }
 }

@@ -18,7 +18,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use evicortex_core::Turn;
 use evicortex_ledger::AppendReceipt;
 
-use crate::{AppendError, ledger_backend::LedgerBackend};
+use evicortex_ledger::EvidenceLedger;
+
+use crate::AppendError;
 
 /// The queue of batches waiting for a commit.
 #[derive(Debug, Default)]
@@ -59,7 +61,7 @@ impl GroupCommit {
     /// of concurrent callers; returns when the batch is durable (or refused).
     pub(crate) fn append(
         &self,
-        ledger: &LedgerBackend,
+        ledger: &dyn EvidenceLedger,
         turns: &[Turn],
     ) -> Result<AppendReceipt, AppendError> {
         let slot = Arc::new(Slot::default());
@@ -83,7 +85,11 @@ impl GroupCommit {
     /// Commits everything queued (this caller's batch among it), answers every other caller of
     /// the group, hands the lead to the oldest batch queued meanwhile, and returns this caller's
     /// result.
-    fn lead(&self, ledger: &LedgerBackend, own: &Arc<Slot>) -> Result<AppendReceipt, AppendError> {
+    fn lead(
+        &self,
+        ledger: &dyn EvidenceLedger,
+        own: &Arc<Slot>,
+    ) -> Result<AppendReceipt, AppendError> {
         let group = std::mem::take(&mut self.lock().queue);
         let batches: Vec<&[Turn]> = group.iter().map(|(turns, _)| turns.as_slice()).collect();
         let results = commit(ledger, &batches);
@@ -143,7 +149,10 @@ pub struct GroupCommitStats {
 
 /// Commits `batches` in one transaction. When that transaction fails as a whole (storage), each
 /// batch is retried alone, so that every caller gets the error of its own append.
-fn commit(ledger: &LedgerBackend, batches: &[&[Turn]]) -> Vec<Result<AppendReceipt, AppendError>> {
+fn commit(
+    ledger: &dyn EvidenceLedger,
+    batches: &[&[Turn]],
+) -> Vec<Result<AppendReceipt, AppendError>> {
     match ledger.append_group(batches) {
         Ok(results) => results,
         Err(_) if batches.len() > 1 => batches.iter().map(|turns| ledger.append(turns)).collect(),

@@ -10,6 +10,7 @@
 //! derived data and the index files' lock across processes, never after an erasure it missed,
 //! and every erasure of the namespace removes it.
 
+use evicortex_ledger::EvidenceLedger;
 use std::{
     io::{BufReader, Read},
     path::{Path, PathBuf},
@@ -26,7 +27,6 @@ use crate::{
     CompileError, Memory, OpenError,
     index_cache::{BM25, NamespaceIndexes, cached_analyzer},
     index_files,
-    ledger_backend::LedgerBackend,
 };
 
 /// The directory of the lexical index files inside a store directory.
@@ -273,7 +273,7 @@ fn array<const N: usize>(input: &mut impl Read) -> std::io::Result<[u8; N]> {
 /// Removes what an erasure interrupted before its purge left behind: files of a namespace
 /// erased after the record they cover, files that cannot be read, and the temporary files of
 /// writers killed before their rename.
-pub(crate) fn reconcile(dir: &Path, ledger: &LedgerBackend) -> Result<(), OpenError> {
+pub(crate) fn reconcile(dir: &Path, ledger: &dyn EvidenceLedger) -> Result<(), OpenError> {
     let io = |path: &Path, source| OpenError::IndexFile {
         source: IndexFileError::Io { path: path.to_owned(), source },
     };

@@ -61,7 +61,6 @@ mod group_commit;
 mod index_cache;
 mod index_files;
 mod jsonl;
-mod ledger_backend;
 mod lexical_file;
 mod memory;
 mod migrate;

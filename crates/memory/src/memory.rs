@@ -11,7 +11,7 @@ use std::{
 use evicortex_compiler::Reranker;
 use evicortex_core::{Evidence, Namespace, TextDigest, Turn, TurnId};
 use evicortex_embed::Encoder;
-use evicortex_ledger::{Ledger, LedgerPosition, OpenMode};
+use evicortex_ledger::{EvidenceLedger, Ledger, LedgerPosition, OpenMode, ScanEvidence};
 use evicortex_postgres::PgLedger;
 
 use crate::{
@@ -25,7 +25,6 @@ use crate::{
     export::export_line,
     group_commit::{GroupCommit, GroupCommitStats},
     index_cache::{DEFAULT_INDEX_CACHE_BYTES, IndexCache},
-    ledger_backend::LedgerBackend,
     pg_dense::PgDense,
     store_location::{StoreLocation, claim_derived_dir},
     token_precount::Precounts,
@@ -50,7 +49,7 @@ pub struct Memory {
 pub(crate) struct Inner {
     /// Where the derived files are: the store directory, or a PostgreSQL store's derived one.
     pub(crate) dir: PathBuf,
-    pub(crate) ledger: LedgerBackend,
+    pub(crate) ledger: Box<dyn EvidenceLedger>,
     /// The encoder and the cache its vectors live in; `None` for lexical-only use.
     pub(crate) dense: Option<Dense>,
     /// Further encoders whose dense lists compile fuses beside `dense`'s, in the same cache.
@@ -106,7 +105,7 @@ impl std::fmt::Debug for TestHook {
 /// for further connections) when it is a database.
 struct OpenedLedger {
     dir: PathBuf,
-    ledger: LedgerBackend,
+    ledger: Box<dyn EvidenceLedger>,
     url: Option<String>,
 }
 
@@ -295,7 +294,7 @@ impl MemoryBuilder {
         let OpenedLedger { dir, ledger, url } = self.open_ledger(OpenMode::ReadWrite)?;
         let cache = if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() {
             let cache = EmbeddingCache::open(&dir)?;
-            cache.reconcile(&ledger)?;
+            cache.reconcile(&*ledger)?;
             Some(Arc::new(cache))
         } else {
             None
@@ -322,8 +321,8 @@ impl MemoryBuilder {
             Some(url) => PgDense::connect_existing(url)?.map(Arc::new),
             None => None,
         };
-        crate::ann::reconcile(&dir.join(crate::VECTOR_INDEX_DIR), &ledger)?;
-        crate::lexical_file::reconcile(&dir.join(crate::LEXICAL_INDEX_DIR), &ledger)?;
+        crate::ann::reconcile(&dir.join(crate::VECTOR_INDEX_DIR), &*ledger)?;
+        crate::lexical_file::reconcile(&dir.join(crate::LEXICAL_INDEX_DIR), &*ledger)?;
         let ann = self.ann.unwrap_or_else(|| {
             url.is_none().then(|| crate::AnnSettings::sketch_from(crate::DEFAULT_SKETCH_FROM))
         });
@@ -415,16 +414,12 @@ impl MemoryBuilder {
                         .map_err(|source| OpenError::CreateDir { path: dir.clone(), source })?;
                 }
                 let ledger = Ledger::open_with(&dir.join(LEDGER_FILE), mode)?;
-                Ok(OpenedLedger { dir, ledger: LedgerBackend::Embedded(ledger), url: None })
+                Ok(OpenedLedger { dir, ledger: Box::new(ledger), url: None })
             }
             StoreLocation::Postgres { url, derived } => {
                 let ledger = PgLedger::connect(&url)?;
                 claim_derived_dir(&derived, &url)?;
-                Ok(OpenedLedger {
-                    dir: derived,
-                    ledger: LedgerBackend::Postgres(ledger),
-                    url: Some(url),
-                })
+                Ok(OpenedLedger { dir: derived, ledger: Box::new(ledger), url: Some(url) })
             }
         }
     }
@@ -497,7 +492,7 @@ impl Memory {
 
     /// The ledger file; for a PostgreSQL store, its connection string without the password.
     pub fn ledger_path(&self) -> &Path {
-        self.inner.ledger.path()
+        self.inner.ledger.location()
     }
 
     /// The reranker compile uses when its configuration turns reranking on, if any.
@@ -538,7 +533,7 @@ impl Memory {
         match self.inner.ledger.open_problem() {
             None => Ok(()),
             Some(detail) => Err(OpenError::Ledger(evicortex_ledger::OpenError::Corrupted {
-                path: self.inner.ledger.path().to_owned(),
+                path: self.inner.ledger.location().to_owned(),
                 detail: detail.to_owned(),
             })),
         }
@@ -557,7 +552,7 @@ impl Memory {
     /// [`Memory::catch_up`] or the background embedder (content-addressed: a text already
     /// embedded is not embedded again).
     pub fn append(&self, turns: &[Turn]) -> Result<AppendReceipt, AppendError> {
-        let receipt = self.inner.appends.append(&self.inner.ledger, turns)?;
+        let receipt = self.inner.appends.append(&*self.inner.ledger, turns)?;
         if let Some(embedder) = self.inner.embedder.get() {
             embedder.notify();
         }
@@ -597,13 +592,13 @@ impl Memory {
     /// documents (`<speaker>: <text>`, what vectors are computed from) no live turn holds.
     pub fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
         let mut writes = self.lock_writes();
-        let before = target_documents(&self.inner.ledger, target).map_err(EraseError::Read)?;
+        let before = target_documents(&*self.inner.ledger, target).map_err(EraseError::Read)?;
         let mut receipt = self.inner.ledger.erase(target)?;
         let committed = |e: ReadError| {
             EraseError::Derived(DerivedStoreError::new("turn documents", read_class(&e), e))
         };
         let documents =
-            orphaned_documents(&self.inner.ledger, &receipt, &before).map_err(committed)?;
+            orphaned_documents(&*self.inner.ledger, &receipt, &before).map_err(committed)?;
         let unknown = documents.is_none();
         receipt.orphaned_texts.extend(documents.into_iter().flatten());
         receipt.orphaned_texts.sort();
@@ -616,7 +611,7 @@ impl Memory {
         if unknown && let Some(cache) = &self.inner.cache {
             // A turn appended during the erasure was erased with its document unread: keep only
             // the documents live turns hold.
-            cache.retain_live(&self.inner.ledger).map_err(|e| {
+            cache.retain_live(&*self.inner.ledger).map_err(|e| {
                 EraseError::Derived(DerivedStoreError::new("embedding cache", e.class(), e))
             })?;
         }

@@ -4,10 +4,11 @@
 
 use std::collections::HashMap;
 
+use evicortex_ledger::storage::{ChainedRow, NewTurn, TurnKey};
 use postgres::Transaction;
 
 use crate::{
-    record_row::{PREV_CHAIN, PREV_CHAIN_COLUMN, RECORD_COLUMNS, RawRecord},
+    record_row::{PREV_CHAIN, RECORD_COLUMNS, chained_row},
     schema::KIND_TURN,
 };
 
@@ -20,17 +21,11 @@ const ROWS_PER_STATEMENT: usize = 1_000;
 /// turns would pass it.
 const TEXT_BYTES_PER_STATEMENT: usize = 32 << 20;
 
-/// A turn's key: namespace, session, turn index.
-pub(crate) type TurnKey<'a> = (&'a str, &'a str, u32);
-
-/// A stored turn row and the chain hash of the record before it.
-pub(crate) type StoredTurn = (RawRecord, Option<Vec<u8>>);
-
 /// The stored turn rows whose keys are among `keys`, by key.
 pub(crate) fn stored_turns(
     tx: &mut Transaction<'_>,
     keys: &[TurnKey<'_>],
-) -> Result<HashMap<(String, String, i64), StoredTurn>, postgres::Error> {
+) -> Result<HashMap<(String, String, u32), ChainedRow>, postgres::Error> {
     let find = tx.prepare(&format!(
         "SELECT {RECORD_COLUMNS}, {PREV_CHAIN} FROM records \
          WHERE kind = {KIND_TURN} AND (namespace, session, turn) IN \
@@ -43,16 +38,16 @@ pub(crate) fn stored_turns(
         let sessions: Vec<&str> = chunk.iter().map(|k| k.1).collect();
         let turns: Vec<i64> = chunk.iter().map(|k| i64::from(k.2)).collect();
         for row in tx.query(&find, &[&namespaces, &sessions, &turns])? {
-            let raw = RawRecord::from_row(&row)?;
-            let prev_chain: Option<Vec<u8>> = row.try_get(PREV_CHAIN_COLUMN)?;
-            // The selection asks for these three columns, and the table's UNIQUE key holds
-            // at most one row per key.
+            let found = chained_row(&row)?;
+            // The selection asks for these three columns (the schema bounds `turn` to u32),
+            // and the table's UNIQUE key holds at most one row per key.
+            let raw = &found.raw;
             let key = (
-                raw.namespace.clone(),
+                raw.namespace.clone().unwrap_or_default(),
                 raw.session.clone().unwrap_or_default(),
-                raw.turn.unwrap_or_default(),
+                raw.turn.and_then(|t| u32::try_from(t).ok()).unwrap_or_default(),
             );
-            stored.insert(key, (raw, prev_chain));
+            stored.insert(key, found);
         }
     }
     Ok(stored)
@@ -77,21 +72,10 @@ pub(crate) struct NewRows<'a> {
     number: Vec<i64>,
 }
 
-/// One new turn record's columns (all but `kind` and the batch's ingest time).
-pub(crate) struct NewRow<'a> {
-    pub(crate) seq: i64,
-    pub(crate) turn: &'a evicortex_core::Turn,
-    pub(crate) meta: &'a str,
-    pub(crate) digest: Vec<u8>,
-    pub(crate) chain: Vec<u8>,
-    pub(crate) salt: Vec<u8>,
-    pub(crate) number: i64,
-}
-
 impl<'a> NewRows<'a> {
-    pub(crate) fn push(&mut self, row: NewRow<'a>) {
+    pub(crate) fn push(&mut self, row: &NewTurn<'a>) {
         let turn = row.turn;
-        self.seq.push(row.seq);
+        self.seq.push(row.position.raw() as i64);
         self.namespace.push(turn.namespace.as_str());
         self.session.push(turn.session.as_str());
         self.turn.push(i64::from(turn.turn.raw()));
@@ -101,10 +85,10 @@ impl<'a> NewRows<'a> {
         self.event_utc_us.push(turn.time.utc_micros());
         self.event_offset_s.push(turn.time.offset_seconds());
         self.meta.push(row.meta);
-        self.digest.push(row.digest);
-        self.chain.push(row.chain);
-        self.salt.push(row.salt);
-        self.number.push(row.number);
+        self.digest.push(row.digest.as_bytes().to_vec());
+        self.chain.push(row.chain.as_bytes().to_vec());
+        self.salt.push(row.salt.to_vec());
+        self.number.push(row.number.raw() as i64);
     }
 
     /// Inserts every pushed row in `tx`, stamped with `ingest_utc_us`, in statements of
@@ -181,7 +165,10 @@ impl<'a> NewRows<'a> {
 
 #[cfg(test)]
 mod tests {
-    use evicortex_core::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
+    use evicortex_core::{
+        EventTime, EvidenceDigest, Namespace, Role, SessionId, Turn, TurnId, TurnIndex,
+    };
+    use evicortex_ledger::{ChainHash, LedgerPosition};
 
     use super::*;
 
@@ -202,15 +189,14 @@ mod tests {
         let turns: Vec<Turn> = sizes.iter().enumerate().map(|(i, &n)| turn(i as u32, n)).collect();
         let mut rows = NewRows::default();
         for (i, t) in turns.iter().enumerate() {
-            let (digest, chain, salt) = (vec![0; 32], vec![0; 32], vec![0; 32]);
-            rows.push(NewRow {
-                seq: i as i64 + 1,
+            rows.push(&NewTurn {
+                position: LedgerPosition::from_raw(i as u64 + 1),
+                number: TurnId::from_raw(1),
                 turn: t,
                 meta: "{}",
-                digest,
-                chain,
-                salt,
-                number: 1,
+                digest: EvidenceDigest::from_bytes([0; 32]),
+                chain: ChainHash::GENESIS,
+                salt: [0; 32],
             });
         }
         rows.statements()

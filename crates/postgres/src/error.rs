@@ -1,8 +1,6 @@
-//! Errors, one enum per operation as in the embedded ledger. Corruption is always its own
-//! variant, apart from the database's failures; every corruption names the record's position.
-
-use evicortex_core::{Namespace, SessionId, TurnId, TurnIndex};
-use evicortex_ledger::{ConflictingRecord, LedgerPosition};
+//! The errors of connecting and of the server. A ledger operation fails with the ledger crate's
+//! enums (`evicortex_ledger::AppendError`, ...), a server failure inside one as its
+//! `StorageError::Database`.
 
 /// A failure reported by PostgreSQL or the connection to it, with the server it concerns
 /// (password removed) and what was being done.
@@ -104,188 +102,32 @@ pub enum ConnectError {
     /// The server failed while the schema was checked or created.
     #[error(transparent)]
     Database(#[from] DatabaseError),
+    /// The server failed while the head was checked.
+    #[error(transparent)]
+    Storage(#[from] evicortex_ledger::StorageError),
 }
 
-/// Why [`crate::PgLedger::append`] refused a batch. A refused batch changes nothing. The
-/// refusals are the embedded ledger's, with the same fields.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AppendError {
-    /// A turn of the batch cannot be stored faithfully.
-    #[error("turn {index} of the batch: {field} {reason}")]
-    InvalidTurn {
-        /// The position of the turn in the batch (0-based).
-        index: usize,
-        /// The offending field.
-        field: &'static str,
-        /// Why it was refused.
-        reason: String,
-    },
-    /// The same (namespace, session, turn) is already stored, or given twice in the batch, with
-    /// different content. Turns are immutable: never silently overwritten.
-    #[error(
-        "conflict: namespace {namespace} session \"{session}\" turn {turn} {existing} with a \
-         different {field}"
-    )]
-    Conflict {
-        /// The position of the incoming turn in the batch (0-based).
-        index: usize,
-        /// Its namespace.
-        namespace: Namespace,
-        /// Its session.
-        session: SessionId,
-        /// Its turn index.
-        turn: TurnIndex,
-        /// Where the other version is: a stored record or an earlier turn of the batch.
-        existing: ConflictingRecord,
-        /// The first field that differs.
-        field: &'static str,
-    },
-    /// The (namespace, session, turn) was stored and later erased; it cannot be stored again.
-    #[error(
-        "namespace {namespace} session \"{session}\" turn {turn} was erased (record {existing}); \
-         erased turns cannot be re-ingested"
-    )]
-    Erased {
-        /// The position of the incoming turn in the batch (0-based).
-        index: usize,
-        /// Its namespace.
-        namespace: Namespace,
-        /// Its session.
-        session: SessionId,
-        /// Its turn index.
-        turn: TurnIndex,
-        /// The erased record's number in its namespace.
-        existing: TurnId,
-    },
-    /// A stored record the append had to read is malformed.
-    #[error("ledger is corrupted at the record at {position}: {detail}")]
-    Corrupted {
-        /// The record's position in the ledger.
-        position: LedgerPosition,
-        /// What is wrong with it.
-        detail: String,
-    },
-    /// The handle is connected to a read replica (see [`crate::PgLedger::is_replica`]):
-    /// nothing was sent to the server.
-    #[error(
-        "the PostgreSQL ledger at {url} is a read replica (a hot standby): appends and erasures \
-         go to the primary; nothing was written"
-    )]
-    ReadOnlyReplica {
-        /// The connection string, without its password.
-        url: String,
-    },
-    /// The operating system's random source failed, so no content salt could be drawn;
-    /// nothing of the batch was stored.
-    #[error("drawing a random content salt: {detail}")]
-    NoRandomness {
-        /// The failure.
-        detail: String,
-    },
-    /// The server failed; nothing of the batch was stored.
-    #[error(transparent)]
-    Database(#[from] DatabaseError),
+/// A server failure as the ledger's storage failure: the same message, naming the server
+/// (password removed) and what was being done.
+impl From<DatabaseError> for evicortex_ledger::StorageError {
+    fn from(e: DatabaseError) -> evicortex_ledger::StorageError {
+        evicortex_ledger::StorageError::Database {
+            server: e.url,
+            op: e.op,
+            source: Box::new(e.source),
+        }
+    }
 }
 
-/// Why a read ([`crate::PgLedger::evidence`], [`crate::PgLedger::head`], ...) failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ReadError {
-    /// A stored record is malformed or does not match its digest or chain link; it was not
-    /// served.
-    #[error("ledger is corrupted at the record at {position}: {detail}")]
-    Corrupted {
-        /// The record's position in the ledger.
-        position: LedgerPosition,
-        /// What is wrong with it.
-        detail: String,
-    },
-    /// The server failed.
-    #[error(transparent)]
-    Database(#[from] DatabaseError),
+macro_rules! storage_failure_of {
+    ($($ledger_error:ident),*) => {$(
+        /// A server failure inside a ledger operation: its storage failure.
+        impl From<DatabaseError> for evicortex_ledger::$ledger_error {
+            fn from(e: DatabaseError) -> evicortex_ledger::$ledger_error {
+                evicortex_ledger::$ledger_error::Storage(e.into())
+            }
+        }
+    )*};
 }
 
-/// Why [`crate::PgLedger::verify`] failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum VerifyError {
-    /// The first record, in ledger order, that does not match its digest, its chain hash or its
-    /// neighbours.
-    #[error("the record at {position} is corrupted: {detail}")]
-    BadRecord {
-        /// The first bad record's position.
-        position: LedgerPosition,
-        /// What does not match.
-        detail: String,
-    },
-    /// The recorded head (`ledger_meta`) does not match the records.
-    #[error("ledger head is corrupted: {detail}")]
-    BadHead {
-        /// What does not match.
-        detail: String,
-    },
-    /// The server failed.
-    #[error(transparent)]
-    Database(#[from] DatabaseError),
-}
-
-/// Why [`crate::PgLedger::erase`] failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum EraseError {
-    /// Nothing in the ledger matches the target (it never existed).
-    #[error("nothing to erase: {target} matches no record")]
-    NotFound {
-        /// The target, described.
-        target: String,
-    },
-    /// The record of the namespace with this number is not a turn (it records an erasure).
-    #[error("record {turn_id} of namespace {namespace} is not a turn")]
-    NotATurn {
-        /// The record's number in its namespace.
-        turn_id: TurnId,
-        /// The namespace given.
-        namespace: Namespace,
-    },
-    /// A stored record is malformed.
-    #[error("ledger is corrupted at the record at {position}: {detail}")]
-    Corrupted {
-        /// The record's position in the ledger.
-        position: LedgerPosition,
-        /// What is wrong with it.
-        detail: String,
-    },
-    /// The server is configured to keep bytes an erasure must remove (old write-ahead log
-    /// segments, an archive, statement logs with parameters), so the erased texts would
-    /// outlive the erasure; nothing was erased.
-    #[error(
-        "refusing to erase: the server would keep the erased texts in its files: {}; \
-         nothing was erased",
-        problems.join("; ")
-    )]
-    ServerRetainsBytes {
-        /// Each setting at fault, with what to change.
-        problems: Vec<String>,
-    },
-    /// The handle is connected to a read replica (see [`crate::PgLedger::is_replica`]):
-    /// nothing was sent to the server.
-    #[error(
-        "the PostgreSQL ledger at {url} is a read replica (a hot standby): appends and erasures \
-         go to the primary; nothing was written"
-    )]
-    ReadOnlyReplica {
-        /// The connection string, without its password.
-        url: String,
-    },
-    /// The redaction is committed, but the old bytes could not yet be scrubbed from the
-    /// server's files. Erasing the same target again, or connecting again, retries the scrub.
-    #[error("erasure committed but the server's files could not be scrubbed: {detail}")]
-    ScrubIncomplete {
-        /// Why.
-        detail: String,
-    },
-    /// The server failed; nothing was erased.
-    #[error(transparent)]
-    Database(#[from] DatabaseError),
-}
+storage_failure_of!(AppendError, EraseError, ReadError, VerifyError);

@@ -1,14 +1,15 @@
 //! Copying an embedded ledger into an empty PostgreSQL ledger, record by record: the same
 //! positions, numbers, times, salts, digests, chain hashes and redactions.
 
-use evicortex_ledger::{ChainHash, Ledger, LedgerPosition, StoredRecordExport, VerifyReport};
+use evicortex_ledger::{
+    ChainHash, EvidenceLedger, Ledger, LedgerPosition, StoredRecordExport, VerifyReport,
+    storage::Head,
+};
 use postgres::{Transaction, types::ToSql};
 
 use crate::{
-    DatabaseError, PgLedger,
-    append::LOCK_RECORDS,
-    head::{self, Head},
-    import_check::ImportCheck,
+    DatabaseError, PgLedger, head, import_check::ImportCheck, record_row::raw_record,
+    table::LOCK_RECORDS,
 };
 
 /// Records inserted per statement: 20 parameters each stays far below PostgreSQL's 65535.
@@ -189,8 +190,7 @@ impl PgLedger {
             )
             .map_err(self.db("reading copied records back"))?;
         for (row, exported) in read_back.iter().zip(batch) {
-            let raw = crate::record_row::RawRecord::from_row(row)
-                .map_err(self.db("decoding copied records"))?;
+            let raw = raw_record(row).map_err(self.db("decoding copied records"))?;
             check
                 .record(&raw, exported)
                 .map_err(|detail| ImportError::Mismatch { position: exported.position, detail })?;

@@ -1,10 +1,20 @@
 //! The handle: a small pool of connections to the server (`client_pool.rs`).
 
+use std::{ops::ControlFlow, path::Path};
+
+use evicortex_core::{Evidence, Namespace, Turn, TurnId};
+use evicortex_ledger::{
+    AppendError, AppendReceipt, EraseError, EraseReceipt, EraseTarget, EvidenceLedger,
+    EvidenceScan, LedgerPosition, LedgerStats, ReadError, VerifyError, VerifyReport,
+    storage::check_last_record,
+};
+
 use crate::{
     ConnectError, DatabaseError,
     client_pool::{ClientGuard, ClientPool, Setup},
     connect::{ConnectFailure, connect},
-    erase, head, redact_password, schema,
+    head, redact_password, schema,
+    table::{PgTable, SCRUB_PENDING},
 };
 
 /// A ledger in a PostgreSQL database. `Send + Sync`: concurrent calls run on connections of
@@ -117,8 +127,8 @@ impl PgLedger {
         let corrupted = |detail: String| ConnectError::Corrupted { url: self.url.clone(), detail };
         let head =
             head::read_head(&mut tx).map_err(self.db("reading the head"))?.map_err(corrupted)?;
-        head::check_last_record(&mut tx, &head)
-            .map_err(self.db("checking the last record"))?
+        check_last_record(&mut PgTable::new(&mut tx, self), &head)
+            .map_err(ConnectError::Storage)?
             .map_err(|c| corrupted(format!("the record at {}: {}", c.position, c.detail)))?;
         tx.commit().map_err(self.db("ending the head check"))?;
         Ok(())
@@ -126,9 +136,74 @@ impl PgLedger {
 
     fn scrub_pending(&self) -> Result<bool, ConnectError> {
         let mut client = self.client();
-        Ok(schema::meta_value(&mut *client, erase::SCRUB_PENDING)
+        Ok(schema::meta_value(&mut *client, SCRUB_PENDING)
             .map_err(self.db("reading ledger_meta"))?
             .is_some())
+    }
+}
+
+/// The ledger crate's one ledger on this store: its checks, append and erasure logic and error
+/// enums, over a [`PgTable`] per transaction. Appends and erasures are refused on a read
+/// replica before anything is sent (the enums' `ReadOnlyReplica`); an erasure is refused on a
+/// server that would keep the erased texts in its files (`EraseError::ServerRetainsBytes`),
+/// and after committing scrubs them (see [`PgLedger::scrub`]).
+impl EvidenceLedger for PgLedger {
+    fn location(&self) -> &Path {
+        Path::new(&self.url)
+    }
+
+    fn append_group(
+        &self,
+        batches: &[&[Turn]],
+    ) -> Result<Vec<Result<AppendReceipt, AppendError>>, AppendError> {
+        crate::append::append_group(self, batches)
+    }
+
+    fn check_append(&self, turns: &[Turn]) -> Result<usize, AppendError> {
+        crate::append::check_append(self, turns)
+    }
+
+    fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
+        crate::erase::erase(self, target)
+    }
+
+    fn verify_with_progress(
+        &self,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<VerifyReport, VerifyError> {
+        crate::verify::verify_with_progress(self, progress)
+    }
+
+    fn stats(&self) -> Result<LedgerStats, ReadError> {
+        crate::summary_reads::stats(self)
+    }
+
+    fn scan_evidence(
+        &self,
+        scan: EvidenceScan<'_>,
+        visit: &mut dyn FnMut(LedgerPosition, Evidence) -> ControlFlow<()>,
+    ) -> Result<u64, ReadError> {
+        crate::read::scan_evidence(self, scan, visit)
+    }
+
+    fn head(&self) -> Result<Option<LedgerPosition>, ReadError> {
+        crate::read::head(self)
+    }
+
+    fn namespace_head(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
+        crate::read::namespace_head(self, namespace)
+    }
+
+    fn namespaces(&self) -> Result<Vec<Namespace>, ReadError> {
+        crate::read::namespaces(self)
+    }
+
+    fn erased_after(&self, after: Option<LedgerPosition>) -> Result<bool, ReadError> {
+        crate::summary_reads::erased_after(self, after)
+    }
+
+    fn last_erasure(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
+        crate::summary_reads::last_erasure(self, namespace)
     }
 }
 

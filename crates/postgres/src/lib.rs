@@ -2,10 +2,9 @@
 //!
 //! [`PgLedger`] keeps the records the embedded ledger (`evicortex-ledger`, SQLite) keeps, with
 //! the same canonical encoding, the same salted digests and the same chain: the digest and chain
-//! code is the ledger crate's own ([`evicortex_ledger::turn_digest`],
-//! [`evicortex_ledger::turn_digest_from_parts`], [`evicortex_ledger::redaction_digest`],
-//! [`evicortex_ledger::ChainHash::link`]), never a copy. An append is one transaction, all or
-//! nothing; concurrent writers (other connections, other processes) are serialised on a table
+//! code, the row checks, and the append, erase and verify logic are the ledger crate's own
+//! (`evicortex_ledger::storage`: this crate implements its `RecordTable` over a transaction),
+//! never a copy, and so are the error enums. An append is one transaction, all or nothing; concurrent writers (other connections, other processes) are serialised on a table
 //! lock, so the ledger stays one chain. Reads serve only records that match their digests and
 //! chain links. [`PgLedger::erase`] clears the erased texts and salts and then rewrites the table
 //! and retires the write-ahead log, so the texts are left in no file of the server.
@@ -26,6 +25,7 @@
 //! [`TlsError`]s naming the server and what failed.
 //!
 //! ```no_run
+//! use evicortex_ledger::EvidenceLedger;
 //! use evicortex_postgres::PgLedger;
 //!
 //! let ledger = PgLedger::connect("postgres://evicortex@db.internal/evicortex").unwrap();
@@ -35,7 +35,6 @@
 #![warn(missing_docs)]
 
 mod append;
-mod append_checks;
 mod append_rows;
 mod client_pool;
 mod connect;
@@ -52,18 +51,23 @@ mod redacted_url;
 mod retention_check;
 mod schema;
 mod summary_reads;
+mod table;
 mod tls;
 mod tls_error;
 mod tls_params;
 mod vectors;
 mod verify;
 
+/// The ledger's errors: the embedded ledger's enums, the same for both stores (a server failure
+/// is their `Storage` variant, `StorageError::Database`).
+pub use evicortex_ledger::{AppendError, EraseError, ReadError, VerifyError};
+
 pub use crate::vectors::{
     EncoderSpace, ExactReason, HnswBuild, PgSearch, PgVectors, ServedBy, StoredVector,
     VectorStoreError,
 };
 pub use crate::{
-    error::{AppendError, ConnectError, DatabaseError, EraseError, ReadError, VerifyError},
+    error::{ConnectError, DatabaseError},
     import::{ImportError, ImportReport},
     ledger::PgLedger,
     migration_check::{MigrationCheck, MigrationCheckError, verify_migration},

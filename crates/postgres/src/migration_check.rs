@@ -1,6 +1,6 @@
 //! After a migration: both ledgers verified, their reports compared field by field.
 
-use evicortex_ledger::{Ledger, VerifyReport};
+use evicortex_ledger::{EvidenceLedger, Ledger, VerifyReport};
 
 use crate::PgLedger;
 

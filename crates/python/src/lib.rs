@@ -149,7 +149,7 @@ fn detail_of(err: &(dyn Error + 'static)) -> Option<&'static str> {
     }
     if let Some(evicortex::EraseError::Ledger(e)) = err.downcast_ref::<evicortex::EraseError>() {
         use evicortex::LedgerEraseError as L;
-        return matches!(e, L::NotFound { .. } | L::WrongNamespace { .. }).then_some("not_found");
+        return matches!(e, L::NotFound { .. } | L::NotATurn { .. }).then_some("not_found");
     }
     None
 }

@@ -53,7 +53,7 @@ fn bad_input(err: &(dyn Error + 'static), message: String) -> ApiError {
                 field: None,
                 message: format!("nothing to erase: {target} matches no record"),
             },
-            L::WrongNamespace { turn_id, namespace } => ApiError::NotFound {
+            L::NotATurn { turn_id, namespace } => ApiError::NotFound {
                 field: None,
                 message: format!(
                     "nothing to erase: {} matches no record",

@@ -41,7 +41,7 @@ pub fn run(store: &Path, args: &VerifyArgs) -> anyhow::Result<()> {
             if args.json {
                 // A script asking for JSON gets it exactly when verification fails too.
                 let first_bad_record = match &failure {
-                    VerifyError::BadRecord { turn_id, .. } => Some(turn_id.raw()),
+                    VerifyError::BadRecord { position, .. } => Some(position.raw()),
                     _ => None,
                 };
                 let json = serde_json::json!({

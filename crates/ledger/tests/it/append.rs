@@ -1,5 +1,7 @@
 use evicortex_core::{EventTime, TurnId};
-use evicortex_ledger::{AppendError, AppendStatus, ConflictingRecord, LedgerPosition};
+use evicortex_ledger::{
+    AppendError, AppendStatus, ConflictingRecord, EvidenceLedger, LedgerPosition,
+};
 
 use crate::fixture::{Store, turn};
 

@@ -1,3 +1,4 @@
+use evicortex_ledger::EvidenceLedger;
 use std::sync::Arc;
 
 use evicortex_core::Namespace;

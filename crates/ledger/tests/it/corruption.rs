@@ -1,5 +1,6 @@
-use evicortex_core::TurnId;
-use evicortex_ledger::{EraseTarget, Ledger, OpenMode, VerifyError};
+use evicortex_ledger::{
+    EraseTarget, EvidenceLedger, Ledger, LedgerPosition, OpenMode, VerifyError,
+};
 use proptest::prelude::*;
 
 use crate::{fixture::raw, round_trip::arb_batches};
@@ -170,7 +171,7 @@ proptest! {
         let inspected = Ledger::open_with(&path, OpenMode::Inspect).unwrap();
         let err = inspected.verify().unwrap_err();
         match err {
-            VerifyError::BadRecord { turn_id, .. } => prop_assert_eq!(turn_id, TurnId::from_raw(seq as u64), "{:?}", edit),
+            VerifyError::BadRecord { position, .. } => prop_assert_eq!(position, LedgerPosition::from_raw(seq as u64), "{:?}", edit),
             other => prop_assert!(false, "expected a bad record #{seq} after {edit:?}, got {other}"),
         }
     }
@@ -228,8 +229,12 @@ fn verify_refuses_a_value_in_a_column_the_record_kind_does_not_use() {
         drop(conn);
         let inspected = Ledger::open_with(&path, OpenMode::Inspect).unwrap();
         match inspected.verify() {
-            Err(VerifyError::BadRecord { turn_id, .. }) => {
-                assert_eq!(turn_id, TurnId::from_raw(seq as u64), "{column} of record {seq}")
+            Err(VerifyError::BadRecord { position, .. }) => {
+                assert_eq!(
+                    position,
+                    LedgerPosition::from_raw(seq as u64),
+                    "{column} of record {seq}"
+                )
             }
             other => {
                 panic!("{column} = {value} in record {seq}: expected a bad record, got {other:?}")

@@ -1,5 +1,5 @@
 use evicortex_core::{Namespace, SessionId, TextDigest, TurnId};
-use evicortex_ledger::{EraseError, EraseTarget, Ledger, LedgerPosition, OpenMode};
+use evicortex_ledger::{EraseError, EraseTarget, EvidenceLedger, Ledger, LedgerPosition, OpenMode};
 
 use crate::fixture::{Store, all_bytes, contains, raw, turn};
 
@@ -81,7 +81,7 @@ fn erasing_a_record_checks_its_namespace_and_erased_turns_stay_erased() {
     assert_eq!(receipt.redaction, Some(TurnId::from_raw(2)), "the redaction is a's record 2");
     assert_eq!(store.ledger.last_erasure(&a).unwrap(), Some(TurnId::from_raw(2)));
     let err = store.ledger.erase(&EraseTarget::Record(a.clone(), TurnId::from_raw(2))).unwrap_err();
-    assert!(matches!(err, EraseError::WrongNamespace { .. }), "{err:?}");
+    assert!(matches!(err, EraseError::NotATurn { .. }), "{err:?}");
     let again = store.ledger.erase(&EraseTarget::Namespace(a.clone())).unwrap();
     assert_eq!((again.redaction, again.already_erased), (None, 1));
     let err = store.ledger.append(&[turn("a", "s", 0, "x")]).unwrap_err();

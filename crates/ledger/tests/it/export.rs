@@ -1,5 +1,7 @@
 use evicortex_core::{Namespace, SessionId};
-use evicortex_ledger::{EraseTarget, StoredRecordExport, StoredRecordKind, VerifyError};
+use evicortex_ledger::{
+    EraseTarget, EvidenceLedger, StoredRecordExport, StoredRecordKind, VerifyError,
+};
 
 use crate::fixture::{Store, raw, turn};
 
@@ -69,8 +71,8 @@ fn a_tampered_record_is_named_and_not_exported() {
         })
         .unwrap_err();
     assert!(
-        matches!(&err, VerifyError::BadRecord { turn_id, detail }
-            if turn_id.raw() == 2 && detail.contains("digest mismatch")),
+        matches!(&err, VerifyError::BadRecord { position, detail }
+            if position.raw() == 2 && detail.contains("digest mismatch")),
         "{err:?}"
     );
     assert_eq!(seen, [1]);

@@ -8,7 +8,9 @@ use std::{
 };
 
 use evicortex_core::{Namespace, SessionId};
-use evicortex_ledger::{AppendError, EraseError, EraseTarget, Ledger, StorageError};
+use evicortex_ledger::{
+    AppendError, EraseError, EraseTarget, EvidenceLedger, Ledger, StorageError,
+};
 
 use crate::{faultfs_shim::build_faultfs, fixture::turn};
 

@@ -3,8 +3,11 @@
 
 use std::path::PathBuf;
 
-use evicortex_core::{Namespace, TurnId};
-use evicortex_ledger::{Ledger, MigrateError, OpenError, OpenMode, VerifyError, canonical_json};
+use evicortex_core::Namespace;
+use evicortex_ledger::{
+    EvidenceLedger, Ledger, LedgerPosition, MigrateError, OpenError, OpenMode, VerifyError,
+    canonical_json,
+};
 
 use crate::fixture::{all_bytes, contains, raw, turn};
 
@@ -178,8 +181,8 @@ fn a_version_1_ledger_that_fails_verification_is_not_migrated() {
     let before = fs_err::read(&path).unwrap();
     let err = Ledger::migrate(&path).unwrap_err();
     assert!(
-        matches!(&err, MigrateError::Unverified { source: VerifyError::BadRecord { turn_id, .. }, .. }
-            if *turn_id == TurnId::from_raw(2)),
+        matches!(&err, MigrateError::Unverified { source: VerifyError::BadRecord { position, .. }, .. }
+            if *position == LedgerPosition::from_raw(2)),
         "{err:?}"
     );
     assert!(fs_err::read(&path).unwrap() == before, "the refused migration changed the file");

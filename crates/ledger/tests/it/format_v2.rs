@@ -2,7 +2,9 @@
 //! numbers each namespace's records from 1 in ledger order and keeps the chain.
 
 use evicortex_core::{Namespace, TurnId};
-use evicortex_ledger::{EraseTarget, Ledger, OpenError, VerifyError};
+use evicortex_ledger::{
+    EraseTarget, EvidenceLedger, Ledger, LedgerPosition, OpenError, VerifyError,
+};
 
 use crate::fixture::{Store, raw, turn};
 
@@ -60,8 +62,8 @@ fn verify_refuses_a_renumbered_record() {
     raw(&path).execute("UPDATE records SET number = 7 WHERE seq = 5", []).unwrap();
     let err = store.ledger.verify().unwrap_err();
     assert!(
-        matches!(&err, VerifyError::BadRecord { turn_id, detail }
-            if *turn_id == TurnId::from_raw(5) && detail.contains("record number 7")),
+        matches!(&err, VerifyError::BadRecord { position, detail }
+            if *position == LedgerPosition::from_raw(5) && detail.contains("record number 7")),
         "{err:?}"
     );
 }

@@ -1,4 +1,4 @@
-use evicortex_ledger::{Ledger, OpenError, OpenMode, VerifyError};
+use evicortex_ledger::{EvidenceLedger, Ledger, OpenError, OpenMode, VerifyError};
 
 use crate::fixture::{Store, raw, turn};
 

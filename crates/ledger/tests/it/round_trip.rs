@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use evicortex_core::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
-use evicortex_ledger::{Ledger, OpenMode};
+use evicortex_ledger::{EvidenceLedger, Ledger, OpenMode};
 use proptest::prelude::*;
 
 /// An arbitrary turn; the turn index is set by the caller to keep keys unique.

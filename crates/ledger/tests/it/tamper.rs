@@ -1,6 +1,7 @@
 use evicortex_core::{Namespace, TurnId};
 use evicortex_ledger::{
-    AppendError, ContentSalt, EraseError, EraseTarget, Ledger, ReadError, turn_digest,
+    AppendError, ContentSalt, EraseError, EraseTarget, EvidenceLedger, Ledger, LedgerPosition,
+    ReadError, ScanEvidence, turn_digest,
 };
 
 use crate::fixture::{Store, raw, turn};
@@ -31,8 +32,8 @@ fn a_record_altered_behind_the_ledgers_back_is_never_served() {
         .unwrap();
     let err = store.ledger.evidence(&ns()).unwrap_err();
     assert!(
-        matches!(&err, ReadError::Corrupted { turn_id, detail }
-            if *turn_id == TurnId::from_raw(1) && detail.contains("digest mismatch")),
+        matches!(&err, ReadError::Corrupted { position, detail }
+            if *position == LedgerPosition::from_raw(1) && detail.contains("digest mismatch")),
         "{err:?}"
     );
     let err = store
@@ -63,8 +64,8 @@ fn a_record_rewritten_with_a_matching_digest_breaks_its_chain_link() {
     drop(conn);
     let err = store.ledger.evidence(&ns()).unwrap_err();
     assert!(
-        matches!(&err, ReadError::Corrupted { turn_id, detail }
-            if *turn_id == TurnId::from_raw(2) && detail.contains("chain hash mismatch")),
+        matches!(&err, ReadError::Corrupted { position, detail }
+            if *position == LedgerPosition::from_raw(2) && detail.contains("chain hash mismatch")),
         "{err:?}"
     );
 }
@@ -81,7 +82,7 @@ fn an_append_on_a_tampered_ledger_is_refused() {
     let ledger = Ledger::open(&path).unwrap();
     let err = ledger.append(&[turn("a", "s", 3, "more")]).unwrap_err();
     assert!(
-        matches!(&err, AppendError::Corrupted { turn_id, .. } if *turn_id == TurnId::from_raw(3)),
+        matches!(&err, AppendError::Corrupted { position, .. } if *position == LedgerPosition::from_raw(3)),
         "{err:?}"
     );
     assert_eq!(ledger.stats().unwrap().records, 3, "nothing was appended");
@@ -91,7 +92,7 @@ fn an_append_on_a_tampered_ledger_is_refused() {
     raw(&path).execute("UPDATE records SET text = 'Booster in June.' WHERE seq = 2", []).unwrap();
     let err = ledger.append(&[turn("a", "s", 1, "Booster in June.")]).unwrap_err();
     assert!(
-        matches!(&err, AppendError::Corrupted { turn_id, .. } if *turn_id == TurnId::from_raw(2)),
+        matches!(&err, AppendError::Corrupted { position, .. } if *position == LedgerPosition::from_raw(2)),
         "{err:?}"
     );
     let err = ledger.check_append(&[turn("a", "s", 1, "Booster in June.")]).unwrap_err();
@@ -99,7 +100,7 @@ fn an_append_on_a_tampered_ledger_is_refused() {
     // An erasure would list the altered record's digest as erased content: refused too.
     let err = ledger.erase(&EraseTarget::Record(ns(), TurnId::from_raw(2))).unwrap_err();
     assert!(
-        matches!(&err, EraseError::Corrupted { turn_id, .. } if *turn_id == TurnId::from_raw(2)),
+        matches!(&err, EraseError::Corrupted { position, .. } if *position == LedgerPosition::from_raw(2)),
         "{err:?}"
     );
 }

@@ -259,7 +259,11 @@ fn a_crash_between_erasure_and_purge_is_reconciled_on_open() {
     // The ledger commits the erasure and the process dies before any purge: erase through the
     // ledger alone, as such a crash leaves it.
     let ledger = evicortex_ledger::Ledger::open(&dir.path().join(crate::LEDGER_FILE)).unwrap();
-    ledger.erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), record)).unwrap();
+    evicortex_ledger::EvidenceLedger::erase(
+        &ledger,
+        &EraseTarget::Record(Namespace::new("alice").unwrap(), record),
+    )
+    .unwrap();
     drop(ledger);
     let stale = EmbeddingCache::open(dir.path()).unwrap();
     assert_eq!(stale.count(&id).unwrap(), 2, "stale before reconciliation");

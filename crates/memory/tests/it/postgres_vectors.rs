@@ -148,7 +148,11 @@ fn an_erasure_leaves_no_vector_of_the_erased_turns_even_when_interrupted_before_
     // The ledger erased behind the memory's back, as a crash between the ledger's erasure and
     // the purge leaves it: opening the store removes the vectors.
     let ledger = evicortex_postgres::PgLedger::connect(&db.url).unwrap();
-    ledger.erase(&EraseTarget::Session(alice, SessionId::new("s3").unwrap())).unwrap();
+    evicortex_ledger::EvidenceLedger::erase(
+        &ledger,
+        &EraseTarget::Session(alice, SessionId::new("s3").unwrap()),
+    )
+    .unwrap();
     drop(ledger);
     assert_eq!(stored_numbers(&db), vec![1, 2, 5]);
     let reopened = open(&db, &derived);

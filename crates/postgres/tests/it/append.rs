@@ -1,7 +1,9 @@
 //! Append semantics: dedup, all-or-nothing batches, conflicts, erased turns, namespaces.
 
 use evicortex_core::TurnId;
-use evicortex_ledger::{AppendStatus, ConflictingRecord, EraseTarget};
+use evicortex_ledger::{
+    AppendStatus, ConflictingRecord, EraseTarget, EvidenceLedger, ScanEvidence,
+};
 use evicortex_postgres::AppendError;
 
 use crate::support::{TestDb, count, ns, turn};

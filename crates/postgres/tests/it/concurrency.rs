@@ -2,7 +2,7 @@
 
 use std::sync::Barrier;
 
-use evicortex_ledger::AppendStatus;
+use evicortex_ledger::{AppendStatus, EvidenceLedger};
 
 use crate::support::{TestDb, ns, turn};
 

@@ -1,5 +1,6 @@
 //! Connecting fails closed, naming the server and never its password.
 
+use evicortex_ledger::EvidenceLedger;
 use evicortex_postgres::{ConnectError, PgLedger};
 
 use crate::support::TestDb;

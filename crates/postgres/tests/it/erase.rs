@@ -1,7 +1,7 @@
 //! Erasure semantics: the embedded ledger's, target by target.
 
 use evicortex_core::{SessionId, TextDigest, TurnId};
-use evicortex_ledger::EraseTarget;
+use evicortex_ledger::{EraseTarget, EvidenceLedger};
 use evicortex_postgres::EraseError;
 
 use crate::support::{TestDb, count, ns, turn};

@@ -7,7 +7,7 @@ use std::{
 };
 
 use evicortex_core::TurnId;
-use evicortex_ledger::{ContentSalt, EraseTarget};
+use evicortex_ledger::{ContentSalt, EraseTarget, EvidenceLedger};
 use postgres::IsolationLevel;
 
 use crate::support::{TestDb, ns, turn};

@@ -1,6 +1,7 @@
 //! Group commit: several batches in one transaction, each under its own savepoint.
 
 use evicortex_core::TurnId;
+use evicortex_ledger::EvidenceLedger;
 use evicortex_postgres::AppendError;
 
 use crate::support::{TestDb, count, turn};

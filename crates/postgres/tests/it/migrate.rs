@@ -2,7 +2,7 @@
 //! and verify report; a non-empty target and a tampered source refused with nothing written.
 
 use evicortex_core::{SessionId, TurnId};
-use evicortex_ledger::{EraseTarget, Ledger, VerifyError};
+use evicortex_ledger::{EraseTarget, EvidenceLedger, Ledger, VerifyError};
 use evicortex_postgres::{ImportError, verify_migration};
 
 use crate::support::{TestDb, count, ns, turn};
@@ -128,8 +128,8 @@ fn a_tampered_embedded_ledger_is_refused_naming_the_record_with_nothing_written(
     let pg = db.ledger();
     let err = pg.import_ledger(&embedded, &mut |_, _| {}).unwrap_err();
     match &err {
-        ImportError::Source(VerifyError::BadRecord { turn_id, detail }) => {
-            assert_eq!(turn_id.raw(), 3);
+        ImportError::Source(VerifyError::BadRecord { position, detail }) => {
+            assert_eq!(position.raw(), 3);
             assert!(detail.contains("digest mismatch"), "{detail}");
         }
         other => panic!("expected the tampered record named, got {other}"),
@@ -157,7 +157,7 @@ fn corruption_found_after_copied_batches_leaves_postgres_empty() {
     let err =
         pg.import_ledger(&embedded, &mut |done, total| progress.push((done, total))).unwrap_err();
     assert!(
-        matches!(&err, ImportError::Source(VerifyError::BadRecord { turn_id, .. }) if turn_id.raw() == 1150),
+        matches!(&err, ImportError::Source(VerifyError::BadRecord { position, .. }) if position.raw() == 1150),
         "{err}"
     );
     assert_eq!(progress, [(500, 1200), (1000, 1200)], "two batches were copied before");

@@ -1,6 +1,7 @@
 //! A handle's connection pool: `pool_max` caps it, concurrent calls share it, and a connection
 //! the server closed is replaced.
 
+use evicortex_ledger::EvidenceLedger;
 use evicortex_postgres::{ConnectError, PgLedger};
 
 use crate::support::{TestDb, count, turn};

@@ -3,7 +3,7 @@
 //! replayed. Needs the replicated pair (`scripts/postgres start-replicated`).
 
 use evicortex_core::SessionId;
-use evicortex_ledger::{ContentSalt, EraseTarget, Ledger};
+use evicortex_ledger::{ContentSalt, EraseTarget, EvidenceLedger, Ledger};
 use evicortex_postgres::{AppendError, ConnectError, EraseError, ImportError, PgLedger};
 
 use crate::{
@@ -48,7 +48,7 @@ fn a_replica_verifies_the_primary_s_head_and_refuses_every_write_before_sending_
 
     let server = server_of(&db.replica_url);
     let refused_append = |e: AppendError| match e {
-        AppendError::ReadOnlyReplica { url } => assert!(url.contains(server), "{url}"),
+        AppendError::ReadOnlyReplica { server: url } => assert!(url.contains(server), "{url}"),
         other => panic!("expected the replica refusal, got {other}"),
     };
     let new = [turn("alice", "s2", 0, "only the primary may store this")];
@@ -61,7 +61,7 @@ fn a_replica_verifies_the_primary_s_head_and_refuses_every_write_before_sending_
         refused_append(result.unwrap_err());
     }
     match replica.erase(&EraseTarget::Namespace(ns("alice"))).unwrap_err() {
-        EraseError::ReadOnlyReplica { url } => assert!(url.contains(server), "{url}"),
+        EraseError::ReadOnlyReplica { server: url } => assert!(url.contains(server), "{url}"),
         other => panic!("expected the replica refusal, got {other}"),
     }
     let dir = tempfile::tempdir().unwrap();

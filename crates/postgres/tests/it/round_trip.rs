@@ -1,7 +1,9 @@
 //! What goes in comes back, with the digests the embedded ledger computes for the same turns.
 
 use evicortex_core::{EvidenceDigest, SessionId};
-use evicortex_ledger::{AppendStatus, ContentSalt, EraseTarget, Ledger, turn_digest};
+use evicortex_ledger::{
+    AppendStatus, ContentSalt, EraseTarget, EvidenceLedger, Ledger, turn_digest,
+};
 
 use crate::support::{TestDb, ns, turn};
 

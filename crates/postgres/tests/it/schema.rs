@@ -1,5 +1,6 @@
 //! The schema is created once, found again, and never altered to fit.
 
+use evicortex_ledger::EvidenceLedger;
 use evicortex_postgres::{ConnectError, PgLedger, SCHEMA_VERSION};
 
 use crate::support::{TestDb, count, ns, turn};

@@ -1,6 +1,6 @@
 //! Rows altered behind the ledger's back are caught, naming the first bad record.
 
-use evicortex_ledger::LedgerPosition;
+use evicortex_ledger::{EvidenceLedger, LedgerPosition};
 use evicortex_postgres::{ConnectError, PgLedger, ReadError, VerifyError};
 
 use crate::support::{TestDb, ns, turn};
@@ -30,7 +30,7 @@ fn verify_names_an_edited_text() {
     let pg = three_turns(&db);
     db.raw().execute("UPDATE records SET text = 'forged' WHERE seq = 2", &[]).unwrap();
     let err = pg.verify().unwrap_err();
-    assert!(err.to_string().contains("position 2"), "{err}");
+    assert!(err.to_string().contains("record #2"), "{err}");
     let (position, detail) = bad_record(err);
     assert_eq!(position, 2);
     assert!(detail.contains("digest mismatch"), "{detail}");

@@ -1,6 +1,7 @@
 //! TLS against a server that takes TLS connections only (`scripts/postgres start-tls`: a
 //! throwaway CA, a certificate for `localhost`, plaintext logins rejected by pg_hba.conf).
 
+use evicortex_ledger::EvidenceLedger;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use evicortex_postgres::{

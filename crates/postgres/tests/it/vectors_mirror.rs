@@ -2,6 +2,7 @@
 //! when one is refused, none; the partition's HNSW index is built once, over them all.
 
 use evicortex_core::TurnId;
+use evicortex_ledger::EvidenceLedger;
 use evicortex_postgres::{StoredVector, VectorStoreError};
 
 use crate::{
