@@ -20,8 +20,8 @@ use std::{
 
 use evicortex::{
     AppendError, AppendStatus, CatchUpLimits, CompileConfig, CompileError, CompileOptionsError,
-    CompileQuery, CompileRequest, DenseConfig, EraseTarget, ErrorClass, EventTime, IngestOptions,
-    Memory, Namespace, Overlength, ReaderTokenizer, SessionId, TokenBudget, TurnId,
+    CompileQuery, CompileRequest, DEFAULT_TOP_N, DenseConfig, EraseTarget, ErrorClass, EventTime,
+    IngestOptions, Memory, Namespace, Overlength, ReaderTokenizer, SessionId, TokenBudget, TurnId,
 };
 use pyo3::{create_exception, exceptions::PyException, prelude::*};
 
@@ -34,10 +34,6 @@ create_exception!(
     PyException,
     "A facade error: args are (class, field or None, message)."
 );
-
-/// Candidates per retriever in the default configuration, as `evicortex compile` and
-/// `evicortex serve` use.
-const DEFAULT_TOP_N: usize = 50;
 
 /// An open store, with the pinned encoder unless opened lexical-only.
 #[pyclass(frozen, module = "evicortex._native")]

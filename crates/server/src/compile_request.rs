@@ -33,8 +33,7 @@ pub fn requested_config(
     }
 }
 
-/// Candidates per retriever in the default configuration.
-pub const DEFAULT_TOP_N: usize = 50;
+pub use evicortex::DEFAULT_TOP_N;
 
 /// The configuration used for the settings a request does not give: the compiler's committed
 /// default (`CompileConfig::default_with`), with dense retrieval when the memory has an encoder.

@@ -55,7 +55,7 @@ pub struct AnswerArgs {
     #[arg(long, value_enum, default_value = "on")]
     pub dense: Switch,
     /// Candidates taken from each retriever.
-    #[arg(long, default_value_t = 50, value_name = "N")]
+    #[arg(long, default_value_t = evicortex::DEFAULT_TOP_N, value_name = "N")]
     pub top_n: usize,
     /// Rerank the best 16 fused candidates with the reranker --reranker names.
     #[arg(long, value_enum, default_value = "off")]
