@@ -306,7 +306,7 @@ impl Corpus {
             .collect();
         let mut lines = Vec::with_capacity(4 * Layout::ALL.len());
         for layout in Layout::ALL {
-            let at = expected_header_time(self, layout, pos);
+            let at = expected_header_time(self, pos);
             let prefix = layout_prefix(layout, &RenderTurn::whole(e, &also), at);
             let line = format!("{prefix}{}\n", e.turn.text);
             let before_header = format!("{line}\n");
@@ -386,11 +386,6 @@ impl Corpus {
     /// Positions of the session of the record at `pos`, by turn index.
     pub(crate) fn session_of(&self, pos: usize) -> &[u32] {
         &self.sessions[self.session_at[pos] as usize]
-    }
-
-    /// When the session of the record at `pos` starts: the time of its lowest turn index.
-    pub(crate) fn session_start(&self, pos: usize) -> EventTime {
-        self.evidence[self.session_of(pos)[0] as usize].turn.time
     }
 
     /// Where the record at `pos` stands in [`Corpus::session_of`] its session.
@@ -580,7 +575,7 @@ mod tests {
             for layout in Layout::ALL {
                 let header = layout_header(layout, e.turn.session.as_str(), e.turn.time);
                 assert_eq!(counted.header[layout.index()] as usize, reader.count(&header).unwrap());
-                let at = expected_header_time(&corpus, layout, pos);
+                let at = expected_header_time(&corpus, pos);
                 let prefix = layout_prefix(layout, &RenderTurn::whole(e, &[]), at);
                 assert_eq!(counted.prefix[layout.index()] as usize, reader.count(&prefix).unwrap());
             }

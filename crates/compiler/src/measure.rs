@@ -53,19 +53,14 @@ pub(crate) struct TurnTokens {
     pub(crate) prefix: [u32; Layout::ALL.len()],
 }
 
-/// The time a session header over the turn at `pos` is expected to show: its own in the
-/// chronological layout (whose lines compare dates only), its session's first turn's in the
-/// compact one. A compile whose first rendered turn of the session is another may render a
-/// line a few tokens off this estimate: the exact fit counts the rendered block.
-pub(crate) fn expected_header_time(
-    corpus: &Corpus,
-    layout: Layout,
-    pos: usize,
-) -> evicortex_core::EventTime {
-    match layout {
-        Layout::ChronologicalBySession => corpus.at(pos).turn.time,
-        Layout::Compact => corpus.session_start(pos),
-    }
+/// The time a session header over the turn at `pos` is assumed to show when its line is
+/// measured: the turn's own. A line counted once is cached by position, so the assumption must
+/// not depend on other turns (a session's first turn changes when an earlier turn arrives late,
+/// and a warm memory would then rank what a fresh one ranks differently). In the compact layout
+/// a line under a header of another time renders a few tokens more than measured: the exact fit
+/// counts the rendered block, so the budget holds.
+pub(crate) fn expected_header_time(corpus: &Corpus, pos: usize) -> evicortex_core::EventTime {
+    corpus.at(pos).turn.time
 }
 
 /// `pos`'s [`TurnTokens`] counted by `reader`.
@@ -79,7 +74,7 @@ pub(crate) fn count_turn(
     let mut header = [0; Layout::ALL.len()];
     let mut prefix = [0; Layout::ALL.len()];
     for layout in Layout::ALL {
-        let at = expected_header_time(corpus, layout, pos);
+        let at = expected_header_time(corpus, pos);
         header[layout.index()] =
             count(&layout_header(layout, e.turn.session.as_str(), e.turn.time))?;
         prefix[layout.index()] = count(&layout_prefix(layout, &RenderTurn::whole(e, &[]), at))?;
@@ -184,7 +179,7 @@ pub(crate) fn measure_turn(
         counted.prefix[layout.index()]
     } else {
         let e = corpus.at(pos);
-        let at = expected_header_time(corpus, layout, pos);
+        let at = expected_header_time(corpus, pos);
         let prefix = layout_prefix(layout, &RenderTurn::whole(e, &also_cited), at);
         u32::try_from(reader.count(&prefix)?).unwrap_or(u32::MAX)
     };

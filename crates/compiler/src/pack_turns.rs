@@ -127,7 +127,7 @@ pub(crate) fn pack(
                     )?;
                     chosen.excerpt = Some(excerpt);
                     let turn = chosen.render(corpus);
-                    let at = expected_header_time(corpus, config.layout, pos);
+                    let at = expected_header_time(corpus, pos);
                     let prefix = reader.count(&layout_prefix(config.layout, &turn, at))?;
                     let mut shown = String::new();
                     turn.write_text(&mut shown);
