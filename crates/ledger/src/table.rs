@@ -87,7 +87,7 @@ pub struct NewRedaction<'a> {
 
 /// The records table of a ledger and its metadata, inside one transaction of the store (a
 /// write transaction that holds the store's writer lock for appends and erasures; a read
-/// snapshot is enough for [`crate::check_append_in`]). Every failure is the store's own
+/// snapshot is enough for [`crate::storage::check_append_in`]). Every failure is the store's own
 /// [`StorageError`]; what the rows mean is decided by the caller, never here.
 pub trait RecordTable {
     /// Refuses what this store cannot hold of a turn the ledger accepts (`index`: its position
