@@ -6,9 +6,9 @@ use std::{io::Write, path::Path, sync::Arc};
 use crate::{commands::compile::Switch, exit::UsageError};
 use anyhow::Context;
 use evicortex::{
-    AbstentionConfig, AnswerRequest, ChatCompletionsClient, CompileConfig, CompileQuery,
-    DecodingSettings, DenseConfig, EventTime, GgufManifest, LocalGgufReader, Memory, Namespace,
-    Reader, RerankConfig, SupportSignal, TokenBudget, reader_tokenizer,
+    AnswerRequest, ChatCompletionsClient, CompileConfig, CompileQuery, DecodingSettings,
+    DenseConfig, EventTime, GgufManifest, LocalGgufReader, Memory, Namespace, Reader, RerankConfig,
+    TokenBudget, reader_tokenizer,
 };
 
 /// Arguments of `evicortex answer`.
@@ -55,7 +55,7 @@ pub struct AnswerArgs {
     #[arg(long, value_enum, default_value = "on")]
     pub dense: Switch,
     /// Candidates taken from each retriever.
-    #[arg(long, default_value_t = 50, value_name = "N")]
+    #[arg(long, default_value_t = evicortex::DEFAULT_TOP_N, value_name = "N")]
     pub top_n: usize,
     /// Rerank the best 16 fused candidates with the reranker --reranker names.
     #[arg(long, value_enum, default_value = "off")]
@@ -88,6 +88,21 @@ pub fn open_reader(name: Option<&str>, endpoint: bool) -> anyhow::Result<Arc<dyn
     Ok(Arc::new(reader.with_context(|| format!("loading the reader {name}"))?))
 }
 
+/// The committed default ([`CompileConfig::default_with`], as `compile`, HTTP, MCP and Python
+/// use it) with the flags applied: with the flags' defaults, the context the other doors compile.
+fn compile_config(args: &AnswerArgs) -> CompileConfig {
+    let dense = match args.dense {
+        Switch::On => DenseConfig::On { top_n: args.top_n },
+        Switch::Off => DenseConfig::Off,
+    };
+    let mut config = CompileConfig::default_with(args.top_n, dense);
+    if args.rerank == Switch::On {
+        config.rerank = RerankConfig::On { depth: 16, weight: 1.0 };
+    }
+    config.abstention.threshold = args.abstain_below;
+    config
+}
+
 /// Runs `evicortex answer`.
 pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
     let namespace = Namespace::new(&args.namespace).context("--namespace")?;
@@ -103,24 +118,7 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let dense = match args.dense {
-        Switch::On => DenseConfig::On { top_n: args.top_n },
-        Switch::Off => DenseConfig::Off,
-    };
-    let config = CompileConfig {
-        rerank: match args.rerank {
-            Switch::On => RerankConfig::On { depth: 16, weight: 1.0 },
-            Switch::Off => RerankConfig::Off,
-        },
-        abstention: AbstentionConfig {
-            signal: match dense {
-                DenseConfig::On { .. } => SupportSignal::MaxDenseCosine,
-                DenseConfig::Off => SupportSignal::LexicalCoverage,
-            },
-            threshold: args.abstain_below,
-        },
-        ..CompileConfig::hybrid(args.top_n, dense)
-    };
+    let config = compile_config(args);
     config.validate().map_err(|e| UsageError(e.to_string()))?;
     let postgres = store.to_str().is_some_and(evicortex::is_postgres_url);
     if !postgres && !store.join(evicortex::LEDGER_FILE).is_file() {
@@ -135,7 +133,7 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
     if args.rerank == Switch::On {
         builder.loaded_reranker(crate::commands::compile::load_reranker(&args.reranker)?);
     }
-    if dense != DenseConfig::Off {
+    if config.dense != DenseConfig::Off {
         let overlength = crate::commands::embed::store_overlength(store, None)?;
         builder.encoders(crate::commands::embed::load_store_encoders(store, overlength)?);
     }
@@ -205,4 +203,31 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: AnswerArgs,
+    }
+
+    fn config(flags: &[&str]) -> CompileConfig {
+        let base = ["answer", "--namespace", "alice", "--query", "q", "--budget", "100"];
+        compile_config(&Cli::parse_from(base.iter().chain(flags)).args)
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_facade_default_of_every_door() {
+        assert_eq!(config(&[]), CompileConfig::default_for(true));
+        assert_eq!(config(&["--dense", "off"]), CompileConfig::default_for(false));
+        let tuned = config(&["--top-n", "20", "--abstain-below", "0.3"]);
+        assert_eq!(tuned.lexical.top_n, 20);
+        assert_eq!(tuned.abstention.threshold, Some(0.3));
+    }
 }
