@@ -180,7 +180,6 @@ pub use evicortex_reader::{LOCAL_READER_BUILT, load_local_reader};
 pub mod front_end {
     pub use crate::{
         compile_options::apply_compile_options,
-        embedding_cache::last_overlength,
         export::export_line,
         jsonl::{deserialize_turn_objects, parse_jsonl_numbered, turn_from_json},
     };

@@ -10,7 +10,7 @@ use std::{
 
 use evicortex_compiler::Reranker;
 use evicortex_core::{Evidence, Namespace, TextDigest, Turn, TurnId};
-use evicortex_embed::Encoder;
+use evicortex_embed::{Encoder, Overlength};
 use evicortex_ledger::{EvidenceLedger, Ledger, LedgerPosition, OpenMode, ScanEvidence};
 use evicortex_postgres::PgLedger;
 
@@ -217,6 +217,23 @@ impl MemoryBuilder {
         self.encoder = encoders.next();
         self.also_encoders = encoders.collect();
         self
+    }
+
+    /// The store's encoders ([`crate::load_store_encoders`]) with `overlength`, else the policy
+    /// the store was last embedded with, else refuse:
+    /// how every front end opens a store for dense retrieval. Returns the policy used.
+    pub fn store_encoders(
+        &mut self,
+        overlength: Option<Overlength>,
+    ) -> Result<Overlength, crate::StoreEncodersError> {
+        let overlength = match overlength {
+            Some(policy) => policy,
+            None => {
+                crate::embedding_cache::last_overlength(&self.dir)?.unwrap_or(Overlength::Refuse)
+            }
+        };
+        self.encoders(crate::load_store_encoders(&self.dir, overlength)?);
+        Ok(overlength)
     }
 
     /// A further encoder whose dense list compile fuses beside the first encoder's (for example

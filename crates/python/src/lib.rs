@@ -21,7 +21,7 @@ use std::{
 use evicortex::{
     AppendError, AppendStatus, CatchUpLimits, CompileConfig, CompileError, CompileOptionsError,
     CompileQuery, CompileRequest, DenseConfig, EraseTarget, ErrorClass, EventTime, IngestOptions,
-    Memory, Namespace, Overlength, ReaderTokenizer, SessionId, TokenBudget, TurnId,
+    Memory, Namespace, ReaderTokenizer, SessionId, TokenBudget, TurnId,
 };
 use pyo3::{create_exception, exceptions::PyException, prelude::*};
 
@@ -171,12 +171,7 @@ impl NativeMemory {
         let memory = py.detach(|| -> Result<Memory, Failure> {
             let mut builder = Memory::builder(&path);
             if dense {
-                let overlength = evicortex::front_end::last_overlength(&path)
-                    .map_err(|e| Failure::of(&e))?
-                    .unwrap_or(Overlength::Refuse);
-                let encoders = evicortex::load_store_encoders(&path, overlength)
-                    .map_err(|e| Failure::of(&e))?;
-                builder.encoders(encoders);
+                builder.store_encoders(None).map_err(|e| Failure::of(&e))?;
             }
             builder.open().map_err(|e| Failure::of(&e))
         })?;

@@ -134,8 +134,7 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
         builder.loaded_reranker(crate::commands::compile::load_reranker(&args.reranker)?);
     }
     if config.dense != DenseConfig::Off {
-        let overlength = crate::commands::embed::store_overlength(store, None)?;
-        builder.encoders(crate::commands::embed::load_store_encoders(store, overlength)?);
+        builder.store_encoders(None).context("loading the store's encoders")?;
     }
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;

@@ -169,8 +169,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         builder.loaded_reranker(load_reranker(&args.reranker)?);
     }
     if dense != DenseConfig::Off {
-        let overlength = crate::commands::embed::store_overlength(store, args.overlength)?;
-        builder.encoders(crate::commands::embed::load_store_encoders(store, overlength)?);
+        builder.store_encoders(args.overlength).context("loading the store's encoders")?;
     }
     use_ann(&mut builder, store, args.ann_from, args.ann_index)?;
     let memory =
