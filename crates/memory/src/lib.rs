@@ -67,6 +67,7 @@ mod migrate;
 mod migrate_local_files;
 mod migrate_postgres;
 mod pg_dense;
+mod request_config;
 mod rerankers;
 mod stats;
 mod store_encoders;

@@ -9,8 +9,7 @@ use std::{
 };
 
 use evicortex::{
-    AnswerRequest, CatchUpLimits, CompileQuery, DecodingSettings, DenseConfig, EventTime,
-    GgufManifest, Reader, TokenBudget,
+    AnswerRequest, CompileQuery, DecodingSettings, EventTime, GgufManifest, Reader, TokenBudget,
 };
 use pyo3::prelude::*;
 use serde_json::{Map, Value};
@@ -62,12 +61,10 @@ pub(crate) fn answer(
     let query =
         CompileQuery { namespace, question: query, as_of, budget: TokenBudget::new(budget) };
     let report = py.detach(|| -> Result<_, Failure> {
-        if native.memory.has_encoder() && config.dense != DenseConfig::Off {
-            native
-                .memory
-                .catch_up(Some(&query.namespace), CatchUpLimits::default(), &mut |_| {})
-                .map_err(|e| Failure::of(&e))?;
-        }
+        native
+            .memory
+            .catch_up_for_compile(&query.namespace, &config, &mut |_| {})
+            .map_err(|e| Failure::of(&e))?;
         let request = AnswerRequest {
             query: &query,
             config: &config,

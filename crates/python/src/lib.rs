@@ -19,8 +19,8 @@ use std::{
 };
 
 use evicortex::{
-    AppendError, AppendStatus, CatchUpLimits, CompileConfig, CompileError, CompileOptionsError,
-    CompileQuery, CompileRequest, DenseConfig, EraseTarget, ErrorClass, EventTime, IngestOptions,
+    AppendError, AppendStatus, CompileConfig, CompileError, CompileOptionsError,
+    CompileQuery, CompileRequest, EraseTarget, ErrorClass, EventTime, IngestOptions,
     Memory, Namespace, ReaderTokenizer, SessionId, TokenBudget, TurnId,
 };
 use pyo3::{create_exception, exceptions::PyException, prelude::*};
@@ -34,10 +34,6 @@ create_exception!(
     PyException,
     "A facade error: args are (class, field or None, message)."
 );
-
-/// Candidates per retriever in the default configuration, as `evicortex compile` and
-/// `evicortex serve` use.
-const DEFAULT_TOP_N: usize = 50;
 
 /// An open store, with the pinned encoder unless opened lexical-only.
 #[pyclass(frozen, module = "evicortex._native")]
@@ -256,11 +252,9 @@ impl NativeMemory {
         let query =
             CompileQuery { namespace, question: query, as_of, budget: TokenBudget::new(budget) };
         let context = py.detach(|| -> Result<_, Failure> {
-            if self.memory.has_encoder() && config.dense != DenseConfig::Off {
-                self.memory
-                    .catch_up(Some(&query.namespace), CatchUpLimits::default(), &mut |_| {})
-                    .map_err(|e| Failure::of(&e))?;
-            }
+            self.memory
+                .catch_up_for_compile(&query.namespace, &config, &mut |_| {})
+                .map_err(|e| Failure::of(&e))?;
             let request = CompileRequest {
                 query: &query,
                 config: &config,
@@ -354,17 +348,9 @@ impl NativeMemory {
 }
 
 impl NativeMemory {
-    /// The committed default (`CompileConfig::default_with`, dense when the encoder is loaded),
-    /// as `evicortex compile` and `evicortex serve` use, with `settings` applied over it.
+    /// The memory's default configuration (as every door's) with `settings` applied over it.
     fn config(&self, settings: &Map<String, Value>) -> Result<CompileConfig, Failure> {
-        let dense = if self.memory.has_encoder() {
-            DenseConfig::On { top_n: DEFAULT_TOP_N }
-        } else {
-            DenseConfig::Off
-        };
-        let defaults = CompileConfig::default_with(DEFAULT_TOP_N, dense);
-        evicortex::front_end::apply_compile_options(&defaults, settings)
-            .map_err(|e| Failure::of(&e))
+        self.memory.config_with_options(settings).map_err(|e| Failure::of(&e))
     }
 
     /// The reader tokenizer `name` (loaded once per memory).

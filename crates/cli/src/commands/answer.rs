@@ -144,9 +144,7 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
         as_of,
         budget: TokenBudget::new(args.budget),
     };
-    if memory.has_encoder() {
-        crate::commands::compile::catch_up(&memory, &query.namespace)?;
-    }
+    crate::commands::compile::catch_up(&memory, &query.namespace, &config)?;
     let request = AnswerRequest {
         query: &query,
         config: &config,

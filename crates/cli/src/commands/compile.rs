@@ -5,8 +5,8 @@ use std::{io::Write, path::Path};
 
 use anyhow::Context;
 use evicortex::{
-    AbstentionConfig, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, CompiledContext,
-    DenseConfig, EventTime, Expansion, Memory, Namespace, RerankConfig, SupportSignal, TokenBudget,
+    AbstentionConfig, CompileConfig, CompileQuery, CompileRequest, CompiledContext, DenseConfig,
+    EventTime, Expansion, Memory, Namespace, RerankConfig, SupportSignal, TokenBudget,
     reader_tokenizer,
 };
 
@@ -180,9 +180,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         as_of,
         budget: TokenBudget::new(args.budget),
     };
-    if memory.has_encoder() {
-        catch_up(&memory, &query.namespace)?;
-    }
+    catch_up(&memory, &query.namespace, &config)?;
     let request = CompileRequest {
         query: &query,
         config: &config,
@@ -295,22 +293,32 @@ pub fn load_reranker(spec: &evicortex::RerankerSpec) -> anyhow::Result<evicortex
     Ok(loaded)
 }
 
-/// Embeds the namespace's turns not yet in the cache, with a progress bar on a terminal.
-pub(crate) fn catch_up(memory: &Memory, namespace: &Namespace) -> anyhow::Result<()> {
-    let bar = crate::progress::bar(0, "embedding");
+/// Embeds the namespace's turns not yet in the cache when `config` reads vectors, with a
+/// progress bar on a terminal.
+pub(crate) fn catch_up(
+    memory: &Memory,
+    namespace: &Namespace,
+    config: &CompileConfig,
+) -> anyhow::Result<()> {
+    // The bar only once there is something to embed: a lexical compile shows none.
+    let mut bar = None;
     let report = memory
-        .catch_up(Some(namespace), CatchUpLimits::default(), &mut |p| {
+        .catch_up_for_compile(namespace, config, &mut |p| {
+            let bar = bar.get_or_insert_with(|| crate::progress::bar(0, "embedding"));
             bar.set_length(p.total_texts);
             bar.set_position(p.done_texts);
         })
         .context("embedding turns not yet in the cache")?;
-    bar.finish_and_clear();
-    if let Some(first) = report.refused.first() {
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let refused = report.map(|r| r.refused).unwrap_or_default();
+    if let Some(first) = refused.first() {
         eprintln!(
             "note: {} turn(s) of namespace {namespace} are longer than the encoder's maximum and \
              are lexical candidates only (first: record {}, {} tokens); compile with \
              --overlength window to embed them as windows",
-            report.refused.len(),
+            refused.len(),
             first.turn.raw(),
             first.tokens
         );
