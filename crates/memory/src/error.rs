@@ -228,6 +228,7 @@ fn direct_class(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
         ExportError => ExportError::class,
         IngestError => IngestError::class,
         crate::CompileError => crate::CompileError::class,
+        crate::CompileOptionsError => crate::CompileOptionsError::class,
         crate::StoreEncodersError => crate::StoreEncodersError::class,
         crate::AnswerError => crate::AnswerError::class,
         evicortex_reader::ReadError => crate::answer::read_error_class,

@@ -68,6 +68,7 @@ mod migrate_local_files;
 mod migrate_postgres;
 mod pg_dense;
 mod request_config;
+mod request_failure;
 mod rerankers;
 mod stats;
 mod store_encoders;
@@ -183,6 +184,7 @@ pub mod front_end {
         compile_options::apply_compile_options,
         export::export_line,
         jsonl::{deserialize_turn_objects, parse_jsonl_numbered, turn_from_json},
+        request_failure::{BadInputKind, BlamedField, RequestFailure},
     };
     pub use evicortex_compiler::{
         PREAMBLE, PackPolicy, RankedPack, RenderTurn, pack_ranked, render_chronological,

@@ -14,7 +14,7 @@ use evicortex::{
 use pyo3::prelude::*;
 use serde_json::{Map, Value};
 
-use crate::{Failure, NativeMemory, error_chain, namespace, parse_json};
+use crate::{Failure, NativeMemory, namespace, parse_json};
 
 /// Most tokens a call may ask the reader to generate (as the servers allow).
 const MAX_NEW_TOKENS_LIMIT: u32 = 512;
@@ -73,12 +73,7 @@ pub(crate) fn answer(
             question_date: None,
             decoding: DecodingSettings::greedy(max_new_tokens),
         };
-        native.memory.answer(&request, reader.as_ref()).map_err(|e| {
-            let mut failure = Failure::of(&e);
-            failure.field = e.field();
-            failure.message = error_chain(&e);
-            failure
-        })
+        native.memory.answer(&request, reader.as_ref()).map_err(|e| Failure::of(&e))
     })?;
     Ok(report.to_json().to_string())
 }

@@ -18,10 +18,10 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
+use evicortex::front_end::{BadInputKind, BlamedField, RequestFailure};
 use evicortex::{
-    AppendError, AppendStatus, CompileConfig, CompileError, CompileOptionsError,
-    CompileQuery, CompileRequest, EraseTarget, ErrorClass, EventTime, IngestOptions,
-    Memory, Namespace, ReaderTokenizer, SessionId, TokenBudget, TurnId,
+    AppendStatus, CompileConfig, CompileQuery, CompileRequest, EraseTarget, ErrorClass, EventTime,
+    IngestOptions, Memory, Namespace, ReaderTokenizer, SessionId, TokenBudget, TurnId,
 };
 use pyo3::{create_exception, exceptions::PyException, prelude::*};
 
@@ -46,7 +46,7 @@ struct NativeMemory {
 struct Failure {
     class: ErrorClass,
     /// A finer kind of bad input, as the HTTP API distinguishes it (404, 409).
-    detail: Option<&'static str>,
+    kind: Option<BadInputKind>,
     field: Option<String>,
     message: String,
 }
@@ -56,7 +56,7 @@ impl Failure {
         let field = field.into();
         Failure {
             class: ErrorClass::BadInput,
-            detail: None,
+            kind: None,
             message: format!("{field}: {message}"),
             field: Some(field),
         }
@@ -65,31 +65,33 @@ impl Failure {
     fn internal(message: impl std::fmt::Display) -> Failure {
         Failure {
             class: ErrorClass::Internal,
-            detail: None,
+            kind: None,
             field: None,
             message: message.to_string(),
         }
     }
 
-    /// The failure of a facade error: its class from [`ErrorClass::of`], and the field to blame
-    /// where the error names one.
+    /// The failure of a facade error ([`RequestFailure`]), its message the whole chain of
+    /// causes; a compile setting is blamed by its own name, as Python passes it.
     fn of(err: &(dyn Error + 'static)) -> Failure {
-        Failure {
-            class: class_of(err),
-            detail: detail_of(err),
-            field: field_of(err),
-            message: error_chain(err),
-        }
+        let failure = RequestFailure::of(err);
+        let field = failure.field.and_then(|field| match field {
+            BlamedField::Request(field) | BlamedField::Setting(field) => Some(field),
+            BlamedField::Settings => None,
+        });
+        Failure { class: failure.class, kind: failure.kind, field, message: error_chain(err) }
     }
 }
 
 impl From<Failure> for PyErr {
     fn from(f: Failure) -> PyErr {
-        let class = match f.class {
-            ErrorClass::BadInput => f.detail.unwrap_or("bad_input"),
-            ErrorClass::Io => "io",
-            ErrorClass::Integrity => "integrity",
-            ErrorClass::ModelMissing => "model_missing",
+        let class = match (f.class, f.kind) {
+            (ErrorClass::BadInput, Some(BadInputKind::Conflict)) => "conflict",
+            (ErrorClass::BadInput, Some(BadInputKind::NotFound)) => "not_found",
+            (ErrorClass::BadInput, _) => "bad_input",
+            (ErrorClass::Io, _) => "io",
+            (ErrorClass::Integrity, _) => "integrity",
+            (ErrorClass::ModelMissing, _) => "model_missing",
             _ => "internal",
         };
         NativeError::new_err((class, f.field, f.message))
@@ -109,45 +111,6 @@ fn error_chain(err: &(dyn Error + 'static)) -> String {
         cause = e.source();
     }
     message
-}
-
-/// The facade error's class. Refused compile settings are bad input, whatever error inside them
-/// says why (`ErrorClass::of` does not see through their transparent wrapper).
-fn class_of(err: &(dyn Error + 'static)) -> ErrorClass {
-    match err.downcast_ref::<CompileOptionsError>() {
-        Some(e) => e.class(),
-        None => ErrorClass::of(err).unwrap_or(ErrorClass::Internal),
-    }
-}
-
-/// The input field a facade error blames, in the HTTP API's notation.
-fn field_of(err: &(dyn Error + 'static)) -> Option<String> {
-    if let Some(e) = err.downcast_ref::<AppendError>() {
-        return match e {
-            AppendError::InvalidTurn { index, field, .. }
-            | AppendError::Conflict { index, field, .. } => Some(format!("turns[{index}].{field}")),
-            AppendError::Erased { index, .. } => Some(format!("turns[{index}]")),
-            _ => None,
-        };
-    }
-    if let Some(e) = err.downcast_ref::<CompileError>() {
-        return e.field();
-    }
-    err.downcast_ref::<CompileOptionsError>().and_then(CompileOptionsError::field)
-}
-
-/// `not_found` for an erasure target that matches nothing, `conflict` for a turn that conflicts
-/// with what is stored.
-fn detail_of(err: &(dyn Error + 'static)) -> Option<&'static str> {
-    if let Some(e) = err.downcast_ref::<AppendError>() {
-        return matches!(e, AppendError::Conflict { .. } | AppendError::Erased { .. })
-            .then_some("conflict");
-    }
-    if let Some(evicortex::EraseError::Ledger(e)) = err.downcast_ref::<evicortex::EraseError>() {
-        use evicortex::LedgerEraseError as L;
-        return matches!(e, L::NotFound { .. } | L::NotATurn { .. }).then_some("not_found");
-    }
-    None
 }
 
 fn namespace(raw: &str, field: &str) -> Result<Namespace, Failure> {

@@ -84,17 +84,7 @@ pub fn answer(
         question_date: None,
         decoding: DecodingSettings::greedy(max_new_tokens),
     };
-    match memory.answer(&answer_request, reader.reader.as_ref()) {
-        Ok(report) => Ok(report.to_json()),
-        Err(e) => match e.field() {
-            Some(field) if e.class() == evicortex::ErrorClass::BadInput => {
-                let field = match field.as_str() {
-                    "query" | "budget" | "tokenizer" => field,
-                    other => format!("options.{other}"),
-                };
-                Err(ApiError::invalid(field, e))
-            }
-            _ => Err(facade_error(&e)),
-        },
-    }
+    let report =
+        memory.answer(&answer_request, reader.reader.as_ref()).map_err(|e| facade_error(&e))?;
+    Ok(report.to_json())
 }
