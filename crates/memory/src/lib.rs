@@ -69,6 +69,7 @@ mod migrate_postgres;
 mod pg_dense;
 mod request_config;
 mod request_failure;
+mod requests;
 mod rerankers;
 mod stats;
 mod store_encoders;
@@ -185,6 +186,10 @@ pub mod front_end {
         export::export_line,
         jsonl::{deserialize_turn_objects, parse_jsonl_numbered, turn_from_json},
         request_failure::{BadInputKind, BlamedField, RequestFailure},
+        requests::{
+            AppendResponse, AppendedTurn, EraseResponse, NamespaceStatsResponse, TurnsNamespace,
+            VerifyResponse, erase_target, turns_from_objects,
+        },
     };
     pub use evicortex_compiler::{
         PREAMBLE, PackPolicy, RankedPack, RenderTurn, pack_ranked, render_chronological,

@@ -18,15 +18,18 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use evicortex::front_end::{BadInputKind, BlamedField, RequestFailure};
+use evicortex::front_end::{
+    AppendResponse, BadInputKind, BlamedField, EraseResponse, RequestFailure, TurnsNamespace,
+    VerifyResponse, erase_target, turns_from_objects,
+};
 use evicortex::{
-    AppendStatus, CompileConfig, CompileQuery, CompileRequest, EraseTarget, ErrorClass, EventTime,
-    IngestOptions, Memory, Namespace, ReaderTokenizer, SessionId, TokenBudget, TurnId,
+    CompileConfig, CompileQuery, CompileRequest, ErrorClass, EventTime, Memory, Namespace,
+    ReaderTokenizer, SessionId, TokenBudget, TurnId,
 };
 use pyo3::{create_exception, exceptions::PyException, prelude::*};
 
 mod answer;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 create_exception!(
     _native,
@@ -113,6 +116,11 @@ fn error_chain(err: &(dyn Error + 'static)) -> String {
     message
 }
 
+/// A response as JSON text, in the shape the HTTP API returns it.
+fn to_json(response: &impl serde::Serialize) -> PyResult<String> {
+    serde_json::to_string(response).map_err(|e| Failure::internal(e).into())
+}
+
 fn namespace(raw: &str, field: &str) -> Result<Namespace, Failure> {
     Namespace::new(raw).map_err(|e| Failure::bad_input(field, e))
 }
@@ -152,41 +160,12 @@ impl NativeMemory {
         namespace: Option<&str>,
     ) -> PyResult<String> {
         let objects: Vec<Map<String, Value>> = parse_json(turns_json, "turns")?;
-        if objects.is_empty() {
-            return Err(Failure::bad_input("turns", "is empty: give at least one turn").into());
-        }
         let default_namespace = namespace.map(|n| self::namespace(n, "namespace")).transpose()?;
-        let options = IngestOptions { default_namespace, ..IngestOptions::default() };
-        let turns = objects
-            .iter()
-            .enumerate()
-            .map(|(i, object)| {
-                evicortex::front_end::turn_from_json(object, &options)
-                    .map_err(|e| Failure::bad_input(format!("turns[{i}].{}", e.field), e.reason))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let turns =
+            turns_from_objects(&objects, &TurnsNamespace::Default(default_namespace), usize::MAX)
+                .map_err(|e| Failure::bad_input(e.field, e.reason))?;
         let receipt = py.detach(|| self.memory.append(&turns)).map_err(|e| Failure::of(&e))?;
-        let count = |status| receipt.outcomes.iter().filter(|o| o.status == status).count();
-        let turns: Vec<Value> = receipt
-            .outcomes
-            .iter()
-            .map(|o| {
-                json!({
-                    "id": o.id.raw(),
-                    "digest": o.digest.to_hex(),
-                    "status": match o.status {
-                        AppendStatus::Appended => "appended",
-                        AppendStatus::AlreadyPresent => "already_present",
-                    },
-                })
-            })
-            .collect();
-        Ok(json!({
-            "appended": count(AppendStatus::Appended),
-            "already_present": count(AppendStatus::AlreadyPresent),
-            "turns": turns,
-        })
-        .to_string())
+        to_json(&AppendResponse::from(&receipt))
     }
 
     /// Compiles a context: the committed default configuration (dense when the encoder is
@@ -241,55 +220,33 @@ impl NativeMemory {
         all: bool,
     ) -> PyResult<String> {
         let namespace = self::namespace(namespace, "namespace")?;
-        let target = match (session, record, all) {
-            (Some(session), None, false) => EraseTarget::Session(
-                namespace,
-                SessionId::new(session).map_err(|e| Failure::bad_input("session", e))?,
-            ),
-            (None, Some(record), false) => EraseTarget::Record(namespace, TurnId::from_raw(record)),
-            (None, None, true) => EraseTarget::Namespace(namespace),
-            _ => {
-                let message = "give exactly one of session, record or all=True";
-                return Err(Failure::bad_input("target", message).into());
-            }
-        };
+        let session = session
+            .map(SessionId::new)
+            .transpose()
+            .map_err(|e| Failure::bad_input("session", e))?;
+        let target = erase_target(
+            &namespace,
+            session,
+            record.map(TurnId::from_raw),
+            all.then_some(true),
+            "target",
+        )
+        .map_err(|e| Failure::bad_input(e.field, e.reason))?;
         let receipt = py.detach(|| self.memory.erase(&target)).map_err(|e| Failure::of(&e))?;
-        Ok(json!({
-            "redaction": receipt.redaction.map(TurnId::raw),
-            "erased": receipt.erased.iter().map(|t| t.id.raw()).collect::<Vec<_>>(),
-            "already_erased": receipt.already_erased,
-        })
-        .to_string())
+        to_json(&EraseResponse::from(&receipt))
     }
 
     /// Checks every record's digest and chain link. Returns the report as JSON.
     fn verify(&self, py: Python<'_>) -> PyResult<String> {
         let report = py.detach(|| self.memory.verify()).map_err(|e| Failure::of(&e))?;
-        Ok(json!({
-            "ok": true,
-            "records": report.records,
-            "turns": report.turns,
-            "erased_turns": report.erased_turns,
-            "redactions": report.redactions,
-            "head": report.head.map(evicortex::LedgerPosition::raw),
-            "chain_head": report.chain_head.to_hex(),
-        })
-        .to_string())
+        to_json(&VerifyResponse::from(&report))
     }
 
     /// Counts of one namespace's live turns, as JSON.
     fn stats(&self, py: Python<'_>, namespace: &str) -> PyResult<String> {
         let ns = self::namespace(namespace, "namespace")?;
-        let evidence = py.detach(|| self.memory.evidence(&ns)).map_err(|e| Failure::of(&e))?;
-        let sessions: std::collections::BTreeSet<_> =
-            evidence.iter().map(|e| &e.turn.session).collect();
-        Ok(json!({
-            "namespace": ns.as_str(),
-            "turns": evidence.len(),
-            "sessions": sessions.len(),
-            "text_bytes": evidence.iter().map(|e| e.turn.text.len()).sum::<usize>(),
-        })
-        .to_string())
+        let stats = py.detach(|| self.memory.namespace_stats(&ns)).map_err(|e| Failure::of(&e))?;
+        to_json(&stats)
     }
 
     /// The live turns (of `namespace`, or all) as JSONL, in ledger order.
