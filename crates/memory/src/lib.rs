@@ -67,6 +67,7 @@ mod migrate;
 mod migrate_local_files;
 mod migrate_postgres;
 mod pg_dense;
+mod reader_tokenizers;
 mod request_config;
 mod request_failure;
 mod requests;
@@ -185,6 +186,7 @@ pub mod front_end {
         compile_options::apply_compile_options,
         export::export_line,
         jsonl::{deserialize_turn_objects, parse_jsonl_numbered, turn_from_json},
+        reader_tokenizers::ReaderTokenizers,
         request_failure::{BadInputKind, BlamedField, RequestFailure},
         requests::{
             AppendResponse, AppendedTurn, EraseResponse, NamespaceStatsResponse, TurnsNamespace,

@@ -11,16 +11,11 @@
 //! path of the offending input (`turns[2].time`, `rrf_k`), when known; the Python layer maps
 //! them to its exception classes.
 
-use std::{
-    collections::HashMap,
-    error::Error,
-    path::PathBuf,
-    sync::{Arc, Mutex, PoisonError},
-};
+use std::{error::Error, path::PathBuf, sync::Arc};
 
 use evicortex::front_end::{
-    AppendResponse, BadInputKind, BlamedField, EraseResponse, RequestFailure, TurnsNamespace,
-    VerifyResponse, erase_target, turns_from_objects,
+    AppendResponse, BadInputKind, BlamedField, EraseResponse, ReaderTokenizers, RequestFailure,
+    TurnsNamespace, VerifyResponse, erase_target, turns_from_objects,
 };
 use evicortex::{
     CompileConfig, CompileQuery, CompileRequest, ErrorClass, EventTime, Memory, Namespace,
@@ -42,7 +37,7 @@ create_exception!(
 #[pyclass(frozen, module = "evicortex._native")]
 struct NativeMemory {
     memory: Memory,
-    readers: Mutex<HashMap<String, Arc<dyn ReaderTokenizer>>>,
+    readers: ReaderTokenizers,
 }
 
 /// Why a call failed, before it becomes a Python exception.
@@ -142,7 +137,7 @@ impl NativeMemory {
             }
             builder.open().map_err(|e| Failure::of(&e))
         })?;
-        Ok(NativeMemory { memory, readers: Mutex::default() })
+        Ok(NativeMemory { memory, readers: ReaderTokenizers::default() })
     }
 
     /// Whether dense retrieval is available (the pinned encoder is loaded).
@@ -275,15 +270,7 @@ impl NativeMemory {
 
     /// The reader tokenizer `name` (loaded once per memory).
     fn reader(&self, name: &str) -> Result<Arc<dyn ReaderTokenizer>, Failure> {
-        let mut readers = self.readers.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(reader) = readers.get(name) {
-            return Ok(Arc::clone(reader));
-        }
-        let reader: Arc<dyn ReaderTokenizer> = evicortex::reader_tokenizer(name)
-            .map_err(|e| Failure::bad_input("reader_tokenizer", e))?
-            .into();
-        readers.insert(name.to_owned(), Arc::clone(&reader));
-        Ok(reader)
+        self.readers.get(name).map_err(|e| Failure::bad_input("reader_tokenizer", e))
     }
 }
 

@@ -1,9 +1,9 @@
 //! How the servers compile: the memory's default configuration with a request's partial
 //! `options` applied over it, and the reader tokenizers a request may name.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
+use evicortex::front_end::ReaderTokenizers;
 use evicortex::{
     CompileConfig, CompileQuery, CompileRequest as MemoryCompileRequest, CompiledContext, Memory,
     Namespace, ReaderTokenizer, TokenBudget,
@@ -33,11 +33,11 @@ pub fn requested_config(
 
 /// The reader tokenizers loaded so far (at most [`READER_TOKENIZERS`]).
 #[derive(Debug, Default)]
-pub struct Readers(Mutex<HashMap<&'static str, Arc<dyn ReaderTokenizer>>>);
+pub struct Readers(ReaderTokenizers);
 
 impl Readers {
     fn get(&self, name: &str) -> Result<Arc<dyn ReaderTokenizer>, ApiError> {
-        let Some(&known) = READER_TOKENIZERS.iter().find(|&&n| n == name) else {
+        if !READER_TOKENIZERS.contains(&name) {
             return Err(ApiError::invalid(
                 "reader_tokenizer",
                 format!(
@@ -45,18 +45,10 @@ impl Readers {
                     READER_TOKENIZERS.join(", ")
                 ),
             ));
-        };
-        let mut readers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(reader) = readers.get(known) {
-            return Ok(Arc::clone(reader));
         }
-        let reader: Arc<dyn ReaderTokenizer> = evicortex::reader_tokenizer(known)
-            .map_err(|e| ApiError::Unavailable {
-                message: format!("reader tokenizer {known}: {e}"),
-            })?
-            .into();
-        readers.insert(known, Arc::clone(&reader));
-        Ok(reader)
+        self.0
+            .get(name)
+            .map_err(|e| ApiError::Unavailable { message: format!("reader tokenizer {name}: {e}") })
     }
 }
 
