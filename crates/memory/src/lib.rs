@@ -75,6 +75,7 @@ mod rerankers;
 mod stats;
 mod store_encoders;
 mod store_location;
+mod store_lock;
 mod token_precount;
 mod write_log;
 
@@ -118,6 +119,7 @@ pub use crate::{
     store_location::{
         DERIVED_DIR_ENV, DERIVED_FROM_FILE, StoreLocation, is_postgres_url, store_files_dir,
     },
+    store_lock::{LOCK_FILE, StoreLock, StoreLockError},
 };
 
 /// Domain types: turns, ids, times, namespaces, budgets.

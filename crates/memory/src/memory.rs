@@ -71,6 +71,9 @@ pub(crate) struct Inner {
     embedder: OnceLock<BackgroundEmbedder>,
     /// The background counts of reader tokens (see [`crate::token_precount`]).
     pub(crate) precounts: Arc<Precounts>,
+    /// The store's writer lock, held for as long as this memory lives
+    /// ([`MemoryBuilder::lock_store`]).
+    _store_lock: Option<crate::StoreLock>,
     /// Fault injection: runs between the erasure check and the write of derived data.
     #[cfg(test)]
     pub(crate) before_put: TestHook,
@@ -193,6 +196,7 @@ pub struct MemoryBuilder {
     /// `None`: not chosen, the store's default ([`MemoryBuilder::ann`]).
     ann: Option<Option<crate::AnnSettings>>,
     lexical_files_from: Option<usize>,
+    lock_store: bool,
 }
 
 impl MemoryBuilder {
@@ -302,12 +306,24 @@ impl MemoryBuilder {
         self
     }
 
+    /// Takes the store's writer lock ([`crate::StoreLock`]) when opening, and holds it for as
+    /// long as the memory lives: a second process that opens the store so is refused at once
+    /// ([`crate::StoreLockError::Busy`], naming the holder), before anything is written. Every
+    /// door that writes (the servers, MCP, Python) opens its memory so.
+    pub fn lock_store(&mut self) -> &mut MemoryBuilder {
+        self.lock_store = true;
+        self
+    }
+
     /// Opens the store, creating the directory and an empty ledger if absent. Refuses a store
     /// whose ledger fails the open-time integrity check. The embedding cache (when there is an
     /// encoder, or when the store already has one) is opened and reconciled with the ledger:
     /// vectors of texts that an interrupted erasure left behind are dropped.
     pub fn open(&self) -> Result<Memory, OpenError> {
         self.check_encoders()?;
+        // Before anything is opened: reconciling derived files writes them.
+        let store_lock =
+            if self.lock_store { Some(crate::StoreLock::acquire(&self.dir)?) } else { None };
         let OpenedLedger { dir, ledger, url } = self.open_ledger(OpenMode::ReadWrite)?;
         let cache = if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() {
             let cache = EmbeddingCache::open(&dir)?;
@@ -372,6 +388,7 @@ impl MemoryBuilder {
             appends: GroupCommit::default(),
             embedder: OnceLock::new(),
             precounts: Arc::default(),
+            _store_lock: store_lock,
             #[cfg(test)]
             before_put: TestHook::default(),
         });
@@ -462,6 +479,7 @@ impl MemoryBuilder {
             appends: GroupCommit::default(),
             embedder: OnceLock::new(),
             precounts: Arc::default(),
+            _store_lock: None,
             #[cfg(test)]
             before_put: TestHook::default(),
         }))
@@ -484,6 +502,7 @@ impl Memory {
             background_embedding: false,
             ann: None,
             lexical_files_from: Some(crate::DEFAULT_LEXICAL_FILES_FROM),
+            lock_store: false,
         }
     }
 

@@ -132,6 +132,9 @@ impl NativeMemory {
     fn new(py: Python<'_>, path: PathBuf, dense: bool) -> PyResult<NativeMemory> {
         let memory = py.detach(|| -> Result<Memory, Failure> {
             let mut builder = Memory::builder(&path);
+            // One writing process per store: a store `evicortex serve` (or another `Memory`)
+            // holds is refused, naming the holder.
+            builder.lock_store();
             if dense {
                 builder.store_encoders(None).map_err(|e| Failure::of(&e))?;
             }

@@ -96,7 +96,7 @@ pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
                 return Err(UsageError("--json needs TEXT".to_owned()).into());
             }
             crate::commands::open_existing(store)?;
-            let _lock = crate::store_lock::StoreLock::acquire(store)?;
+            let _lock = evicortex::StoreLock::acquire(store)?;
             let memory = open_with_encoders(store, args.overlength)?;
             let report = catch_up(&memory, CatchUpLimits { chunk_texts: args.chunk_texts.max(1) })?;
             print_report(&report)?;

@@ -43,7 +43,7 @@ pub fn run(store: &Path, args: &EraseArgs) -> anyhow::Result<()> {
     let all = (session.is_none() && args.record.is_none()).then_some(true);
     let target = erase_target(&namespace, session, args.record.map(TurnId::from_raw), all, "erase")
         .map_err(|e| UsageError(format!("{}: {}", e.field, e.reason)))?;
-    let _lock = crate::store_lock::StoreLock::acquire(store)?;
+    let _lock = evicortex::StoreLock::acquire(store)?;
     // The memory purges every derived store it holds (the embedding cache included) itself.
     let memory =
         Memory::open(store).with_context(|| format!("opening the store {}", store.display()))?;

@@ -120,11 +120,14 @@ pub struct RetrievalArgs {
 }
 
 impl RetrievalArgs {
-    /// Opens the memory the server runs on: with the pinned encoder, embedding appended turns in
-    /// the background (every stored turn becomes a dense candidate once embedded, the turns
-    /// stored without a vector first), or lexical-only without any model.
+    /// Opens the memory the server runs on, holding the store's writer lock: with the pinned
+    /// encoder, embedding appended turns in the background (every stored turn becomes a dense
+    /// candidate once embedded, the turns stored without a vector first), or lexical-only
+    /// without any model.
     pub fn open(&self, store: &Path) -> anyhow::Result<Memory> {
         let mut builder = Memory::builder(store);
+        // Held by the memory for as long as the server runs.
+        builder.lock_store();
         let overlength = if self.lexical_only {
             eprintln!("retrieval: lexical only (--lexical-only); dense retrieval is off");
             None
@@ -160,7 +163,6 @@ impl RetrievalArgs {
 
 /// Runs the server on the store in `store` until SIGTERM or Ctrl-C, then drains and exits.
 pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
-    let _lock = crate::store_lock::StoreLock::acquire(store)?;
     let memory = args.retrieval.open(store)?;
     let keys = KeyStore::open(&evicortex::store_files_dir(store)?)
         .with_context(|| format!("opening the key store in {}", store.display()))?;
