@@ -7,9 +7,28 @@ use evicortex_core::Namespace;
 use serde_json::{Map, Value};
 
 use crate::{
-    CatchUpError, CatchUpLimits, CompileOptionsError, EmbedProgress, EmbedReport, Memory,
-    compile_options::apply_compile_options,
+    CatchUpError, CatchUpLimits, CompileOptionsError, DecodingSettings, EmbedProgress, EmbedReport,
+    FieldError, Memory, compile_options::apply_compile_options,
 };
+
+/// Most tokens an answer request may ask the reader to generate.
+pub const MAX_NEW_TOKENS_LIMIT: u32 = 512;
+
+/// Tokens an answer request's reader generates when the request does not say.
+pub const DEFAULT_MAX_NEW_TOKENS: u32 = 64;
+
+/// Greedy decoding of `max_new_tokens` ([`DEFAULT_MAX_NEW_TOKENS`] when not given), refused
+/// outside 1 to [`MAX_NEW_TOKENS_LIMIT`] naming `max_new_tokens`.
+pub fn requested_decoding(max_new_tokens: Option<u32>) -> Result<DecodingSettings, FieldError> {
+    let max_new_tokens = max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS);
+    if max_new_tokens == 0 || max_new_tokens > MAX_NEW_TOKENS_LIMIT {
+        return Err(FieldError {
+            field: "max_new_tokens".to_owned(),
+            reason: format!("must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {max_new_tokens}"),
+        });
+    }
+    Ok(DecodingSettings::greedy(max_new_tokens))
+}
 
 impl Memory {
     /// The configuration of a compile that sets nothing: the committed default
