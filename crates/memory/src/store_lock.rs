@@ -2,8 +2,9 @@
 //! `erase`, `embed`, `encoders --set` and `migrate`; a Python `Memory`; any memory opened with
 //! [`crate::MemoryBuilder::lock_store`]) holds an exclusive lock on `<store>/evicortex.lock` while
 //! it runs; a second one is refused at once, naming the process that holds it. Read-only
-//! commands (`compile`, `verify`, `stats`, `export`) take no lock: SQLite gives them a
-//! consistent snapshot while a writer runs.
+//! commands (`verify`, `stats`, `export`) take no lock: SQLite gives them a consistent snapshot
+//! while a writer runs. `compile` and `answer` with dense retrieval take it when it is free, to
+//! embed the namespace's pending turns first; while another process holds it they embed none.
 //!
 //! Why refuse rather than share through SQLite's locking: the ledger alone would stay consistent
 //! (each append checks the chain head inside its transaction), but a server keeps state derived

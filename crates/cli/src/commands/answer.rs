@@ -120,14 +120,7 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
     };
     let config = compile_config(args);
     config.validate().map_err(|e| UsageError(e.to_string()))?;
-    let postgres = store.to_str().is_some_and(evicortex::is_postgres_url);
-    if !postgres && !store.join(evicortex::LEDGER_FILE).is_file() {
-        return Err(UsageError(format!(
-            "no store at {} (run `evicortex ingest` first)",
-            store.display()
-        ))
-        .into());
-    }
+    let lock = crate::commands::compile::store_for_compile(store, &config)?;
     let reader = open_reader(args.reader.as_deref(), args.endpoint)?;
     let mut builder = Memory::builder(store);
     if args.rerank == Switch::On {
@@ -144,7 +137,9 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
         as_of,
         budget: TokenBudget::new(args.budget),
     };
-    crate::commands::compile::catch_up(&memory, &query.namespace, &config)?;
+    if lock.is_some() {
+        crate::commands::compile::catch_up(&memory, &query.namespace, &config)?;
+    }
     let request = AnswerRequest {
         query: &query,
         config: &config,

@@ -19,7 +19,8 @@ use crate::exit::UsageError;
     reasons behind it, with --json the full manifest: items with per-retriever ranks and scores, \
     excluded candidates with their reason, tokens used, encoder identity and configuration. \
     With --dense on (the default) the pinned encoder embeds the question and any turns not yet \
-    embedded; --dense off needs no model.\n\n\
+    embedded (unless another process, such as `evicortex serve`, holds the store: it embeds \
+    them); --dense off needs no model.\n\n\
     Examples:\n  \
     evicortex compile --namespace alice --query \"Where am I moving?\" \\\n      \
     --budget 300 --reader-tokenizer o200k_base\n  \
@@ -156,14 +157,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     };
     config.validate().map_err(|e| UsageError(e.to_string()))?;
     let dense = config.dense;
-    let postgres = store.to_str().is_some_and(evicortex::is_postgres_url);
-    if !postgres && !store.join(evicortex::LEDGER_FILE).is_file() {
-        return Err(UsageError(format!(
-            "no store at {} (run `evicortex ingest` first)",
-            store.display()
-        ))
-        .into());
-    }
+    let lock = store_for_compile(store, &config)?;
     let mut builder = Memory::builder(store);
     if config.rerank != RerankConfig::Off {
         builder.loaded_reranker(load_reranker(&args.reranker)?);
@@ -180,7 +174,9 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
         as_of,
         budget: TokenBudget::new(args.budget),
     };
-    catch_up(&memory, &query.namespace, &config)?;
+    if lock.is_some() {
+        catch_up(&memory, &query.namespace, &config)?;
+    }
     let request = CompileRequest {
         query: &query,
         config: &config,
@@ -291,6 +287,42 @@ pub fn load_reranker(spec: &evicortex::RerankerSpec) -> anyhow::Result<evicortex
         evicortex::load_reranker(spec).with_context(|| format!("loading the reranker {spec}"))?;
     eprintln!("reranker: {}", loaded.reranker.name());
     Ok(loaded)
+}
+
+/// Refuses a missing store. With dense retrieval, takes the store's writer lock when no other
+/// process holds it, so that the compile may embed the namespace's pending turns first; when
+/// another process holds it (a server, which embeds the turns itself), the compile embeds none,
+/// says so, and compiles what is embedded: a process without the lock writes no vector.
+pub(crate) fn store_for_compile(
+    store: &Path,
+    config: &CompileConfig,
+) -> anyhow::Result<Option<evicortex::StoreLock>> {
+    let postgres = store.to_str().is_some_and(evicortex::is_postgres_url);
+    if !postgres && !store.join(evicortex::LEDGER_FILE).is_file() {
+        return Err(UsageError(format!(
+            "no store at {} (run `evicortex ingest` first)",
+            store.display()
+        ))
+        .into());
+    }
+    if config.dense == DenseConfig::Off {
+        return Ok(None);
+    }
+    match evicortex::StoreLock::acquire(store) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(evicortex::StoreLockError::Busy { holder, .. }) => {
+            eprintln!(
+                "note: the store is in use by another evicortex process ({holder}): this \
+                 compile embeds no turns (only the process holding the store writes to it); \
+                 turns without a vector yet are lexical candidates only"
+            );
+            Ok(None)
+        }
+        Err(err) => {
+            eprintln!("note: {err}: this compile embeds no turns");
+            Ok(None)
+        }
+    }
 }
 
 /// Embeds the namespace's turns not yet in the cache when `config` reads vectors, with a

@@ -160,3 +160,36 @@ fn a_library_writer_on_a_store_serve_holds_is_refused_naming_the_server() {
     let memory = evicortex::Memory::builder(&store).lock_store().open().expect("the store is free");
     assert_eq!(memory.stats().unwrap().ledger.turns, 1);
 }
+
+/// A compile while another process holds the store writes no vector: the turns that process
+/// has not embedded stay lexical candidates, and the compile says why; once the store is free,
+/// every turn is still to embed.
+#[test]
+fn a_compile_while_serve_holds_the_store_embeds_nothing_and_says_so() {
+    let (_dir, store, _key, server) = served_store();
+    let compile = [
+        "compile",
+        "--namespace",
+        "shared",
+        "--query",
+        "what was said over HTTP?",
+        "--budget",
+        "200",
+        "--reader-tokenizer",
+        "o200k_base",
+        "--json",
+    ];
+    let r = run(&store, &compile);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(names_the_server(&r.stderr, &server), "{}", r.stderr);
+    assert!(r.stderr.contains("this compile embeds no turns"), "{}", r.stderr);
+    let context: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(context["coverage"]["dense_pending"], 1, "{context}");
+    assert!(context["text"].as_str().unwrap().contains("said over HTTP"), "{context}");
+    server.stop();
+    let embedded = ok(&store, &["embed"]);
+    assert!(
+        embedded.contains("embedded 1 texts") && embedded.contains("0 already cached"),
+        "{embedded}"
+    );
+}
