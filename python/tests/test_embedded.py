@@ -63,7 +63,7 @@ def test_append_is_idempotent_and_typed_turns_work(memory: Memory, sample_turns:
 
 def test_settings_use_the_config_field_names_and_unknown_ones_are_refused(memory: Memory) -> None:
     defaults = memory.config()
-    assert defaults["lexical"]["top_n"] == 50 and defaults["dense"] == {"mode": "on", "top_n": 50}
+    assert defaults["lexical"]["top_n"] == 75 and defaults["dense"] == {"mode": "on", "top_n": 75}
     lexical = memory.compile(
         "alice", QUESTION, budget=200, reader_tokenizer="cl100k_base", rrf_k=5.0, dense={"mode": "off"}
     )

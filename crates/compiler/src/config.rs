@@ -4,8 +4,10 @@
 use evicortex_lexical::Analyzer;
 use serde::{Deserialize, Serialize};
 
-/// Candidates per retriever list in the default configuration.
-pub const DEFAULT_TOP_N: usize = 50;
+/// Candidates per retriever list in the default configuration. Deep enough that the fused pool
+/// outlasts a 4,096-token budget of short turns (about a hundred at 40 tokens): at 50 the gold
+/// turns a 4,096-token pack missed on LoCoMo dev were nearly all outside the pool.
+pub const DEFAULT_TOP_N: usize = 75;
 
 /// How a question is compiled. Serialised verbatim into every [`crate::CompiledContext`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -58,7 +58,7 @@ impl PgLedger {
     /// `pg_checkpoint` plus EXECUTE on `pg_switch_wal`), and a server that removes old segments
     /// rather than keeping or recycling them: `wal_recycle = off`, `wal_keep_size = 0`, no
     /// replication slot or archiver holding them, and no statement logging with parameters
-    /// ([`PgLedger::erase`] refuses such a server before writing anything; the scrub reports it
+    /// ([`PgLedger`'s `erase`](evicortex_ledger::EvidenceLedger::erase) refuses such a server before writing anything; the scrub reports it
     /// as incomplete and leaves its mark for the next connect). A standby replays the rewrite
     /// but keeps the WAL it received until its next restartpoint (`CHECKPOINT` on the standby
     /// once it has replayed the erasure); on a read replica's handle this is refused, nothing

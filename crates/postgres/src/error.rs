@@ -77,7 +77,7 @@ pub enum ConnectError {
         /// What did not match.
         detail: String,
     },
-    /// An interrupted erasure's scrub (see [`crate::PgLedger::erase`]) could not be finished.
+    /// An interrupted erasure's scrub (see [`evicortex_ledger::EvidenceLedger::erase`]) could not be finished.
     #[error("the ledger at {url} has an unfinished erasure scrub that failed again: {detail}")]
     ScrubPending {
         /// The connection string, without its password.

@@ -143,7 +143,7 @@ impl PgLedger {
 }
 
 /// The ledger crate's one ledger on this store: its checks, append and erasure logic and error
-/// enums, over a [`PgTable`] per transaction. Appends and erasures are refused on a read
+/// enums, over a `PgTable` per transaction. Appends and erasures are refused on a read
 /// replica before anything is sent (the enums' `ReadOnlyReplica`); an erasure is refused on a
 /// server that would keep the erased texts in its files (`EraseError::ServerRetainsBytes`),
 /// and after committing scrubs them (see [`PgLedger::scrub`]).

@@ -6,7 +6,7 @@
 //! (`evicortex_ledger::storage`: this crate implements its `RecordTable` over a transaction),
 //! never a copy, and so are the error enums. An append is one transaction, all or nothing; concurrent writers (other connections, other processes) are serialised on a table
 //! lock, so the ledger stays one chain. Reads serve only records that match their digests and
-//! chain links. [`PgLedger::erase`] clears the erased texts and salts and then rewrites the table
+//! chain links. [`PgLedger`'s `erase`](evicortex_ledger::EvidenceLedger::erase) clears the erased texts and salts and then rewrites the table
 //! and retires the write-ahead log, so the texts are left in no file of the server.
 //!
 //! The schema (tables `ledger_meta` and `records` in the connection's default schema) is

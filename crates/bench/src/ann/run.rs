@@ -113,13 +113,12 @@ pub(super) fn wait_for_counts(memory: &Memory) -> anyhow::Result<()> {
 /// default budget, 1 GiB, holds a namespace of 100,000 vectors, not one of 1M).
 pub(super) const INDEX_CACHE_BYTES: usize = 64 << 30;
 
-/// Candidates compared.
-pub(super) const RECALL_AT: usize = 50;
+/// Candidates compared: as many as the compile's dense list holds.
+pub(super) const RECALL_AT: usize = DEFAULT_TOP_N;
 
 /// What the audit compiles with: the product's default (`evicortex compile`, the servers), so
 /// that its latencies are those users see; its dense list is as deep as the recall measured.
 pub(super) fn audit_config() -> CompileConfig {
-    const { assert!(DEFAULT_TOP_N == RECALL_AT) };
     CompileConfig::default_for(true)
 }
 

@@ -57,7 +57,7 @@ pub struct CompileArgs {
     #[arg(long, value_name = "POLICY", value_parser = crate::commands::embed::parse_overlength)]
     pub overlength: Option<evicortex::Overlength>,
     /// Candidates taken from each retriever.
-    #[arg(long, default_value_t = 50, value_name = "N")]
+    #[arg(long, default_value_t = evicortex::DEFAULT_TOP_N, value_name = "N")]
     pub top_n: usize,
     /// The RRF constant k.
     #[arg(long, default_value_t = 10.0, value_name = "K")]

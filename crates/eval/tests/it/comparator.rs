@@ -136,7 +136,7 @@ fn a_word_longer_than_the_window_is_cut_into_pieces() {
 fn chunk_text_carries_every_field_of_the_turn_document() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("locomo.json");
-    std::fs::write(
+    fs_err::write(
         &path,
         serde_json::json!([{
             "sample_id": "conv-x",
