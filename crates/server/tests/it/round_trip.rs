@@ -140,7 +140,12 @@ async fn compile_cites_within_budget_respects_as_of_and_forgets_erased_text() {
         .await;
     assert_eq!(lexical_only.status, 200, "{}", lexical_only.text);
     assert_eq!(lexical_only.body["config"]["dense"]["mode"], "off");
-    assert_eq!(lexical_only.body["config"]["lexical"]["top_n"], 50, "{}", lexical_only.text);
+    assert_eq!(
+        lexical_only.body["config"]["lexical"]["top_n"],
+        evicortex::DEFAULT_TOP_N,
+        "{}",
+        lexical_only.text
+    );
     assert!(
         lexical_only.body["text"].as_str().expect("text").contains("Tom"),
         "{}",
