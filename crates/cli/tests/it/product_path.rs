@@ -20,7 +20,7 @@ const LONGMEMEVAL_DEV: [&str; 2] = ["00ca467f", "06db6396"];
 /// LoCoMo dev questions: the first of each development conversation.
 const LOCOMO_DEV: [&str; 2] = ["conv-26#q0", "conv-30#q0"];
 /// The evaluation's candidate limit, and `evicortex compile --top-n`'s default.
-const CANDIDATES: usize = 50;
+const CANDIDATES: usize = evicortex::DEFAULT_TOP_N;
 
 fn data_dir() -> std::path::PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
