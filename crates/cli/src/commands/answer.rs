@@ -6,9 +6,8 @@ use std::{io::Write, path::Path, sync::Arc};
 use crate::{commands::compile::Switch, exit::UsageError};
 use anyhow::Context;
 use evicortex::{
-    AnswerRequest, ChatCompletionsClient, CompileConfig, CompileQuery, DecodingSettings,
-    DenseConfig, EventTime, GgufManifest, LocalGgufReader, Memory, Namespace, Reader, RerankConfig,
-    TokenBudget, reader_tokenizer,
+    AnswerRequest, ChatCompletionsClient, CompileConfig, DecodingSettings, DenseConfig,
+    GgufManifest, LocalGgufReader, Memory, Reader, RerankConfig, reader_tokenizer,
 };
 
 /// Arguments of `evicortex answer`.
@@ -25,18 +24,8 @@ use evicortex::{
     evicortex answer --namespace alice --query Q --budget 1024 --reader smollm2-135m-instruct-q4_1 --json\n  \
     evicortex answer --namespace alice --query Q --budget 4000 --endpoint --reader-tokenizer o200k_base")]
 pub struct AnswerArgs {
-    /// The namespace to answer from.
-    #[arg(long, value_name = "NS")]
-    pub namespace: String,
-    /// The question.
-    #[arg(long, value_name = "Q")]
-    pub query: String,
-    /// Only turns said at or before this RFC 3339 time (with offset) are used.
-    #[arg(long, value_name = "TIME")]
-    pub as_of: Option<String>,
-    /// The context's budget in the reader's tokens, headers and citations included.
-    #[arg(long, value_name = "N")]
-    pub budget: u32,
+    #[command(flatten)]
+    pub question: crate::commands::compile::QuestionArgs,
     /// The local reader (a pinned GGUF model; default: the first of `evicortex model list`'s
     /// readers).
     #[arg(long, value_name = "NAME", conflicts_with = "endpoint")]
@@ -105,13 +94,7 @@ fn compile_config(args: &AnswerArgs) -> CompileConfig {
 
 /// Runs `evicortex answer`.
 pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
-    let namespace = Namespace::new(&args.namespace).context("--namespace")?;
-    let as_of = match &args.as_of {
-        Some(raw) => {
-            Some(EventTime::parse_rfc3339(raw).map_err(|e| UsageError(format!("--as-of: {e}")))?)
-        }
-        None => None,
-    };
+    let query = args.question.query()?;
     let tokenizer = match &args.reader_tokenizer {
         Some(name) => Some(
             reader_tokenizer(name).map_err(|e| UsageError(format!("--reader-tokenizer: {e}")))?,
@@ -131,12 +114,6 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
     }
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;
-    let query = CompileQuery {
-        namespace,
-        question: args.query.clone(),
-        as_of,
-        budget: TokenBudget::new(args.budget),
-    };
     if lock.is_some() {
         crate::commands::compile::catch_up(&memory, &query.namespace, &config)?;
     }

@@ -33,18 +33,8 @@ use crate::exit::UsageError;
     --options '{\"session\": {\"mode\": \"score_list\", \"turns\": 2, \"sessions\": 5}}'"
 )]
 pub struct CompileArgs {
-    /// The namespace to compile from.
-    #[arg(long, value_name = "NS")]
-    pub namespace: String,
-    /// The question.
-    #[arg(long, value_name = "Q")]
-    pub query: String,
-    /// Only turns said at or before this RFC 3339 time (with offset) are used.
-    #[arg(long, value_name = "TIME")]
-    pub as_of: Option<String>,
-    /// The budget in reader tokens for the whole block, headers and citations included.
-    #[arg(long, value_name = "N")]
-    pub budget: u32,
+    #[command(flatten)]
+    pub question: QuestionArgs,
     /// The reader's tokenizer: o200k_base, cl100k_base or a path to a tokenizer.json.
     #[arg(long, value_name = "NAME")]
     pub reader_tokenizer: String,
@@ -107,6 +97,43 @@ pub struct CompileArgs {
     pub explain: bool,
 }
 
+/// The question `compile` and `answer` are asked, and where from.
+#[derive(Debug, clap::Args)]
+pub struct QuestionArgs {
+    /// The namespace to read from.
+    #[arg(long, value_name = "NS")]
+    pub namespace: String,
+    /// The question.
+    #[arg(long, value_name = "Q")]
+    pub query: String,
+    /// Only turns said at or before this RFC 3339 time (with offset) are used.
+    #[arg(long, value_name = "TIME")]
+    pub as_of: Option<String>,
+    /// The budget in the reader's tokens for the whole context block, headers and citations
+    /// included.
+    #[arg(long, value_name = "N")]
+    pub budget: u32,
+}
+
+impl QuestionArgs {
+    /// The question to compile; a bad namespace or time is a usage error naming its flag.
+    pub fn query(&self) -> anyhow::Result<CompileQuery> {
+        let namespace = Namespace::new(&self.namespace).context("--namespace")?;
+        let as_of = match &self.as_of {
+            Some(raw) => Some(
+                EventTime::parse_rfc3339(raw).map_err(|e| UsageError(format!("--as-of: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(CompileQuery {
+            namespace,
+            question: self.query.clone(),
+            as_of,
+            budget: TokenBudget::new(self.budget),
+        })
+    }
+}
+
 /// An on/off option.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Switch {
@@ -118,13 +145,7 @@ pub enum Switch {
 
 /// Runs `evicortex compile`.
 pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
-    let namespace = Namespace::new(&args.namespace).context("--namespace")?;
-    let as_of = match &args.as_of {
-        Some(raw) => {
-            Some(EventTime::parse_rfc3339(raw).map_err(|e| UsageError(format!("--as-of: {e}")))?)
-        }
-        None => None,
-    };
+    let query = args.question.query()?;
     let reader = reader_tokenizer(&args.reader_tokenizer)
         .map_err(|e| UsageError(format!("--reader-tokenizer: {e}")))?;
     let dense = match args.dense {
@@ -168,12 +189,6 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     use_ann(&mut builder, store, args.ann_from, args.ann_index)?;
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;
-    let query = CompileQuery {
-        namespace,
-        question: args.query.clone(),
-        as_of,
-        budget: TokenBudget::new(args.budget),
-    };
     if lock.is_some() {
         catch_up(&memory, &query.namespace, &config)?;
     }
