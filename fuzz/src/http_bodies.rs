@@ -11,9 +11,7 @@ use evicortex::{
     CompileConfig, CompileQuery, CompileRequest as MemoryCompileRequest, DenseConfig,
     IngestOptions, Memory, Namespace, TokenBudget, reader_tokenizer,
 };
-use evicortex_server::{
-    ApiError, AppendRequest, CompileRequest, DEFAULT_TOP_N, EraseRequest, parse_json,
-};
+use evicortex_server::{ApiError, AppendRequest, CompileRequest, EraseRequest, parse_json};
 
 struct Store {
     _dir: tempfile::TempDir,
@@ -75,7 +73,7 @@ fn compile(body: &[u8]) {
         Ok(request) => request,
         Err(err) => return check_refusal(&err),
     };
-    let defaults = CompileConfig::hybrid(DEFAULT_TOP_N, DenseConfig::Off);
+    let defaults = CompileConfig::hybrid(evicortex::DEFAULT_TOP_N, DenseConfig::Off);
     let config = match &request.options {
         None => defaults,
         Some(options) => match apply_compile_options(&defaults, options) {
@@ -116,7 +114,7 @@ fn erase(body: &[u8]) {
 
 fn options(body: &[u8]) {
     let Ok(serde_json::Value::Object(options)) = serde_json::from_slice(body) else { return };
-    let defaults = CompileConfig::hybrid(DEFAULT_TOP_N, DenseConfig::Off);
+    let defaults = CompileConfig::hybrid(evicortex::DEFAULT_TOP_N, DenseConfig::Off);
     match apply_compile_options(&defaults, &options) {
         Ok(config) => {
             // What is accepted is recorded in the output: it must apply again unchanged.

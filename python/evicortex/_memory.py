@@ -30,6 +30,11 @@ class Memory:
     lexical (BM25) retrieval only, by choice, compiling as `evicortex compile --dense off` does
     (abstention on lexical coverage). Every method that reads or writes the store, or
     runs the encoder, releases the GIL.
+
+    A `Memory` holds the store's writer lock for as long as it lives: on a store that
+    `evicortex serve`, `evicortex mcp` or another process's `Memory` holds, opening raises
+    `StorageError` naming the holder's pid (send the turns through the running server's API
+    instead).
     """
 
     def __init__(self, path: Union[str, "os.PathLike[str]"], *, dense: bool = True) -> None:

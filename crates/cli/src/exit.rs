@@ -14,9 +14,6 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<UsageError>().is_some() {
             return Some(ErrorClass::BadInput);
         }
-        if cause.downcast_ref::<crate::store_lock::StoreLockError>().is_some() {
-            return Some(ErrorClass::Io);
-        }
         if let Some(e) = cause.downcast_ref::<evicortex_server::KeyStoreError>() {
             return Some(e.class());
         }

@@ -11,7 +11,6 @@ mod commands;
 mod exit;
 mod progress;
 mod stdout;
-mod store_lock;
 
 use std::process::ExitCode;
 

@@ -44,6 +44,9 @@ pub enum OpenError {
         #[source]
         source: std::io::Error,
     },
+    /// Another process holds the store's writer lock ([`crate::MemoryBuilder::lock_store`]).
+    #[error(transparent)]
+    Locked(#[from] crate::StoreLockError),
     /// The ledger refused to open.
     #[error(transparent)]
     Ledger(#[from] evicortex_ledger::OpenError),
@@ -228,6 +231,8 @@ fn direct_class(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
         ExportError => ExportError::class,
         IngestError => IngestError::class,
         crate::CompileError => crate::CompileError::class,
+        crate::CompileOptionsError => crate::CompileOptionsError::class,
+        crate::StoreLockError => crate::StoreLockError::class,
         crate::StoreEncodersError => crate::StoreEncodersError::class,
         crate::AnswerError => crate::AnswerError::class,
         evicortex_reader::ReadError => crate::answer::read_error_class,
@@ -258,6 +263,7 @@ impl OpenError {
     pub fn class(&self) -> ErrorClass {
         match self {
             OpenError::CreateDir { .. } => ErrorClass::Io,
+            OpenError::Locked(e) => e.class(),
             OpenError::Ledger(e) => ledger_open_class(e),
             OpenError::EmbeddingCache(e) => e.class(),
             OpenError::BackgroundEmbedder(_) => ErrorClass::Internal,

@@ -67,10 +67,15 @@ mod migrate;
 mod migrate_local_files;
 mod migrate_postgres;
 mod pg_dense;
+mod reader_tokenizers;
+mod request_config;
+mod request_failure;
+mod requests;
 mod rerankers;
 mod stats;
 mod store_encoders;
 mod store_location;
+mod store_lock;
 mod token_precount;
 mod write_log;
 
@@ -114,6 +119,7 @@ pub use crate::{
     store_location::{
         DERIVED_DIR_ENV, DERIVED_FROM_FILE, StoreLocation, is_postgres_url, store_files_dir,
     },
+    store_lock::{LOCK_FILE, StoreLock, StoreLockError},
 };
 
 /// Domain types: turns, ids, times, namespaces, budgets.
@@ -180,9 +186,15 @@ pub use evicortex_reader::{LOCAL_READER_BUILT, load_local_reader};
 pub mod front_end {
     pub use crate::{
         compile_options::apply_compile_options,
-        embedding_cache::last_overlength,
         export::export_line,
         jsonl::{deserialize_turn_objects, parse_jsonl_numbered, turn_from_json},
+        reader_tokenizers::ReaderTokenizers,
+        request_config::{DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS_LIMIT, requested_decoding},
+        request_failure::{BadInputKind, BlamedField, RequestFailure},
+        requests::{
+            AppendResponse, AppendedTurn, EraseResponse, NamespaceStatsResponse, TurnsNamespace,
+            VerifyResponse, erase_target, turns_from_objects,
+        },
     };
     pub use evicortex_compiler::{
         PREAMBLE, PackPolicy, RankedPack, RenderTurn, pack_ranked, render_chronological,

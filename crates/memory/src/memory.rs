@@ -10,7 +10,7 @@ use std::{
 
 use evicortex_compiler::Reranker;
 use evicortex_core::{Evidence, Namespace, TextDigest, Turn, TurnId};
-use evicortex_embed::Encoder;
+use evicortex_embed::{Encoder, Overlength};
 use evicortex_ledger::{EvidenceLedger, Ledger, LedgerPosition, OpenMode, ScanEvidence};
 use evicortex_postgres::PgLedger;
 
@@ -71,6 +71,9 @@ pub(crate) struct Inner {
     embedder: OnceLock<BackgroundEmbedder>,
     /// The background counts of reader tokens (see [`crate::token_precount`]).
     pub(crate) precounts: Arc<Precounts>,
+    /// The store's writer lock, held for as long as this memory lives
+    /// ([`MemoryBuilder::lock_store`]).
+    _store_lock: Option<crate::StoreLock>,
     /// Fault injection: runs between the erasure check and the write of derived data.
     #[cfg(test)]
     pub(crate) before_put: TestHook,
@@ -193,6 +196,7 @@ pub struct MemoryBuilder {
     /// `None`: not chosen, the store's default ([`MemoryBuilder::ann`]).
     ann: Option<Option<crate::AnnSettings>>,
     lexical_files_from: Option<usize>,
+    lock_store: bool,
 }
 
 impl MemoryBuilder {
@@ -217,6 +221,23 @@ impl MemoryBuilder {
         self.encoder = encoders.next();
         self.also_encoders = encoders.collect();
         self
+    }
+
+    /// The store's encoders ([`crate::load_store_encoders`]) with `overlength`, else the policy
+    /// the store was last embedded with, else refuse:
+    /// how every front end opens a store for dense retrieval. Returns the policy used.
+    pub fn store_encoders(
+        &mut self,
+        overlength: Option<Overlength>,
+    ) -> Result<Overlength, crate::StoreEncodersError> {
+        let overlength = match overlength {
+            Some(policy) => policy,
+            None => {
+                crate::embedding_cache::last_overlength(&self.dir)?.unwrap_or(Overlength::Refuse)
+            }
+        };
+        self.encoders(crate::load_store_encoders(&self.dir, overlength)?);
+        Ok(overlength)
     }
 
     /// A further encoder whose dense list compile fuses beside the first encoder's (for example
@@ -285,12 +306,24 @@ impl MemoryBuilder {
         self
     }
 
+    /// Takes the store's writer lock ([`crate::StoreLock`]) when opening, and holds it for as
+    /// long as the memory lives: a second process that opens the store so is refused at once
+    /// ([`crate::StoreLockError::Busy`], naming the holder), before anything is written. Every
+    /// door that writes (the servers, MCP, Python) opens its memory so.
+    pub fn lock_store(&mut self) -> &mut MemoryBuilder {
+        self.lock_store = true;
+        self
+    }
+
     /// Opens the store, creating the directory and an empty ledger if absent. Refuses a store
     /// whose ledger fails the open-time integrity check. The embedding cache (when there is an
     /// encoder, or when the store already has one) is opened and reconciled with the ledger:
     /// vectors of texts that an interrupted erasure left behind are dropped.
     pub fn open(&self) -> Result<Memory, OpenError> {
         self.check_encoders()?;
+        // Before anything is opened: reconciling derived files writes them.
+        let store_lock =
+            if self.lock_store { Some(crate::StoreLock::acquire(&self.dir)?) } else { None };
         let OpenedLedger { dir, ledger, url } = self.open_ledger(OpenMode::ReadWrite)?;
         let cache = if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() {
             let cache = EmbeddingCache::open(&dir)?;
@@ -355,6 +388,7 @@ impl MemoryBuilder {
             appends: GroupCommit::default(),
             embedder: OnceLock::new(),
             precounts: Arc::default(),
+            _store_lock: store_lock,
             #[cfg(test)]
             before_put: TestHook::default(),
         });
@@ -445,6 +479,7 @@ impl MemoryBuilder {
             appends: GroupCommit::default(),
             embedder: OnceLock::new(),
             precounts: Arc::default(),
+            _store_lock: None,
             #[cfg(test)]
             before_put: TestHook::default(),
         }))
@@ -467,6 +502,7 @@ impl Memory {
             background_embedding: false,
             ann: None,
             lexical_files_from: Some(crate::DEFAULT_LEXICAL_FILES_FROM),
+            lock_store: false,
         }
     }
 

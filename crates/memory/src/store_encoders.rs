@@ -53,6 +53,10 @@ pub enum StoreEncodersError {
     /// The list names no encoder, one twice, too many, or one the catalogue lacks.
     #[error("encoders: {0}")]
     Invalid(String),
+    /// The embedding cache, read for the overlength policy the store was last embedded with,
+    /// could not be read.
+    #[error("reading the store's embedding cache")]
+    LastOverlength(#[from] crate::EmbeddingCacheError),
     /// Loading a listed encoder failed (why is the source).
     #[error("encoder {name}")]
     Load {
@@ -72,6 +76,7 @@ impl StoreEncodersError {
             StoreEncodersError::Malformed { .. } => ErrorClass::Integrity,
             StoreEncodersError::Invalid(_) => ErrorClass::BadInput,
             StoreEncodersError::Load { source, .. } => crate::error::embed_class(source),
+            StoreEncodersError::LastOverlength(e) => e.class(),
         }
     }
 }

@@ -8,17 +8,11 @@ use std::{
     sync::{Arc, Mutex, OnceLock, PoisonError},
 };
 
-use evicortex::{
-    AnswerRequest, CatchUpLimits, CompileQuery, DecodingSettings, DenseConfig, EventTime,
-    GgufManifest, Reader, TokenBudget,
-};
+use evicortex::{AnswerRequest, CompileQuery, EventTime, GgufManifest, Reader, TokenBudget};
 use pyo3::prelude::*;
 use serde_json::{Map, Value};
 
-use crate::{Failure, NativeMemory, error_chain, namespace, parse_json};
-
-/// Most tokens a call may ask the reader to generate (as the servers allow).
-const MAX_NEW_TOKENS_LIMIT: u32 = 512;
+use crate::{Failure, NativeMemory, namespace, parse_json};
 
 /// Whether this build has the local reader (the cargo feature `local-reader`).
 #[pyfunction]
@@ -45,10 +39,8 @@ pub(crate) fn answer(
 ) -> PyResult<String> {
     let native = memory.get();
     let namespace = self::namespace(namespace, "namespace")?;
-    if max_new_tokens == 0 || max_new_tokens > MAX_NEW_TOKENS_LIMIT {
-        let message = format!("must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {max_new_tokens}");
-        return Err(Failure::bad_input("max_new_tokens", message).into());
-    }
+    let decoding = evicortex::front_end::requested_decoding(Some(max_new_tokens))
+        .map_err(|e| Failure::bad_input(e.field, e.reason))?;
     let as_of = as_of
         .map(|raw| EventTime::parse_rfc3339(raw).map_err(|e| Failure::bad_input("as_of", e)))
         .transpose()?;
@@ -62,26 +54,19 @@ pub(crate) fn answer(
     let query =
         CompileQuery { namespace, question: query, as_of, budget: TokenBudget::new(budget) };
     let report = py.detach(|| -> Result<_, Failure> {
-        if native.memory.has_encoder() && config.dense != DenseConfig::Off {
-            native
-                .memory
-                .catch_up(Some(&query.namespace), CatchUpLimits::default(), &mut |_| {})
-                .map_err(|e| Failure::of(&e))?;
-        }
+        native
+            .memory
+            .catch_up_for_compile(&query.namespace, &config, &mut |_| {})
+            .map_err(|e| Failure::of(&e))?;
         let request = AnswerRequest {
             query: &query,
             config: &config,
             query_vectors: &[],
             tokenizer: None,
             question_date: None,
-            decoding: DecodingSettings::greedy(max_new_tokens),
+            decoding,
         };
-        native.memory.answer(&request, reader.as_ref()).map_err(|e| {
-            let mut failure = Failure::of(&e);
-            failure.field = e.field();
-            failure.message = error_chain(&e);
-            failure
-        })
+        native.memory.answer(&request, reader.as_ref()).map_err(|e| Failure::of(&e))
     })?;
     Ok(report.to_json().to_string())
 }

@@ -11,22 +11,20 @@
 //! path of the offending input (`turns[2].time`, `rrf_k`), when known; the Python layer maps
 //! them to its exception classes.
 
-use std::{
-    collections::HashMap,
-    error::Error,
-    path::PathBuf,
-    sync::{Arc, Mutex, PoisonError},
-};
+use std::{error::Error, path::PathBuf, sync::Arc};
 
+use evicortex::front_end::{
+    AppendResponse, BadInputKind, BlamedField, EraseResponse, ReaderTokenizers, RequestFailure,
+    TurnsNamespace, VerifyResponse, erase_target, turns_from_objects,
+};
 use evicortex::{
-    AppendError, AppendStatus, CatchUpLimits, CompileConfig, CompileError, CompileOptionsError,
-    CompileQuery, CompileRequest, DEFAULT_TOP_N, DenseConfig, EraseTarget, ErrorClass, EventTime,
-    IngestOptions, Memory, Namespace, Overlength, ReaderTokenizer, SessionId, TokenBudget, TurnId,
+    CompileConfig, CompileQuery, CompileRequest, ErrorClass, EventTime, Memory, Namespace,
+    ReaderTokenizer, SessionId, TokenBudget, TurnId,
 };
 use pyo3::{create_exception, exceptions::PyException, prelude::*};
 
 mod answer;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 create_exception!(
     _native,
@@ -39,14 +37,14 @@ create_exception!(
 #[pyclass(frozen, module = "evicortex._native")]
 struct NativeMemory {
     memory: Memory,
-    readers: Mutex<HashMap<String, Arc<dyn ReaderTokenizer>>>,
+    readers: ReaderTokenizers,
 }
 
 /// Why a call failed, before it becomes a Python exception.
 struct Failure {
     class: ErrorClass,
     /// A finer kind of bad input, as the HTTP API distinguishes it (404, 409).
-    detail: Option<&'static str>,
+    kind: Option<BadInputKind>,
     field: Option<String>,
     message: String,
 }
@@ -56,7 +54,7 @@ impl Failure {
         let field = field.into();
         Failure {
             class: ErrorClass::BadInput,
-            detail: None,
+            kind: None,
             message: format!("{field}: {message}"),
             field: Some(field),
         }
@@ -65,31 +63,33 @@ impl Failure {
     fn internal(message: impl std::fmt::Display) -> Failure {
         Failure {
             class: ErrorClass::Internal,
-            detail: None,
+            kind: None,
             field: None,
             message: message.to_string(),
         }
     }
 
-    /// The failure of a facade error: its class from [`ErrorClass::of`], and the field to blame
-    /// where the error names one.
+    /// The failure of a facade error ([`RequestFailure`]), its message the whole chain of
+    /// causes; a compile setting is blamed by its own name, as Python passes it.
     fn of(err: &(dyn Error + 'static)) -> Failure {
-        Failure {
-            class: class_of(err),
-            detail: detail_of(err),
-            field: field_of(err),
-            message: error_chain(err),
-        }
+        let failure = RequestFailure::of(err);
+        let field = failure.field.and_then(|field| match field {
+            BlamedField::Request(field) | BlamedField::Setting(field) => Some(field),
+            BlamedField::Settings => None,
+        });
+        Failure { class: failure.class, kind: failure.kind, field, message: error_chain(err) }
     }
 }
 
 impl From<Failure> for PyErr {
     fn from(f: Failure) -> PyErr {
-        let class = match f.class {
-            ErrorClass::BadInput => f.detail.unwrap_or("bad_input"),
-            ErrorClass::Io => "io",
-            ErrorClass::Integrity => "integrity",
-            ErrorClass::ModelMissing => "model_missing",
+        let class = match (f.class, f.kind) {
+            (ErrorClass::BadInput, Some(BadInputKind::Conflict)) => "conflict",
+            (ErrorClass::BadInput, Some(BadInputKind::NotFound)) => "not_found",
+            (ErrorClass::BadInput, _) => "bad_input",
+            (ErrorClass::Io, _) => "io",
+            (ErrorClass::Integrity, _) => "integrity",
+            (ErrorClass::ModelMissing, _) => "model_missing",
             _ => "internal",
         };
         NativeError::new_err((class, f.field, f.message))
@@ -111,43 +111,9 @@ fn error_chain(err: &(dyn Error + 'static)) -> String {
     message
 }
 
-/// The facade error's class. Refused compile settings are bad input, whatever error inside them
-/// says why (`ErrorClass::of` does not see through their transparent wrapper).
-fn class_of(err: &(dyn Error + 'static)) -> ErrorClass {
-    match err.downcast_ref::<CompileOptionsError>() {
-        Some(e) => e.class(),
-        None => ErrorClass::of(err).unwrap_or(ErrorClass::Internal),
-    }
-}
-
-/// The input field a facade error blames, in the HTTP API's notation.
-fn field_of(err: &(dyn Error + 'static)) -> Option<String> {
-    if let Some(e) = err.downcast_ref::<AppendError>() {
-        return match e {
-            AppendError::InvalidTurn { index, field, .. }
-            | AppendError::Conflict { index, field, .. } => Some(format!("turns[{index}].{field}")),
-            AppendError::Erased { index, .. } => Some(format!("turns[{index}]")),
-            _ => None,
-        };
-    }
-    if let Some(e) = err.downcast_ref::<CompileError>() {
-        return e.field();
-    }
-    err.downcast_ref::<CompileOptionsError>().and_then(CompileOptionsError::field)
-}
-
-/// `not_found` for an erasure target that matches nothing, `conflict` for a turn that conflicts
-/// with what is stored.
-fn detail_of(err: &(dyn Error + 'static)) -> Option<&'static str> {
-    if let Some(e) = err.downcast_ref::<AppendError>() {
-        return matches!(e, AppendError::Conflict { .. } | AppendError::Erased { .. })
-            .then_some("conflict");
-    }
-    if let Some(evicortex::EraseError::Ledger(e)) = err.downcast_ref::<evicortex::EraseError>() {
-        use evicortex::LedgerEraseError as L;
-        return matches!(e, L::NotFound { .. } | L::NotATurn { .. }).then_some("not_found");
-    }
-    None
+/// A response as JSON text, in the shape the HTTP API returns it.
+fn to_json(response: &impl serde::Serialize) -> PyResult<String> {
+    serde_json::to_string(response).map_err(|e| Failure::internal(e).into())
 }
 
 fn namespace(raw: &str, field: &str) -> Result<Namespace, Failure> {
@@ -166,17 +132,15 @@ impl NativeMemory {
     fn new(py: Python<'_>, path: PathBuf, dense: bool) -> PyResult<NativeMemory> {
         let memory = py.detach(|| -> Result<Memory, Failure> {
             let mut builder = Memory::builder(&path);
+            // One writing process per store: a store `evicortex serve` (or another `Memory`)
+            // holds is refused, naming the holder.
+            builder.lock_store();
             if dense {
-                let overlength = evicortex::front_end::last_overlength(&path)
-                    .map_err(|e| Failure::of(&e))?
-                    .unwrap_or(Overlength::Refuse);
-                let encoders = evicortex::load_store_encoders(&path, overlength)
-                    .map_err(|e| Failure::of(&e))?;
-                builder.encoders(encoders);
+                builder.store_encoders(None).map_err(|e| Failure::of(&e))?;
             }
             builder.open().map_err(|e| Failure::of(&e))
         })?;
-        Ok(NativeMemory { memory, readers: Mutex::default() })
+        Ok(NativeMemory { memory, readers: ReaderTokenizers::default() })
     }
 
     /// Whether dense retrieval is available (the pinned encoder is loaded).
@@ -194,41 +158,12 @@ impl NativeMemory {
         namespace: Option<&str>,
     ) -> PyResult<String> {
         let objects: Vec<Map<String, Value>> = parse_json(turns_json, "turns")?;
-        if objects.is_empty() {
-            return Err(Failure::bad_input("turns", "is empty: give at least one turn").into());
-        }
         let default_namespace = namespace.map(|n| self::namespace(n, "namespace")).transpose()?;
-        let options = IngestOptions { default_namespace, ..IngestOptions::default() };
-        let turns = objects
-            .iter()
-            .enumerate()
-            .map(|(i, object)| {
-                evicortex::front_end::turn_from_json(object, &options)
-                    .map_err(|e| Failure::bad_input(format!("turns[{i}].{}", e.field), e.reason))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let turns =
+            turns_from_objects(&objects, &TurnsNamespace::Default(default_namespace), usize::MAX)
+                .map_err(|e| Failure::bad_input(e.field, e.reason))?;
         let receipt = py.detach(|| self.memory.append(&turns)).map_err(|e| Failure::of(&e))?;
-        let count = |status| receipt.outcomes.iter().filter(|o| o.status == status).count();
-        let turns: Vec<Value> = receipt
-            .outcomes
-            .iter()
-            .map(|o| {
-                json!({
-                    "id": o.id.raw(),
-                    "digest": o.digest.to_hex(),
-                    "status": match o.status {
-                        AppendStatus::Appended => "appended",
-                        AppendStatus::AlreadyPresent => "already_present",
-                    },
-                })
-            })
-            .collect();
-        Ok(json!({
-            "appended": count(AppendStatus::Appended),
-            "already_present": count(AppendStatus::AlreadyPresent),
-            "turns": turns,
-        })
-        .to_string())
+        to_json(&AppendResponse::from(&receipt))
     }
 
     /// Compiles a context: the committed default configuration (dense when the encoder is
@@ -257,11 +192,9 @@ impl NativeMemory {
         let query =
             CompileQuery { namespace, question: query, as_of, budget: TokenBudget::new(budget) };
         let context = py.detach(|| -> Result<_, Failure> {
-            if self.memory.has_encoder() && config.dense != DenseConfig::Off {
-                self.memory
-                    .catch_up(Some(&query.namespace), CatchUpLimits::default(), &mut |_| {})
-                    .map_err(|e| Failure::of(&e))?;
-            }
+            self.memory
+                .catch_up_for_compile(&query.namespace, &config, &mut |_| {})
+                .map_err(|e| Failure::of(&e))?;
             let request = CompileRequest {
                 query: &query,
                 config: &config,
@@ -285,55 +218,33 @@ impl NativeMemory {
         all: bool,
     ) -> PyResult<String> {
         let namespace = self::namespace(namespace, "namespace")?;
-        let target = match (session, record, all) {
-            (Some(session), None, false) => EraseTarget::Session(
-                namespace,
-                SessionId::new(session).map_err(|e| Failure::bad_input("session", e))?,
-            ),
-            (None, Some(record), false) => EraseTarget::Record(namespace, TurnId::from_raw(record)),
-            (None, None, true) => EraseTarget::Namespace(namespace),
-            _ => {
-                let message = "give exactly one of session, record or all=True";
-                return Err(Failure::bad_input("target", message).into());
-            }
-        };
+        let session = session
+            .map(SessionId::new)
+            .transpose()
+            .map_err(|e| Failure::bad_input("session", e))?;
+        let target = erase_target(
+            &namespace,
+            session,
+            record.map(TurnId::from_raw),
+            all.then_some(true),
+            "target",
+        )
+        .map_err(|e| Failure::bad_input(e.field, e.reason))?;
         let receipt = py.detach(|| self.memory.erase(&target)).map_err(|e| Failure::of(&e))?;
-        Ok(json!({
-            "redaction": receipt.redaction.map(TurnId::raw),
-            "erased": receipt.erased.iter().map(|t| t.id.raw()).collect::<Vec<_>>(),
-            "already_erased": receipt.already_erased,
-        })
-        .to_string())
+        to_json(&EraseResponse::from(&receipt))
     }
 
     /// Checks every record's digest and chain link. Returns the report as JSON.
     fn verify(&self, py: Python<'_>) -> PyResult<String> {
         let report = py.detach(|| self.memory.verify()).map_err(|e| Failure::of(&e))?;
-        Ok(json!({
-            "ok": true,
-            "records": report.records,
-            "turns": report.turns,
-            "erased_turns": report.erased_turns,
-            "redactions": report.redactions,
-            "head": report.head.map(evicortex::LedgerPosition::raw),
-            "chain_head": report.chain_head.to_hex(),
-        })
-        .to_string())
+        to_json(&VerifyResponse::from(&report))
     }
 
     /// Counts of one namespace's live turns, as JSON.
     fn stats(&self, py: Python<'_>, namespace: &str) -> PyResult<String> {
         let ns = self::namespace(namespace, "namespace")?;
-        let evidence = py.detach(|| self.memory.evidence(&ns)).map_err(|e| Failure::of(&e))?;
-        let sessions: std::collections::BTreeSet<_> =
-            evidence.iter().map(|e| &e.turn.session).collect();
-        Ok(json!({
-            "namespace": ns.as_str(),
-            "turns": evidence.len(),
-            "sessions": sessions.len(),
-            "text_bytes": evidence.iter().map(|e| e.turn.text.len()).sum::<usize>(),
-        })
-        .to_string())
+        let stats = py.detach(|| self.memory.namespace_stats(&ns)).map_err(|e| Failure::of(&e))?;
+        to_json(&stats)
     }
 
     /// The live turns (of `namespace`, or all) as JSONL, in ledger order.
@@ -355,30 +266,14 @@ impl NativeMemory {
 }
 
 impl NativeMemory {
-    /// The committed default (`CompileConfig::default_with`, dense when the encoder is loaded),
-    /// as `evicortex compile` and `evicortex serve` use, with `settings` applied over it.
+    /// The memory's default configuration (as every door's) with `settings` applied over it.
     fn config(&self, settings: &Map<String, Value>) -> Result<CompileConfig, Failure> {
-        let dense = if self.memory.has_encoder() {
-            DenseConfig::On { top_n: DEFAULT_TOP_N }
-        } else {
-            DenseConfig::Off
-        };
-        let defaults = CompileConfig::default_with(DEFAULT_TOP_N, dense);
-        evicortex::front_end::apply_compile_options(&defaults, settings)
-            .map_err(|e| Failure::of(&e))
+        self.memory.config_with_options(settings).map_err(|e| Failure::of(&e))
     }
 
     /// The reader tokenizer `name` (loaded once per memory).
     fn reader(&self, name: &str) -> Result<Arc<dyn ReaderTokenizer>, Failure> {
-        let mut readers = self.readers.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(reader) = readers.get(name) {
-            return Ok(Arc::clone(reader));
-        }
-        let reader: Arc<dyn ReaderTokenizer> = evicortex::reader_tokenizer(name)
-            .map_err(|e| Failure::bad_input("reader_tokenizer", e))?
-            .into();
-        readers.insert(name.to_owned(), Arc::clone(&reader));
-        Ok(reader)
+        self.readers.get(name).map_err(|e| Failure::bad_input("reader_tokenizer", e))
     }
 }
 

@@ -3,20 +3,18 @@
 
 use std::sync::Arc;
 
+use evicortex::front_end::requested_decoding;
 use evicortex::{
-    AnswerRequest as MemoryAnswerRequest, CompileQuery, DecodingSettings, EventTime, Memory,
-    Namespace, Reader, ReaderTokenizer, TokenBudget,
+    AnswerRequest as MemoryAnswerRequest, CompileQuery, EventTime, Memory, Namespace, Reader,
+    ReaderTokenizer, TokenBudget,
 };
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::{ApiError, compile_request::requested_config, facade_error};
 
-/// Most tokens a request may ask the reader to generate.
-pub const MAX_NEW_TOKENS_LIMIT: u32 = 512;
-
-/// Tokens generated when a request does not say.
-pub const DEFAULT_MAX_NEW_TOKENS: u32 = 64;
+/// The bounds of `max_new_tokens`, as every door applies them.
+pub use evicortex::front_end::{DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS_LIMIT};
 
 /// The reader a server answers with: a local model counts budgets in its own tokenizer; a remote
 /// endpoint needs the tokenizer its model uses.
@@ -62,13 +60,8 @@ pub fn answer(
                 .to_owned(),
         });
     };
-    let max_new_tokens = request.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS);
-    if max_new_tokens == 0 || max_new_tokens > MAX_NEW_TOKENS_LIMIT {
-        return Err(ApiError::invalid(
-            "max_new_tokens",
-            format!("must be between 1 and {MAX_NEW_TOKENS_LIMIT}, got {max_new_tokens}"),
-        ));
-    }
+    let decoding = requested_decoding(request.max_new_tokens)
+        .map_err(|e| ApiError::invalid(e.field, e.reason))?;
     let config = requested_config(memory, request.options.as_ref())?;
     let query = CompileQuery {
         namespace: namespace.clone(),
@@ -82,19 +75,9 @@ pub fn answer(
         query_vectors: &[],
         tokenizer: reader.tokenizer.as_deref(),
         question_date: None,
-        decoding: DecodingSettings::greedy(max_new_tokens),
+        decoding,
     };
-    match memory.answer(&answer_request, reader.reader.as_ref()) {
-        Ok(report) => Ok(report.to_json()),
-        Err(e) => match e.field() {
-            Some(field) if e.class() == evicortex::ErrorClass::BadInput => {
-                let field = match field.as_str() {
-                    "query" | "budget" | "tokenizer" => field,
-                    other => format!("options.{other}"),
-                };
-                Err(ApiError::invalid(field, e))
-            }
-            _ => Err(facade_error(&e)),
-        },
-    }
+    let report =
+        memory.answer(&answer_request, reader.reader.as_ref()).map_err(|e| facade_error(&e))?;
+    Ok(report.to_json())
 }

@@ -1,13 +1,12 @@
-//! How the servers compile: the default configuration (every field stated in the output), partial
+//! How the servers compile: the memory's default configuration with a request's partial
 //! `options` applied over it, and the reader tokenizers a request may name.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use evicortex::front_end::apply_compile_options;
+use evicortex::front_end::ReaderTokenizers;
 use evicortex::{
-    CompileConfig, CompileQuery, CompileRequest as MemoryCompileRequest, CompiledContext,
-    DenseConfig, Memory, Namespace, ReaderTokenizer, TokenBudget,
+    CompileConfig, CompileQuery, CompileRequest as MemoryCompileRequest, CompiledContext, Memory,
+    Namespace, ReaderTokenizer, TokenBudget,
 };
 
 use crate::dto::CompileRequest;
@@ -17,42 +16,28 @@ use crate::{ApiError, facade_error};
 /// requests: a client must not make the server open files.
 pub const READER_TOKENIZERS: [&str; 2] = ["o200k_base", "cl100k_base"];
 
-/// The default configuration with a request's `options` applied over it; a bad option is a
-/// 422 naming `options.<field>`.
+/// The memory's default configuration with a request's `options` applied over it; a bad option
+/// is a 422 naming `options.<field>`.
 pub fn requested_config(
     memory: &Memory,
     options: Option<&serde_json::Map<String, serde_json::Value>>,
 ) -> Result<CompileConfig, ApiError> {
-    let defaults = default_config(memory);
     match options {
-        None => Ok(defaults),
-        Some(options) => apply_compile_options(&defaults, options).map_err(|e| {
+        None => Ok(memory.default_config()),
+        Some(options) => memory.config_with_options(options).map_err(|e| {
             let field = e.field().map_or("options".to_owned(), |f| format!("options.{f}"));
             ApiError::invalid(field, e)
         }),
     }
 }
 
-pub use evicortex::DEFAULT_TOP_N;
-
-/// The configuration used for the settings a request does not give: the compiler's committed
-/// default (`CompileConfig::default_with`), with dense retrieval when the memory has an encoder.
-pub fn default_config(memory: &Memory) -> CompileConfig {
-    let dense = if memory.has_encoder() {
-        DenseConfig::On { top_n: DEFAULT_TOP_N }
-    } else {
-        DenseConfig::Off
-    };
-    CompileConfig::default_with(DEFAULT_TOP_N, dense)
-}
-
 /// The reader tokenizers loaded so far (at most [`READER_TOKENIZERS`]).
 #[derive(Debug, Default)]
-pub struct Readers(Mutex<HashMap<&'static str, Arc<dyn ReaderTokenizer>>>);
+pub struct Readers(ReaderTokenizers);
 
 impl Readers {
     fn get(&self, name: &str) -> Result<Arc<dyn ReaderTokenizer>, ApiError> {
-        let Some(&known) = READER_TOKENIZERS.iter().find(|&&n| n == name) else {
+        if !READER_TOKENIZERS.contains(&name) {
             return Err(ApiError::invalid(
                 "reader_tokenizer",
                 format!(
@@ -60,18 +45,10 @@ impl Readers {
                     READER_TOKENIZERS.join(", ")
                 ),
             ));
-        };
-        let mut readers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(reader) = readers.get(known) {
-            return Ok(Arc::clone(reader));
         }
-        let reader: Arc<dyn ReaderTokenizer> = evicortex::reader_tokenizer(known)
-            .map_err(|e| ApiError::Unavailable {
-                message: format!("reader tokenizer {known}: {e}"),
-            })?
-            .into();
-        readers.insert(known, Arc::clone(&reader));
-        Ok(reader)
+        self.0
+            .get(name)
+            .map_err(|e| ApiError::Unavailable { message: format!("reader tokenizer {name}: {e}") })
     }
 }
 

@@ -4,7 +4,11 @@
 //! ignored. Ids and times reuse the validating `evicortex-core` types, so a bad value is refused
 //! while parsing, with the path of the field.
 
-use evicortex::{EventTime, LedgerPosition, SessionId, TurnId};
+/// The responses every door gives, in the facade's one shape.
+pub use evicortex::front_end::{
+    AppendResponse, AppendedTurn, EraseResponse, NamespaceStatsResponse, VerifyResponse,
+};
+use evicortex::{EventTime, SessionId, TurnId};
 use rmcp::schemars;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -48,29 +52,6 @@ pub struct TurnInput {
     pub meta: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
-/// Response of `POST /v1/namespaces/{ns}/turns`: one entry per input turn, in input order.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct AppendResponse {
-    /// Turns newly stored by this request.
-    pub appended: usize,
-    /// Turns that were already stored identically (idempotent retry); nothing changed for them.
-    pub already_present: usize,
-    /// Per input turn: its ledger record and digest.
-    pub turns: Vec<AppendedTurn>,
-}
-
-/// Where one appended turn is stored.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct AppendedTurn {
-    /// The record's number in the namespace (its id in citations, erasure and export).
-    #[schema(value_type = u64)]
-    pub id: TurnId,
-    /// BLAKE3 digest of the record (hex).
-    pub digest: String,
-    /// `appended` or `already_present`.
-    pub status: String,
-}
-
 /// Body of `POST /v1/namespaces/{ns}/erase`: exactly one of the three targets.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -86,32 +67,6 @@ pub struct EraseRequest {
     /// Erase every turn of the namespace (must be `true` when given).
     #[serde(default)]
     pub all: Option<bool>,
-}
-
-/// Response of `POST /v1/namespaces/{ns}/erase`.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct EraseResponse {
-    /// The redaction record appended, if any turn was erased now.
-    #[schema(value_type = Option<u64>)]
-    pub redaction: Option<TurnId>,
-    /// Record ids erased by this request.
-    #[schema(value_type = Vec<u64>)]
-    pub erased: Vec<TurnId>,
-    /// Matching turns an earlier erasure had already erased.
-    pub already_erased: usize,
-}
-
-/// Response of `GET /v1/namespaces/{ns}/stats`: counts of this namespace only.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct NamespaceStatsResponse {
-    /// The namespace.
-    pub namespace: String,
-    /// Live (unerased) turns.
-    pub turns: u64,
-    /// Sessions with at least one live turn.
-    pub sessions: u64,
-    /// Bytes of live turn text.
-    pub text_bytes: u64,
 }
 
 /// Response of `GET /v1/namespaces/{ns}/export`: the live turns of this namespace only, in
@@ -201,26 +156,6 @@ pub struct CompileRequest {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub options: Option<serde_json::Map<String, serde_json::Value>>,
-}
-
-/// Response of `GET /v1/verify`: the full-ledger integrity check.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct VerifyResponse {
-    /// Always `true` in a 200 response; a failed check is a 500 naming the first bad record.
-    pub ok: bool,
-    /// Records checked.
-    pub records: u64,
-    /// Live turns.
-    pub turns: u64,
-    /// Erased turns.
-    pub erased_turns: u64,
-    /// Redaction records.
-    pub redactions: u64,
-    /// The last record's ledger position (across every namespace: admin keys only).
-    #[schema(value_type = Option<u64>)]
-    pub head: Option<LedgerPosition>,
-    /// Chain hash of the last record (hex).
-    pub chain_head: String,
 }
 
 /// Response of `GET /healthz`.

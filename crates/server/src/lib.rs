@@ -61,7 +61,7 @@ pub use crate::{
     api_error::{ApiError, ErrorBody},
     auth::Caller,
     chat_completions::chat_completions_router,
-    compile_request::{DEFAULT_TOP_N, READER_TOKENIZERS, Readers, default_config},
+    compile_request::{READER_TOKENIZERS, Readers},
     dto::{
         AppendRequest, AppendResponse, AppendedTurn, CompileRequest, EraseRequest, EraseResponse,
         ExportResponse, ExportedTurn, HealthResponse, NamespaceStatsResponse, NamespacesResponse,

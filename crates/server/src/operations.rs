@@ -1,12 +1,12 @@
 //! The operations both front ends (HTTP and MCP) offer, on validated input: append, erase,
 //! namespace statistics, verify. Synchronous: callers run them on a blocking thread.
 
-use evicortex::front_end::turn_from_json;
-use evicortex::{EventTime, IngestOptions, Memory, Namespace, Turn};
-use serde_json::{Map, Value};
+use evicortex::front_end::{TurnsNamespace, erase_target, turns_from_objects};
+use evicortex::{EventTime, Memory, Namespace};
+use serde_json::Value;
 
 use crate::dto::{
-    AppendRequest, AppendResponse, AppendedTurn, CompileRequest, EraseRequest, EraseResponse,
+    AppendRequest, AppendResponse, CompileRequest, EraseRequest, EraseResponse,
     NamespaceStatsResponse, NamespacesResponse, SessionSummary, SessionsResponse, VerifyResponse,
 };
 use crate::{ApiError, KeyScope, compile_request::Readers, facade_error};
@@ -19,59 +19,11 @@ pub fn append(
     request: AppendRequest,
     max_turns: usize,
 ) -> Result<AppendResponse, ApiError> {
-    if request.turns.is_empty() {
-        return Err(ApiError::invalid("turns", "is empty: send at least one turn"));
-    }
-    if request.turns.len() > max_turns {
-        return Err(ApiError::invalid(
-            "turns",
-            format!("has {} turns, the limit per request is {max_turns}", request.turns.len()),
-        ));
-    }
-    let turns = validate_turns(namespace, &request.turns)?;
+    let fixed = TurnsNamespace::Fixed(namespace.clone());
+    let turns = turns_from_objects(&request.turns, &fixed, max_turns)
+        .map_err(|e| ApiError::invalid(e.field, e.reason))?;
     let receipt = memory.append(&turns).map_err(|e| facade_error(&e))?;
-    let turns = receipt
-        .outcomes
-        .iter()
-        .map(|o| AppendedTurn {
-            id: o.id,
-            digest: o.digest.to_hex(),
-            status: match o.status {
-                evicortex::AppendStatus::Appended => "appended",
-                evicortex::AppendStatus::AlreadyPresent => "already_present",
-            }
-            .to_owned(),
-        })
-        .collect();
-    Ok(AppendResponse {
-        appended: receipt.appended(),
-        already_present: receipt.already_present(),
-        turns,
-    })
-}
-
-/// Checks every turn object with the JSONL validator, in `namespace`. A `namespace` field is
-/// refused: the namespace comes from the path (or the MCP server's command line) alone.
-fn validate_turns(
-    namespace: &Namespace,
-    objects: &[Map<String, Value>],
-) -> Result<Vec<Turn>, ApiError> {
-    let options =
-        IngestOptions { default_namespace: Some(namespace.clone()), ..IngestOptions::default() };
-    objects
-        .iter()
-        .enumerate()
-        .map(|(i, object)| {
-            if object.contains_key("namespace") {
-                return Err(ApiError::invalid(
-                    format!("turns[{i}].namespace"),
-                    "is not allowed here: the namespace is given by the path",
-                ));
-            }
-            turn_from_json(object, &options)
-                .map_err(|e| ApiError::invalid(format!("turns[{i}].{}", e.field), e.reason))
-        })
-        .collect()
+    Ok(AppendResponse::from(&receipt))
 }
 
 /// Erases the one target `request` names inside `namespace`.
@@ -80,22 +32,10 @@ pub fn erase(
     namespace: &Namespace,
     request: EraseRequest,
 ) -> Result<EraseResponse, ApiError> {
-    let namespace = namespace.clone();
-    let target = match (request.session, request.record, request.all) {
-        (Some(session), None, None) => evicortex::EraseTarget::Session(namespace, session),
-        (None, Some(record), None) => evicortex::EraseTarget::Record(namespace, record),
-        (None, None, Some(true)) => evicortex::EraseTarget::Namespace(namespace),
-        (None, None, Some(false)) => {
-            return Err(ApiError::invalid("all", "must be true when given"));
-        }
-        _ => return Err(ApiError::invalid("body", "give exactly one of session, record or all")),
-    };
+    let target = erase_target(namespace, request.session, request.record, request.all, "body")
+        .map_err(|e| ApiError::invalid(e.field, e.reason))?;
     let receipt = memory.erase(&target).map_err(|e| facade_error(&e))?;
-    Ok(EraseResponse {
-        redaction: receipt.redaction,
-        erased: receipt.erased.iter().map(|t| t.id).collect(),
-        already_erased: receipt.already_erased,
-    })
+    Ok(EraseResponse::from(&receipt))
 }
 
 /// Compiles a cited context for `request` from `namespace`, as JSON.
@@ -117,15 +57,7 @@ pub fn namespace_stats(
     memory: &Memory,
     namespace: &Namespace,
 ) -> Result<NamespaceStatsResponse, ApiError> {
-    let evidence = memory.evidence(namespace).map_err(|e| facade_error(&e))?;
-    let sessions: std::collections::BTreeSet<_> =
-        evidence.iter().map(|e| &e.turn.session).collect();
-    Ok(NamespaceStatsResponse {
-        namespace: namespace.to_string(),
-        turns: evidence.len() as u64,
-        sessions: sessions.len() as u64,
-        text_bytes: evidence.iter().map(|e| e.turn.text.len() as u64).sum(),
-    })
+    memory.namespace_stats(namespace).map_err(|e| facade_error(&e))
 }
 
 /// The namespaces `caller` may read: its own, or every namespace for an admin key.
@@ -183,13 +115,5 @@ pub fn sessions(memory: &Memory, namespace: &Namespace) -> Result<SessionsRespon
 /// The full-ledger integrity check.
 pub fn verify(memory: &Memory) -> Result<VerifyResponse, ApiError> {
     let report = memory.verify().map_err(|e| facade_error(&e))?;
-    Ok(VerifyResponse {
-        ok: true,
-        records: report.records,
-        turns: report.turns,
-        erased_turns: report.erased_turns,
-        redactions: report.redactions,
-        head: report.head,
-        chain_head: report.chain_head.to_hex(),
-    })
+    Ok(VerifyResponse::from(&report))
 }

@@ -6,9 +6,8 @@ use std::{io::Write, path::Path, sync::Arc};
 use crate::{commands::compile::Switch, exit::UsageError};
 use anyhow::Context;
 use evicortex::{
-    AbstentionConfig, AnswerRequest, ChatCompletionsClient, CompileConfig, CompileQuery,
-    DecodingSettings, DenseConfig, EventTime, GgufManifest, LocalGgufReader, Memory, Namespace,
-    Reader, RerankConfig, SupportSignal, TokenBudget, reader_tokenizer,
+    AnswerRequest, ChatCompletionsClient, CompileConfig, DecodingSettings, DenseConfig,
+    GgufManifest, LocalGgufReader, Memory, Reader, RerankConfig, reader_tokenizer,
 };
 
 /// Arguments of `evicortex answer`.
@@ -25,18 +24,8 @@ use evicortex::{
     evicortex answer --namespace alice --query Q --budget 1024 --reader smollm2-135m-instruct-q4_1 --json\n  \
     evicortex answer --namespace alice --query Q --budget 4000 --endpoint --reader-tokenizer o200k_base")]
 pub struct AnswerArgs {
-    /// The namespace to answer from.
-    #[arg(long, value_name = "NS")]
-    pub namespace: String,
-    /// The question.
-    #[arg(long, value_name = "Q")]
-    pub query: String,
-    /// Only turns said at or before this RFC 3339 time (with offset) are used.
-    #[arg(long, value_name = "TIME")]
-    pub as_of: Option<String>,
-    /// The context's budget in the reader's tokens, headers and citations included.
-    #[arg(long, value_name = "N")]
-    pub budget: u32,
+    #[command(flatten)]
+    pub question: crate::commands::compile::QuestionArgs,
     /// The local reader (a pinned GGUF model; default: the first of `evicortex model list`'s
     /// readers).
     #[arg(long, value_name = "NAME", conflicts_with = "endpoint")]
@@ -88,67 +77,45 @@ pub fn open_reader(name: Option<&str>, endpoint: bool) -> anyhow::Result<Arc<dyn
     Ok(Arc::new(reader.with_context(|| format!("loading the reader {name}"))?))
 }
 
+/// The committed default ([`CompileConfig::default_with`], as `compile`, HTTP, MCP and Python
+/// use it) with the flags applied: with the flags' defaults, the context the other doors compile.
+fn compile_config(args: &AnswerArgs) -> CompileConfig {
+    let dense = match args.dense {
+        Switch::On => DenseConfig::On { top_n: args.top_n },
+        Switch::Off => DenseConfig::Off,
+    };
+    let mut config = CompileConfig::default_with(args.top_n, dense);
+    if args.rerank == Switch::On {
+        config.rerank = RerankConfig::On { depth: 16, weight: 1.0 };
+    }
+    config.abstention.threshold = args.abstain_below;
+    config
+}
+
 /// Runs `evicortex answer`.
 pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
-    let namespace = Namespace::new(&args.namespace).context("--namespace")?;
-    let as_of = match &args.as_of {
-        Some(raw) => {
-            Some(EventTime::parse_rfc3339(raw).map_err(|e| UsageError(format!("--as-of: {e}")))?)
-        }
-        None => None,
-    };
+    let query = args.question.query()?;
     let tokenizer = match &args.reader_tokenizer {
         Some(name) => Some(
             reader_tokenizer(name).map_err(|e| UsageError(format!("--reader-tokenizer: {e}")))?,
         ),
         None => None,
     };
-    let dense = match args.dense {
-        Switch::On => DenseConfig::On { top_n: args.top_n },
-        Switch::Off => DenseConfig::Off,
-    };
-    let config = CompileConfig {
-        rerank: match args.rerank {
-            Switch::On => RerankConfig::On { depth: 16, weight: 1.0 },
-            Switch::Off => RerankConfig::Off,
-        },
-        abstention: AbstentionConfig {
-            signal: match dense {
-                DenseConfig::On { .. } => SupportSignal::MaxDenseCosine,
-                DenseConfig::Off => SupportSignal::LexicalCoverage,
-            },
-            threshold: args.abstain_below,
-        },
-        ..CompileConfig::hybrid(args.top_n, dense)
-    };
+    let config = compile_config(args);
     config.validate().map_err(|e| UsageError(e.to_string()))?;
-    let postgres = store.to_str().is_some_and(evicortex::is_postgres_url);
-    if !postgres && !store.join(evicortex::LEDGER_FILE).is_file() {
-        return Err(UsageError(format!(
-            "no store at {} (run `evicortex ingest` first)",
-            store.display()
-        ))
-        .into());
-    }
+    let lock = crate::commands::compile::store_for_compile(store, &config)?;
     let reader = open_reader(args.reader.as_deref(), args.endpoint)?;
     let mut builder = Memory::builder(store);
     if args.rerank == Switch::On {
         builder.loaded_reranker(crate::commands::compile::load_reranker(&args.reranker)?);
     }
-    if dense != DenseConfig::Off {
-        let overlength = crate::commands::embed::store_overlength(store, None)?;
-        builder.encoders(crate::commands::embed::load_store_encoders(store, overlength)?);
+    if config.dense != DenseConfig::Off {
+        builder.store_encoders(None).context("loading the store's encoders")?;
     }
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;
-    let query = CompileQuery {
-        namespace,
-        question: args.query.clone(),
-        as_of,
-        budget: TokenBudget::new(args.budget),
-    };
-    if memory.has_encoder() {
-        crate::commands::compile::catch_up(&memory, &query.namespace)?;
+    if lock.is_some() {
+        crate::commands::compile::catch_up(&memory, &query.namespace, &config)?;
     }
     let request = AnswerRequest {
         query: &query,
@@ -205,4 +172,31 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: AnswerArgs,
+    }
+
+    fn config(flags: &[&str]) -> CompileConfig {
+        let base = ["answer", "--namespace", "alice", "--query", "q", "--budget", "100"];
+        compile_config(&Cli::parse_from(base.iter().chain(flags)).args)
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_facade_default_of_every_door() {
+        assert_eq!(config(&[]), CompileConfig::default_for(true));
+        assert_eq!(config(&["--dense", "off"]), CompileConfig::default_for(false));
+        let tuned = config(&["--top-n", "20", "--abstain-below", "0.3"]);
+        assert_eq!(tuned.lexical.top_n, 20);
+        assert_eq!(tuned.abstention.threshold, Some(0.3));
+    }
 }

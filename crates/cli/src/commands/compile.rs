@@ -5,8 +5,8 @@ use std::{io::Write, path::Path};
 
 use anyhow::Context;
 use evicortex::{
-    AbstentionConfig, CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, CompiledContext,
-    DenseConfig, EventTime, Expansion, Memory, Namespace, RerankConfig, SupportSignal, TokenBudget,
+    AbstentionConfig, CompileConfig, CompileQuery, CompileRequest, CompiledContext, DenseConfig,
+    EventTime, Expansion, Memory, Namespace, RerankConfig, SupportSignal, TokenBudget,
     reader_tokenizer,
 };
 
@@ -19,7 +19,8 @@ use crate::exit::UsageError;
     reasons behind it, with --json the full manifest: items with per-retriever ranks and scores, \
     excluded candidates with their reason, tokens used, encoder identity and configuration. \
     With --dense on (the default) the pinned encoder embeds the question and any turns not yet \
-    embedded; --dense off needs no model.\n\n\
+    embedded (unless another process, such as `evicortex serve`, holds the store: it embeds \
+    them); --dense off needs no model.\n\n\
     Examples:\n  \
     evicortex compile --namespace alice --query \"Where am I moving?\" \\\n      \
     --budget 300 --reader-tokenizer o200k_base\n  \
@@ -32,18 +33,8 @@ use crate::exit::UsageError;
     --options '{\"session\": {\"mode\": \"score_list\", \"turns\": 2, \"sessions\": 5}}'"
 )]
 pub struct CompileArgs {
-    /// The namespace to compile from.
-    #[arg(long, value_name = "NS")]
-    pub namespace: String,
-    /// The question.
-    #[arg(long, value_name = "Q")]
-    pub query: String,
-    /// Only turns said at or before this RFC 3339 time (with offset) are used.
-    #[arg(long, value_name = "TIME")]
-    pub as_of: Option<String>,
-    /// The budget in reader tokens for the whole block, headers and citations included.
-    #[arg(long, value_name = "N")]
-    pub budget: u32,
+    #[command(flatten)]
+    pub question: QuestionArgs,
     /// The reader's tokenizer: o200k_base, cl100k_base or a path to a tokenizer.json.
     #[arg(long, value_name = "NAME")]
     pub reader_tokenizer: String,
@@ -106,6 +97,43 @@ pub struct CompileArgs {
     pub explain: bool,
 }
 
+/// The question `compile` and `answer` are asked, and where from.
+#[derive(Debug, clap::Args)]
+pub struct QuestionArgs {
+    /// The namespace to read from.
+    #[arg(long, value_name = "NS")]
+    pub namespace: String,
+    /// The question.
+    #[arg(long, value_name = "Q")]
+    pub query: String,
+    /// Only turns said at or before this RFC 3339 time (with offset) are used.
+    #[arg(long, value_name = "TIME")]
+    pub as_of: Option<String>,
+    /// The budget in the reader's tokens for the whole context block, headers and citations
+    /// included.
+    #[arg(long, value_name = "N")]
+    pub budget: u32,
+}
+
+impl QuestionArgs {
+    /// The question to compile; a bad namespace or time is a usage error naming its flag.
+    pub fn query(&self) -> anyhow::Result<CompileQuery> {
+        let namespace = Namespace::new(&self.namespace).context("--namespace")?;
+        let as_of = match &self.as_of {
+            Some(raw) => Some(
+                EventTime::parse_rfc3339(raw).map_err(|e| UsageError(format!("--as-of: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(CompileQuery {
+            namespace,
+            question: self.query.clone(),
+            as_of,
+            budget: TokenBudget::new(self.budget),
+        })
+    }
+}
+
 /// An on/off option.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Switch {
@@ -117,13 +145,7 @@ pub enum Switch {
 
 /// Runs `evicortex compile`.
 pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
-    let namespace = Namespace::new(&args.namespace).context("--namespace")?;
-    let as_of = match &args.as_of {
-        Some(raw) => {
-            Some(EventTime::parse_rfc3339(raw).map_err(|e| UsageError(format!("--as-of: {e}")))?)
-        }
-        None => None,
-    };
+    let query = args.question.query()?;
     let reader = reader_tokenizer(&args.reader_tokenizer)
         .map_err(|e| UsageError(format!("--reader-tokenizer: {e}")))?;
     let dense = match args.dense {
@@ -156,33 +178,19 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     };
     config.validate().map_err(|e| UsageError(e.to_string()))?;
     let dense = config.dense;
-    let postgres = store.to_str().is_some_and(evicortex::is_postgres_url);
-    if !postgres && !store.join(evicortex::LEDGER_FILE).is_file() {
-        return Err(UsageError(format!(
-            "no store at {} (run `evicortex ingest` first)",
-            store.display()
-        ))
-        .into());
-    }
+    let lock = store_for_compile(store, &config)?;
     let mut builder = Memory::builder(store);
     if config.rerank != RerankConfig::Off {
         builder.loaded_reranker(load_reranker(&args.reranker)?);
     }
     if dense != DenseConfig::Off {
-        let overlength = crate::commands::embed::store_overlength(store, args.overlength)?;
-        builder.encoders(crate::commands::embed::load_store_encoders(store, overlength)?);
+        builder.store_encoders(args.overlength).context("loading the store's encoders")?;
     }
     use_ann(&mut builder, store, args.ann_from, args.ann_index)?;
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;
-    let query = CompileQuery {
-        namespace,
-        question: args.query.clone(),
-        as_of,
-        budget: TokenBudget::new(args.budget),
-    };
-    if memory.has_encoder() {
-        catch_up(&memory, &query.namespace)?;
+    if lock.is_some() {
+        catch_up(&memory, &query.namespace, &config)?;
     }
     let request = CompileRequest {
         query: &query,
@@ -296,22 +304,68 @@ pub fn load_reranker(spec: &evicortex::RerankerSpec) -> anyhow::Result<evicortex
     Ok(loaded)
 }
 
-/// Embeds the namespace's turns not yet in the cache, with a progress bar on a terminal.
-pub(crate) fn catch_up(memory: &Memory, namespace: &Namespace) -> anyhow::Result<()> {
-    let bar = crate::progress::bar(0, "embedding");
+/// Refuses a missing store. With dense retrieval, takes the store's writer lock when no other
+/// process holds it, so that the compile may embed the namespace's pending turns first; when
+/// another process holds it (a server, which embeds the turns itself), the compile embeds none,
+/// says so, and compiles what is embedded: a process without the lock writes no vector.
+pub(crate) fn store_for_compile(
+    store: &Path,
+    config: &CompileConfig,
+) -> anyhow::Result<Option<evicortex::StoreLock>> {
+    let postgres = store.to_str().is_some_and(evicortex::is_postgres_url);
+    if !postgres && !store.join(evicortex::LEDGER_FILE).is_file() {
+        return Err(UsageError(format!(
+            "no store at {} (run `evicortex ingest` first)",
+            store.display()
+        ))
+        .into());
+    }
+    if config.dense == DenseConfig::Off {
+        return Ok(None);
+    }
+    match evicortex::StoreLock::acquire(store) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(evicortex::StoreLockError::Busy { holder, .. }) => {
+            eprintln!(
+                "note: the store is in use by another evicortex process ({holder}): this \
+                 compile embeds no turns (only the process holding the store writes to it); \
+                 turns without a vector yet are lexical candidates only"
+            );
+            Ok(None)
+        }
+        Err(err) => {
+            eprintln!("note: {err}: this compile embeds no turns");
+            Ok(None)
+        }
+    }
+}
+
+/// Embeds the namespace's turns not yet in the cache when `config` reads vectors, with a
+/// progress bar on a terminal.
+pub(crate) fn catch_up(
+    memory: &Memory,
+    namespace: &Namespace,
+    config: &CompileConfig,
+) -> anyhow::Result<()> {
+    // The bar only once there is something to embed: a lexical compile shows none.
+    let mut bar = None;
     let report = memory
-        .catch_up(Some(namespace), CatchUpLimits::default(), &mut |p| {
+        .catch_up_for_compile(namespace, config, &mut |p| {
+            let bar = bar.get_or_insert_with(|| crate::progress::bar(0, "embedding"));
             bar.set_length(p.total_texts);
             bar.set_position(p.done_texts);
         })
         .context("embedding turns not yet in the cache")?;
-    bar.finish_and_clear();
-    if let Some(first) = report.refused.first() {
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let refused = report.map(|r| r.refused).unwrap_or_default();
+    if let Some(first) = refused.first() {
         eprintln!(
             "note: {} turn(s) of namespace {namespace} are longer than the encoder's maximum and \
              are lexical candidates only (first: record {}, {} tokens); compile with \
              --overlength window to embed them as windows",
-            report.refused.len(),
+            refused.len(),
             first.turn.raw(),
             first.tokens
         );

@@ -1,10 +1,10 @@
 //! `evicortex embed`: embed one text with a catalogue encoder, or catch the store's embedding
 //! cache up with its ledger.
 
-use std::{path::Path, sync::Arc, time::Instant};
+use std::{path::Path, time::Instant};
 
 use anyhow::Context;
-use evicortex::{CatchUpLimits, EmbedReport, EmbeddingRole, Encoder, Memory, Overlength};
+use evicortex::{CatchUpLimits, EmbedReport, EmbeddingRole, Memory, Overlength};
 
 use crate::{exit::UsageError, stdout::outln};
 
@@ -60,33 +60,12 @@ pub fn parse_overlength(value: &str) -> Result<Overlength, String> {
     value.parse()
 }
 
-/// The overlength policy to embed the store in `store` with: the one given, else the one the
-/// store was last embedded with, else `refuse`.
-pub fn store_overlength(store: &Path, given: Option<Overlength>) -> anyhow::Result<Overlength> {
-    match given {
-        Some(policy) => Ok(policy),
-        None => Ok(evicortex::front_end::last_overlength(store)
-            .context("reading the store's embedding cache")?
-            .unwrap_or(Overlength::Refuse)),
-    }
-}
-
-/// Loads the encoders the store names (`evicortex encoders`; the pinned encoder when it names
-/// none) with the given overlength policy.
-pub fn load_store_encoders(
-    store: &Path,
-    overlength: Overlength,
-) -> anyhow::Result<Vec<Arc<dyn Encoder>>> {
-    evicortex::load_store_encoders(store, overlength).context("loading the store's encoders")
-}
-
-/// Opens the store in `store` with its encoders.
-pub fn open_with_encoder(store: &Path, overlength: Overlength) -> anyhow::Result<Memory> {
-    let encoders = load_store_encoders(store, overlength)?;
-    Memory::builder(store)
-        .encoders(encoders)
-        .open()
-        .with_context(|| format!("opening the store {}", store.display()))
+/// Opens the store in `store` with its encoders, under `overlength` or the policy it was last
+/// embedded with.
+fn open_with_encoders(store: &Path, overlength: Option<Overlength>) -> anyhow::Result<Memory> {
+    let mut builder = Memory::builder(store);
+    builder.store_encoders(overlength).context("loading the store's encoders")?;
+    builder.open().with_context(|| format!("opening the store {}", store.display()))
 }
 
 /// Runs `evicortex embed`.
@@ -117,9 +96,8 @@ pub fn run(store: &Path, args: &EmbedArgs) -> anyhow::Result<()> {
                 return Err(UsageError("--json needs TEXT".to_owned()).into());
             }
             crate::commands::open_existing(store)?;
-            let _lock = crate::store_lock::StoreLock::acquire(store)?;
-            let overlength = store_overlength(store, args.overlength)?;
-            let memory = open_with_encoder(store, overlength)?;
+            let _lock = evicortex::StoreLock::acquire(store)?;
+            let memory = open_with_encoders(store, args.overlength)?;
             let report = catch_up(&memory, CatchUpLimits { chunk_texts: args.chunk_texts.max(1) })?;
             print_report(&report)?;
             if !report.refused.is_empty() {
@@ -248,9 +226,9 @@ pub fn after_ingest(
         outln!("embedding skipped (--no-embed); `evicortex embed` embeds pending turns later")?;
         return Ok(());
     }
-    let overlength = store_overlength(store, overlength)?;
-    let encoders = match evicortex::load_store_encoders(store, overlength) {
-        Ok(encoders) => encoders,
+    let mut builder = Memory::builder(store);
+    match builder.store_encoders(overlength) {
+        Ok(_) => {}
         Err(err)
             if evicortex::ErrorClass::of(&err) == Some(evicortex::ErrorClass::ModelMissing) =>
         {
@@ -265,11 +243,9 @@ pub fn after_ingest(
             return Ok(());
         }
         Err(err) => return Err(err).context("loading the store's encoders"),
-    };
-    let memory = Memory::builder(store)
-        .encoders(encoders)
-        .open()
-        .with_context(|| format!("opening the store {}", store.display()))?;
+    }
+    let memory =
+        builder.open().with_context(|| format!("opening the store {}", store.display()))?;
     let report = catch_up(&memory, CatchUpLimits::default())?;
     print_report(&report)?;
     if let Some(first) = report.refused.first() {

@@ -26,7 +26,7 @@ pub struct EncodersArgs {
 /// Runs `evicortex encoders` on the store in `store`.
 pub fn run(store: &Path, args: &EncodersArgs) -> anyhow::Result<()> {
     if let Some(names) = &args.set {
-        let _lock = crate::store_lock::StoreLock::acquire(store)?;
+        let _lock = evicortex::StoreLock::acquire(store)?;
         let names: Vec<String> = names.iter().map(|n| n.trim().to_owned()).collect();
         evicortex::check_store_encoders(&names)
             .map_err(|e| crate::exit::UsageError(format!("--set: {e}")))?;

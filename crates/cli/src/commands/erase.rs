@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use anyhow::Context;
-use evicortex::{EraseTarget, Memory};
-use evicortex::{Namespace, SessionId, TurnId};
+use evicortex::front_end::erase_target;
+use evicortex::{Memory, Namespace, SessionId, TurnId};
 
 use crate::{exit::UsageError, stdout::outln};
 
@@ -33,15 +33,17 @@ pub struct EraseArgs {
 pub fn run(store: &Path, args: &EraseArgs) -> anyhow::Result<()> {
     let namespace =
         Namespace::new(&args.namespace).map_err(|e| UsageError(format!("--namespace: {e}")))?;
-    let target = match (&args.session, args.record) {
-        (Some(session), _) => EraseTarget::Session(
-            namespace,
-            SessionId::new(session).map_err(|e| UsageError(format!("--session: {e}")))?,
-        ),
-        (None, Some(seq)) => EraseTarget::Record(namespace, TurnId::from_raw(seq)),
-        (None, None) => EraseTarget::Namespace(namespace),
+    let session = match &args.session {
+        Some(session) => {
+            Some(SessionId::new(session).map_err(|e| UsageError(format!("--session: {e}")))?)
+        }
+        None => None,
     };
-    let _lock = crate::store_lock::StoreLock::acquire(store)?;
+    // Neither --session nor --record: the whole namespace.
+    let all = (session.is_none() && args.record.is_none()).then_some(true);
+    let target = erase_target(&namespace, session, args.record.map(TurnId::from_raw), all, "erase")
+        .map_err(|e| UsageError(format!("{}: {}", e.field, e.reason)))?;
+    let _lock = evicortex::StoreLock::acquire(store)?;
     // The memory purges every derived store it holds (the embedding cache included) itself.
     let memory =
         Memory::open(store).with_context(|| format!("opening the store {}", store.display()))?;

@@ -76,7 +76,7 @@ pub fn run(store: &Path, args: &IngestArgs) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
 
-    let _lock = crate::store_lock::StoreLock::acquire(store)?;
+    let _lock = evicortex::StoreLock::acquire(store)?;
     let memory =
         Memory::open(store).with_context(|| format!("opening the store {}", store.display()))?;
     // The whole input against itself and the store before the first commit, so that with

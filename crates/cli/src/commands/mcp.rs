@@ -27,7 +27,6 @@ pub struct McpArgs {
 /// Serves MCP on stdio until the client disconnects. Stdout carries only protocol messages.
 pub fn run(store: &Path, args: &McpArgs) -> anyhow::Result<()> {
     let namespace = Namespace::new(&args.namespace).context("--namespace")?;
-    let _lock = crate::store_lock::StoreLock::acquire(store)?;
     let memory = args.retrieval.open(store)?;
     let mut server = McpServer::new(Arc::new(memory), namespace, ServerConfig::default());
     if let Some(reader) = args.reader.open()? {

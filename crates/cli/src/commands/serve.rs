@@ -120,24 +120,23 @@ pub struct RetrievalArgs {
 }
 
 impl RetrievalArgs {
-    /// Opens the memory the server runs on: with the pinned encoder, embedding appended turns in
-    /// the background (every stored turn becomes a dense candidate once embedded, the turns
-    /// stored without a vector first), or lexical-only without any model.
+    /// Opens the memory the server runs on, holding the store's writer lock: with the pinned
+    /// encoder, embedding appended turns in the background (every stored turn becomes a dense
+    /// candidate once embedded, the turns stored without a vector first), or lexical-only
+    /// without any model.
     pub fn open(&self, store: &Path) -> anyhow::Result<Memory> {
         let mut builder = Memory::builder(store);
-        if self.lexical_only {
+        // Held by the memory for as long as the server runs.
+        builder.lock_store();
+        let overlength = if self.lexical_only {
             eprintln!("retrieval: lexical only (--lexical-only); dense retrieval is off");
+            None
         } else {
-            let overlength = crate::commands::embed::store_overlength(store, self.overlength)?;
-            let encoders = crate::commands::embed::load_store_encoders(store, overlength)?;
-            let models: Vec<&str> = encoders.iter().map(|e| e.identity().model.as_str()).collect();
-            eprintln!(
-                "retrieval: hybrid ({}, overlength {overlength}); appended turns are embedded in \
-                 the background",
-                models.join(" + ")
-            );
-            builder.encoders(encoders).background_embedding();
-        }
+            let overlength =
+                builder.store_encoders(self.overlength).context("loading the store's encoders")?;
+            builder.background_embedding();
+            Some(overlength)
+        };
         if let Some(spec) = &self.reranker {
             builder.loaded_reranker(crate::commands::compile::load_reranker(spec)?);
         }
@@ -147,13 +146,23 @@ impl RetrievalArgs {
                 .map_err(|_| UsageError("--index-cache-mib: too large".to_owned()))?;
             builder.index_cache_bytes(bytes);
         }
-        builder.open().with_context(|| format!("opening the store {}", store.display()))
+        let memory =
+            builder.open().with_context(|| format!("opening the store {}", store.display()))?;
+        if let Some(overlength) = overlength {
+            let models: Vec<&str> =
+                memory.encoders().iter().map(|e| e.identity().model.as_str()).collect();
+            eprintln!(
+                "retrieval: hybrid ({}, overlength {overlength}); appended turns are embedded in \
+                 the background",
+                models.join(" + ")
+            );
+        }
+        Ok(memory)
     }
 }
 
 /// Runs the server on the store in `store` until SIGTERM or Ctrl-C, then drains and exits.
 pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
-    let _lock = crate::store_lock::StoreLock::acquire(store)?;
     let memory = args.retrieval.open(store)?;
     let keys = KeyStore::open(&evicortex::store_files_dir(store)?)
         .with_context(|| format!("opening the key store in {}", store.display()))?;

@@ -57,10 +57,7 @@ pub fn run(store: &Path, args: &VerifyArgs) -> anyhow::Result<()> {
         }
     };
     if args.json {
-        let mut json = serde_json::to_value(&report)?;
-        if let Some(object) = json.as_object_mut() {
-            object.insert("ok".to_owned(), true.into());
-        }
+        let json = evicortex::front_end::VerifyResponse::from(&report);
         outln!("{}", serde_json::to_string_pretty(&json)?)?;
     } else {
         outln!(

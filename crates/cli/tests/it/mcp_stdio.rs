@@ -144,3 +144,58 @@ async fn answer_tool_reads_with_the_servers_reader() {
     assert_eq!(error["field"], "budget", "{error}");
     client.cancel().await.expect("close the session");
 }
+
+/// The same question on the same store compiles the same context at every door: the MCP
+/// `answer` tool (the HTTP route's code) and `evicortex answer`, each with its defaults (dense
+/// retrieval with the store's encoder), give the reader the same context.
+#[tokio::test(flavor = "multi_thread")]
+async fn answer_compiles_the_same_context_as_the_command_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    // Ingested and embedded first, so that neither door sees a turn without its vector.
+    crate::cli::ok(&store, &["ingest", crate::cli::sample().to_str().unwrap()]);
+    let question = "What is my dog's name?";
+    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_evicortex")).configure(|cmd| {
+        cmd.arg("--store").arg(&store).args([
+            "mcp",
+            "--namespace",
+            "alice",
+            "--reader",
+            "smollm2-135m-instruct-q4_1",
+        ]);
+    });
+    let client =
+        ().serve(TokioChildProcess::new(command).expect("spawn")).await.expect("mcp handshake");
+    let answered = client
+        .call_tool(CallToolRequestParams::new("answer").with_arguments(args(json!({
+            "query": question, "budget": 300, "max_new_tokens": 4
+        }))))
+        .await
+        .expect("call answer");
+    assert_eq!(answered.is_error, Some(false), "{answered:?}");
+    let mcp = answered.structured_content.expect("answer report");
+    client.cancel().await.expect("close the session");
+
+    let out = crate::cli::ok(
+        &store,
+        &[
+            "answer",
+            "--namespace",
+            "alice",
+            "--reader",
+            "smollm2-135m-instruct-q4_1",
+            "--query",
+            question,
+            "--budget",
+            "300",
+            "--max-new-tokens",
+            "4",
+            "--json",
+        ],
+    );
+    let cli: Value = serde_json::from_str(&out).expect("answer --json");
+    // The context block the reader read, its tokens and support score, field for field.
+    assert_eq!(cli["context"], mcp["context"], "the doors compiled different contexts");
+    assert_eq!(cli["compiler_abstained"], mcp["compiler_abstained"]);
+    assert!(cli["context"]["text"].as_str().unwrap().contains("Biscuit"), "{cli}");
+}

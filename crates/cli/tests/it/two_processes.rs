@@ -65,21 +65,32 @@ fn write_turn(dir: &Path, session: &str, text: &str) -> String {
 fn assert_refused_by(r: &crate::cli::Run, server: &Server, what: &str) {
     assert_eq!(r.code, 3, "{what} while serve runs: exit {}\n{}", r.code, r.stderr);
     assert!(
-        r.stderr.contains("is in use by another evicortex process")
-            && r.stderr.contains(&format!("pid {}", server.child.id()))
-            && r.stderr.contains("serve"),
+        names_the_server(&r.stderr, server),
         "{what}: the refusal must name the serving process:\n{}",
         r.stderr
     );
 }
 
-#[test]
-fn a_cli_ingest_or_erase_while_serve_runs_is_refused_and_the_ledger_stays_one() {
+/// Whether a refusal says the store is in use by `server`, by pid and command.
+fn names_the_server(refusal: &str, server: &Server) -> bool {
+    refusal.contains("is in use by another evicortex process")
+        && refusal.contains(&format!("pid {}", server.child.id()))
+        && refusal.contains("serve")
+}
+
+/// A store `serve` runs on, with a key of namespace `shared` and one turn appended over HTTP.
+fn served_store() -> (tempfile::TempDir, std::path::PathBuf, String, Server) {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let key = create_key(&store, "shared");
     let server = Server::start(&store);
     assert_eq!(server.append(&key, "http", "said over HTTP"), 200);
+    (dir, store, key, server)
+}
+
+#[test]
+fn a_cli_ingest_or_erase_while_serve_runs_is_refused_and_the_ledger_stays_one() {
+    let (dir, store, key, server) = served_store();
 
     let input = write_turn(dir.path(), "cli", "said through the CLI");
     let ingest = run(&store, &["ingest", "--no-embed", &input]);
@@ -134,4 +145,51 @@ fn a_second_server_on_the_same_store_is_refused_and_a_killed_server_leaves_no_st
     for text in ["first server", "first server again", "second server"] {
         assert!(export.contains(text), "{text:?} missing from the export:\n{export}");
     }
+}
+
+/// The lock belongs to the facade: a memory another process opens as a writer (as a Python
+/// `Memory` does) while `serve` runs is refused with the holder's pid, before anything is
+/// written; once the server is gone it opens.
+#[test]
+fn a_library_writer_on_a_store_serve_holds_is_refused_naming_the_server() {
+    let (_dir, store, _key, server) = served_store();
+    let refused = evicortex::Memory::builder(&store).lock_store().open().map(|_| ()).unwrap_err();
+    assert!(names_the_server(&refused.to_string(), &server), "{refused}");
+    assert_eq!(evicortex::ErrorClass::of(&refused), Some(evicortex::ErrorClass::Io));
+    server.stop();
+    let memory = evicortex::Memory::builder(&store).lock_store().open().expect("the store is free");
+    assert_eq!(memory.stats().unwrap().ledger.turns, 1);
+}
+
+/// A compile while another process holds the store writes no vector: the turns that process
+/// has not embedded stay lexical candidates, and the compile says why; once the store is free,
+/// every turn is still to embed.
+#[test]
+fn a_compile_while_serve_holds_the_store_embeds_nothing_and_says_so() {
+    let (_dir, store, _key, server) = served_store();
+    let compile = [
+        "compile",
+        "--namespace",
+        "shared",
+        "--query",
+        "what was said over HTTP?",
+        "--budget",
+        "200",
+        "--reader-tokenizer",
+        "o200k_base",
+        "--json",
+    ];
+    let r = run(&store, &compile);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(names_the_server(&r.stderr, &server), "{}", r.stderr);
+    assert!(r.stderr.contains("this compile embeds no turns"), "{}", r.stderr);
+    let context: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(context["coverage"]["dense_pending"], 1, "{context}");
+    assert!(context["text"].as_str().unwrap().contains("said over HTTP"), "{context}");
+    server.stop();
+    let embedded = ok(&store, &["embed"]);
+    assert!(
+        embedded.contains("embedded 1 texts") && embedded.contains("0 already cached"),
+        "{embedded}"
+    );
 }

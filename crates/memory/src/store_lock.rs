@@ -1,7 +1,10 @@
-//! One writing process per store: `serve`, `mcp`, `ingest`, `erase`, `embed` and `migrate` hold
-//! an exclusive lock on `<store>/evicortex.lock` while they run; a second one is refused at once,
-//! naming the process that holds it. Read-only commands (`compile`, `verify`, `stats`, `export`)
-//! take no lock: SQLite gives them a consistent snapshot while a writer runs.
+//! One writing process per store: every door that writes (the CLI's `serve`, `mcp`, `ingest`,
+//! `erase`, `embed`, `encoders --set` and `migrate`; a Python `Memory`; any memory opened with
+//! [`crate::MemoryBuilder::lock_store`]) holds an exclusive lock on `<store>/evicortex.lock` while
+//! it runs; a second one is refused at once, naming the process that holds it. Read-only
+//! commands (`verify`, `stats`, `export`) take no lock: SQLite gives them a consistent snapshot
+//! while a writer runs. `compile` and `answer` with dense retrieval take it when it is free, to
+//! embed the namespace's pending turns first; while another process holds it they embed none.
 //!
 //! Why refuse rather than share through SQLite's locking: the ledger alone would stay consistent
 //! (each append checks the chain head inside its transaction), but a server keeps state derived
@@ -17,6 +20,8 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::ErrorClass;
+
 /// The lock file's name inside a store directory.
 pub const LOCK_FILE: &str = "evicortex.lock";
 
@@ -26,7 +31,8 @@ pub struct StoreLock {
     _file: File,
 }
 
-/// Why the lock could not be taken (exit code 3, like other unavailable resources).
+/// Why the lock could not be taken ([`ErrorClass::Io`]: the CLI's exit code 3, like other
+/// unavailable resources).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreLockError {
     /// Another process holds the store.
@@ -51,19 +57,26 @@ pub enum StoreLockError {
     },
 }
 
+impl StoreLockError {
+    /// Always [`ErrorClass::Io`]: the store is unavailable, nothing is wrong with the input.
+    pub fn class(&self) -> ErrorClass {
+        ErrorClass::Io
+    }
+}
+
 impl StoreLock {
     /// Takes the store's writer lock, creating the store directory (private) and the lock file
     /// (mode 0600) when missing.
     pub fn acquire(store: &Path) -> Result<StoreLock, StoreLockError> {
         // A PostgreSQL store is locked in its local derived directory: the lock keeps two
         // processes of this machine off its derived files (the ledger serialises its writers).
-        let store = &evicortex::store_files_dir(store).map_err(|e| StoreLockError::Io {
+        let store = &crate::store_files_dir(store).map_err(|e| StoreLockError::Io {
             path: store.to_owned(),
             source: std::io::Error::other(e.to_string()),
         })?;
         let path = store.join(LOCK_FILE);
         let io = |source| StoreLockError::Io { path: path.clone(), source };
-        evicortex::front_end::create_private_dir(store).map_err(io)?;
+        evicortex_ledger::create_private_dir(store).map_err(io)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -142,5 +155,25 @@ mod tests {
         }
         drop(first);
         StoreLock::acquire(&store).expect("the lock is free once its holder is dropped");
+    }
+}
+
+#[cfg(test)]
+mod memory_tests {
+    use crate::{Memory, OpenError, StoreLockError};
+
+    #[test]
+    fn a_memory_opened_with_the_lock_holds_it_until_dropped_and_readers_need_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Memory::builder(dir.path()).lock_store().open().unwrap();
+        match Memory::builder(dir.path()).lock_store().open() {
+            Err(OpenError::Locked(StoreLockError::Busy { holder, .. })) => {
+                assert!(holder.starts_with(&format!("pid {}", std::process::id())), "{holder}");
+            }
+            other => panic!("expected the store to be in use, got {:?}", other.map(|_| ())),
+        }
+        Memory::open_read_only(dir.path()).expect("a reader takes no lock");
+        drop(writer);
+        Memory::builder(dir.path()).lock_store().open().expect("free once the writer is gone");
     }
 }
