@@ -76,14 +76,18 @@ pub(crate) fn pack(
     let reader = line_reader(&line_cached, inputs.reader);
     let preamble_tokens = reader.count(PREAMBLE)?;
     let mut planner = BudgetPlanner::new(query.budget, preamble_tokens);
-    let mut chosen: Vec<Chosen> = Vec::new();
-    let mut taken: HashSet<TurnId> = HashSet::new();
-    let mut over_budget = HashSet::new();
 
     // Each candidate is measured up to three times (the long-turn rule, the greedy pass, the
     // fill); what depends only on the turn is computed once, or was before the pack.
     // A long turn's excerpt with its text's and line's tokens, by position.
     let mut cuts: HashMap<usize, (Excerpt, u32, u32)> = HashMap::new();
+    // A turn whose text is longer than this is offered as an excerpt.
+    let share = match config.excerpts {
+        ExcerptConfig::Matched { budget_share } => {
+            (f64::from(query.budget.tokens()) * f64::from(budget_share)) as u32
+        }
+        ExcerptConfig::Off => u32::MAX,
+    };
     // The turn as a `Chosen`, and the tokens of its session header.
     let mut measure = |pos: usize, selection: Selection| -> Result<(Chosen, usize), CompileError> {
         let m = match measured.entry(pos) {
@@ -106,35 +110,17 @@ pub(crate) fn pack(
             text_tokens: m.text_tokens,
             excerpt: None,
         };
-        let share = match config.excerpts {
-            ExcerptConfig::Matched { budget_share } => {
-                (f64::from(query.budget.tokens()) * f64::from(budget_share)) as u32
-            }
-            ExcerptConfig::Off => u32::MAX,
-        };
         if m.text_tokens > share.max(1) {
-            let max_tokens = share.max(1);
             let (excerpt, text_tokens, tokens) = match cuts.entry(pos) {
                 Entry::Occupied(slot) => *slot.get(),
-                Entry::Vacant(slot) => {
-                    let text = &corpus.at(pos).turn.text;
-                    let excerpt = crate::excerpt::best_run(
-                        text,
-                        &query.question,
-                        inputs.lexical,
-                        reader,
-                        max_tokens,
-                    )?;
-                    chosen.excerpt = Some(excerpt);
-                    let turn = chosen.render(corpus);
-                    let at = expected_header_time(corpus, pos);
-                    let prefix = reader.count(&layout_prefix(config.layout, &turn, at))?;
-                    let mut shown = String::new();
-                    turn.write_text(&mut shown);
-                    let text_tokens = u32::try_from(reader.count(&shown)?).unwrap_or(u32::MAX);
-                    let prefix = u32::try_from(prefix).unwrap_or(u32::MAX);
-                    *slot.insert((excerpt, text_tokens, prefix.saturating_add(text_tokens) + 1))
-                }
+                Entry::Vacant(slot) => *slot.insert(cut_long_turn(
+                    inputs,
+                    &query.question,
+                    config.layout,
+                    reader,
+                    &mut chosen,
+                    share.max(1),
+                )?),
             };
             (chosen.excerpt, chosen.text_tokens, chosen.tokens) =
                 (Some(excerpt), text_tokens, tokens);
@@ -142,40 +128,13 @@ pub(crate) fn pack(
         Ok((chosen, m.header))
     };
     // The long-turn rule: offered in order of fused score / max(1, line tokens / unit).
-    let mut divisors = HashMap::new();
-    if let LongTurns::ScaledByLength { unit_tokens } = config.long_turns {
-        let mut scaled = Vec::with_capacity(fused.len());
-        for hit in fused.iter() {
-            let divisor = match admission.position(hit.key) {
-                Some(pos) => {
-                    let tokens = measure(pos, Selection::Candidate)?.0.tokens;
-                    (tokens as f32 / unit_tokens as f32).max(1.0)
-                }
-                None => 1.0,
-            };
-            if divisor > 1.0 {
-                divisors.insert(hit.key, divisor);
-            }
-            scaled.push((hit.score / f64::from(divisor), hit.clone()));
+    let divisors = match config.long_turns {
+        LongTurns::ScaledByLength { unit_tokens } => {
+            scale_by_length(fused, admission, unit_tokens, &mut measure)?
         }
-        scaled.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.key.cmp(&b.1.key)));
-        *fused = scaled.into_iter().map(|(_, hit)| hit).collect();
-    }
-    let deferred = match spread::applies(config.spread, &query.question) {
-        Some(turns) => spread::spread_over_sessions(fused, corpus, admission, turns),
-        None => HashSet::new(),
+        _ => HashMap::new(),
     };
-    if let Some(weight) = spread::coverage_applies(config.coverage, &query.question) {
-        crate::coverage::cover_facets(
-            fused,
-            corpus,
-            admission,
-            inputs.lexical,
-            &query.question,
-            weight,
-            config.rrf_k,
-        );
-    }
+    let deferred = reorder_for_breadth(fused, inputs, config, &query.question, admission);
     // Takes the turn if its text is within `max_text_tokens` and its line fits the plan.
     let mut try_take = |pos: usize,
                         selection: Selection,
@@ -194,60 +153,16 @@ pub(crate) fn pack(
         }
     };
 
-    let (radius, max_tokens) = match config.expansion {
-        Expansion::None => (0, None),
-        Expansion::AdjacentTurns { radius, max_tokens } => (radius, max_tokens),
-    };
-    // Only expansion asks whether a turn was retrieved.
-    let retrieved: HashSet<TurnId> =
-        if radius > 0 { fused.iter().map(|h| h.key).collect() } else { HashSet::new() };
-    // Each candidate's neighbours are offered right after it, while the budget still has room:
-    // offered after all candidates, they would never fit at any budget the candidates fill.
-    for hit in fused.iter() {
-        let Some(pos) = admission.position(hit.key) else { continue };
-        if taken.contains(&hit.key) {
-            continue;
-        }
-        if !try_take(pos, Selection::Candidate, None, &mut chosen)? {
-            over_budget.insert(hit.key);
-            continue;
-        }
-        taken.insert(hit.key);
-        let seed_turn = corpus.at(pos).turn.turn.raw();
-        for distance in 1..=radius {
-            for neighbour in [seed_turn.checked_sub(distance), seed_turn.checked_add(distance)]
-                .into_iter()
-                .flatten()
-            {
-                for n in neighbours(corpus, pos, TurnIndex::new(neighbour)) {
-                    let id = corpus.at(n).id;
-                    if taken.contains(&id) || !admission.admits(id) || representative(id) != id {
-                        continue;
-                    }
-                    // A neighbour that was retrieved too keeps saying so.
-                    let selection = if retrieved.contains(&id) {
-                        Selection::Candidate
-                    } else {
-                        Selection::Expansion { of: hit.key }
-                    };
-                    if try_take(n, selection, max_tokens, &mut chosen)? {
-                        taken.insert(id);
-                    }
-                }
-            }
-        }
-    }
+    let (chosen, mut over_budget) =
+        greedy_pass(fused, corpus, admission, &representative, config.expansion, &mut try_take)?;
 
     let render = |chosen: &[Chosen]| {
         let turns: Vec<RenderTurn<'_>> = chosen.iter().map(|c| c.render(corpus)).collect();
         render_block(&turns, config.layout)
     };
     let fit = fit_exactly(chosen, query.budget, reader, render)?;
-    for dropped in &fit.dropped {
-        if dropped.selection == Selection::Candidate {
-            over_budget.insert(corpus.at(dropped.pos).id);
-        }
-    }
+    let dropped = fit.dropped.iter().filter(|d| d.selection == Selection::Candidate);
+    over_budget.extend(dropped.map(|d| corpus.at(d.pos).id));
 
     // The plan charged every piece apart, which over-counts the joined block, so the exact fit
     // usually leaves slack: offer it to the remaining candidates, best fused rank first, each a
@@ -273,20 +188,12 @@ pub(crate) fn pack(
     // Same order as the rendered text: session of first appearance, then time.
     chosen.sort_by(|a, b| turn_order(corpus.at(a.pos)).cmp(&turn_order(corpus.at(b.pos))));
     let chosen = order_as_rendered(corpus, chosen);
-    // The parts as measured: each session's header is the one its first turn measured.
-    let budget_parts = (!chosen.is_empty()).then(|| {
-        let mut sessions = HashSet::new();
-        let headers = chosen
-            .iter()
-            .filter(|c| sessions.insert(&corpus.at(c.pos).turn.session))
-            .map(|c| measured.get(&c.pos).map_or(0, |m| m.header as u32))
-            .fold(0u32, u32::saturating_add);
-        BudgetParts {
-            preamble: preamble_tokens as u32,
-            headers,
-            evidence: chosen.iter().fold(0u32, |sum, c| sum.saturating_add(c.tokens)),
-        }
-    });
+    let budget_parts = budget_parts(
+        corpus,
+        &chosen,
+        |pos| measured.get(&pos).map_or(0, |m| m.header as u32),
+        preamble_tokens as u32,
+    );
     let counted = turn_counts.into_counts(line_cached);
     drop(caches);
     corpus.add_counts(inputs.reader.name(), counted.turns, counted.lines);
@@ -298,6 +205,190 @@ pub(crate) fn pack(
         budget_parts,
         divisors,
         deferred,
+    })
+}
+
+/// The spread over sessions and the facets' coverage, where the question asks for them: the
+/// candidates the spread moved behind other sessions' candidates.
+fn reorder_for_breadth(
+    fused: &mut Vec<FusedHit<TurnId>>,
+    inputs: &CompileInputs<'_>,
+    config: &CompileConfig,
+    question: &str,
+    admission: &Admission<'_>,
+) -> HashSet<TurnId> {
+    let corpus = inputs.corpus;
+    let deferred = match spread::applies(config.spread, question) {
+        Some(turns) => spread::spread_over_sessions(fused, corpus, admission, turns),
+        None => HashSet::new(),
+    };
+    if let Some(weight) = spread::coverage_applies(config.coverage, question) {
+        crate::coverage::cover_facets(
+            fused,
+            corpus,
+            admission,
+            inputs.lexical,
+            question,
+            weight,
+            config.rrf_k,
+        );
+    }
+    deferred
+}
+
+/// The greedy pass in `fused` order, each taken candidate followed by its expansion: the turns
+/// taken, and the candidates left out for the budget.
+fn greedy_pass(
+    fused: &[FusedHit<TurnId>],
+    corpus: &Corpus,
+    admission: &Admission<'_>,
+    representative: &impl Fn(TurnId) -> TurnId,
+    expansion: Expansion,
+    try_take: &mut impl FnMut(
+        usize,
+        Selection,
+        Option<u32>,
+        &mut Vec<Chosen>,
+    ) -> Result<bool, CompileError>,
+) -> Result<(Vec<Chosen>, HashSet<TurnId>), CompileError> {
+    let mut chosen: Vec<Chosen> = Vec::new();
+    let mut taken: HashSet<TurnId> = HashSet::new();
+    let mut over_budget = HashSet::new();
+    let (radius, max_tokens) = match expansion {
+        Expansion::None => (0, None),
+        Expansion::AdjacentTurns { radius, max_tokens } => (radius, max_tokens),
+    };
+    // Only expansion asks whether a turn was retrieved.
+    let retrieved: HashSet<TurnId> =
+        if radius > 0 { fused.iter().map(|h| h.key).collect() } else { HashSet::new() };
+    // Each candidate's neighbours are offered right after it, while the budget still has room:
+    // offered after all candidates, they would never fit at any budget the candidates fill.
+    for hit in fused {
+        let Some(pos) = admission.position(hit.key) else { continue };
+        if taken.contains(&hit.key) {
+            continue;
+        }
+        if !try_take(pos, Selection::Candidate, None, &mut chosen)? {
+            over_budget.insert(hit.key);
+            continue;
+        }
+        taken.insert(hit.key);
+        for (n, id) in expansion_of(corpus, admission, representative, pos, radius) {
+            if taken.contains(&id) {
+                continue;
+            }
+            // A neighbour that was retrieved too keeps saying so.
+            let selection = if retrieved.contains(&id) {
+                Selection::Candidate
+            } else {
+                Selection::Expansion { of: hit.key }
+            };
+            if try_take(n, selection, max_tokens, &mut chosen)? {
+                taken.insert(id);
+            }
+        }
+    }
+    Ok((chosen, over_budget))
+}
+
+/// A long turn's best excerpt within `max_tokens` of text, set on `chosen`, with the tokens of
+/// the text shown and of the whole line.
+fn cut_long_turn(
+    inputs: &CompileInputs<'_>,
+    question: &str,
+    layout: crate::Layout,
+    reader: &dyn crate::ReaderTokenizer,
+    chosen: &mut Chosen,
+    max_tokens: u32,
+) -> Result<(Excerpt, u32, u32), CompileError> {
+    let corpus = inputs.corpus;
+    let pos = chosen.pos;
+    let text = &corpus.at(pos).turn.text;
+    let excerpt = crate::excerpt::best_run(text, question, inputs.lexical, reader, max_tokens)?;
+    chosen.excerpt = Some(excerpt);
+    let turn = chosen.render(corpus);
+    let at = expected_header_time(corpus, pos);
+    let prefix = reader.count(&layout_prefix(layout, &turn, at))?;
+    let mut shown = String::new();
+    turn.write_text(&mut shown);
+    let text_tokens = u32::try_from(reader.count(&shown)?).unwrap_or(u32::MAX);
+    let prefix = u32::try_from(prefix).unwrap_or(u32::MAX);
+    Ok((excerpt, text_tokens, prefix.saturating_add(text_tokens) + 1))
+}
+
+/// The long-turn rule: `fused` reordered by fused score / max(1, line tokens / unit); what each
+/// candidate's score was divided by, where more than 1.
+fn scale_by_length(
+    fused: &mut Vec<FusedHit<TurnId>>,
+    admission: &Admission<'_>,
+    unit_tokens: u32,
+    measure: &mut impl FnMut(usize, Selection) -> Result<(Chosen, usize), CompileError>,
+) -> Result<HashMap<TurnId, f32>, CompileError> {
+    let mut divisors = HashMap::new();
+    let mut scaled = Vec::with_capacity(fused.len());
+    for hit in fused.iter() {
+        let divisor = match admission.position(hit.key) {
+            Some(pos) => {
+                let tokens = measure(pos, Selection::Candidate)?.0.tokens;
+                (tokens as f32 / unit_tokens as f32).max(1.0)
+            }
+            None => 1.0,
+        };
+        if divisor > 1.0 {
+            divisors.insert(hit.key, divisor);
+        }
+        scaled.push((hit.score / f64::from(divisor), hit.clone()));
+    }
+    scaled.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.key.cmp(&b.1.key)));
+    *fused = scaled.into_iter().map(|(_, hit)| hit).collect();
+    Ok(divisors)
+}
+
+/// The turns expansion offers after the one at `pos`, nearest first, with their ids: admitted
+/// ones that are their own representative, within `radius` turns in its session.
+fn expansion_of(
+    corpus: &Corpus,
+    admission: &Admission<'_>,
+    representative: &impl Fn(TurnId) -> TurnId,
+    pos: usize,
+    radius: u32,
+) -> Vec<(usize, TurnId)> {
+    let seed_turn = corpus.at(pos).turn.turn.raw();
+    let mut offered = Vec::new();
+    for distance in 1..=radius {
+        for neighbour in
+            [seed_turn.checked_sub(distance), seed_turn.checked_add(distance)].into_iter().flatten()
+        {
+            for n in neighbours(corpus, pos, TurnIndex::new(neighbour)) {
+                let id = corpus.at(n).id;
+                if admission.admits(id) && representative(id) == id {
+                    offered.push((n, id));
+                }
+            }
+        }
+    }
+    offered
+}
+
+/// The parts as measured: each session's header is the one its first turn measured.
+fn budget_parts(
+    corpus: &Corpus,
+    chosen: &[Chosen],
+    header_of: impl Fn(usize) -> u32,
+    preamble: u32,
+) -> Option<BudgetParts> {
+    (!chosen.is_empty()).then(|| {
+        let mut sessions = HashSet::new();
+        let headers = chosen
+            .iter()
+            .filter(|c| sessions.insert(&corpus.at(c.pos).turn.session))
+            .map(|c| header_of(c.pos))
+            .fold(0u32, u32::saturating_add);
+        BudgetParts {
+            preamble,
+            headers,
+            evidence: chosen.iter().fold(0u32, |sum, c| sum.saturating_add(c.tokens)),
+        }
     })
 }
 
