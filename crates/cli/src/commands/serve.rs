@@ -33,6 +33,19 @@ pub struct ServeArgs {
     /// Most turns one append request may carry.
     #[arg(long, default_value_t = ServerConfig::default().max_turns_per_request)]
     pub max_turns_per_request: usize,
+    /// Most answer requests (and chat completions) waiting for the one loaded reader while it
+    /// answers another; beyond them a request gets 429 with Retry-After at once. Each waiting
+    /// request holds its parsed body (at most --body-limit-bytes) and a connection.
+    #[arg(long, value_name = "N", default_value_t = ServerConfig::default().max_queued_answers)]
+    pub max_queued_answers: usize,
+    /// Most compile requests waiting while one runs per core; beyond them 429 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = ServerConfig::default().max_queued_compiles)]
+    pub max_queued_compiles: usize,
+    /// Longest a queued answer or compile waits to start, in seconds; then it gets 503 with
+    /// Retry-After (it never started, nothing was done).
+    #[arg(long, value_name = "SECS", default_value_t = ServerConfig::default().max_queue_wait.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_queue_wait_secs: u64,
     /// After SIGTERM or Ctrl-C, how long in-flight requests may take to finish, in seconds.
     #[arg(long, default_value_t = 30)]
     pub drain_timeout_secs: u64,
@@ -178,6 +191,9 @@ pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
     let config = ServerConfig {
         body_limit_bytes: args.body_limit_bytes,
         max_turns_per_request: args.max_turns_per_request,
+        max_queued_answers: args.max_queued_answers,
+        max_queued_compiles: args.max_queued_compiles,
+        max_queue_wait: Duration::from_secs(args.max_queue_wait_secs),
     };
     let memory = Arc::new(memory);
     let state = match args.reader.open()? {

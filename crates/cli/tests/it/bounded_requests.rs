@@ -1,0 +1,299 @@
+//! `evicortex serve` flooded with answers and compiles at once: each request gets its answer or
+//! a clear refusal (429 with `Retry-After`) within its time limit, one answer reads at a time,
+//! the accepted answers are the running one plus the queue, and the server's memory stays
+//! within the documented bound.
+//!
+//! The reader is a real HTTP chat-completions endpoint served by this test that takes
+//! [`READ_SECS`] per reply, so the queue is full for the whole burst whatever the machine's
+//! speed (the real local readers take from a fraction of a second to tens of seconds).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::cli::{command, create_key, ok, spawn_serve};
+
+/// Seconds the test reader takes per reply.
+const READ_SECS: u64 = 3;
+const QUEUED_ANSWERS: usize = 2;
+const QUEUED_COMPILES: usize = 4;
+const BODY_LIMIT: usize = 64 * 1024;
+/// What the flood may add to the server's resident memory: the documented bound for these
+/// limits (docs/http-api.md, "Costly requests are bounded").
+const FLOOD_RSS_BOUND_MIB: u64 = 64;
+
+/// A chat-completions endpoint that answers every request after [`READ_SECS`], counting how many
+/// it serves at once.
+struct SlowReader {
+    base_url: String,
+    served: Arc<AtomicUsize>,
+    most_at_once: Arc<AtomicUsize>,
+}
+
+impl SlowReader {
+    fn start() -> SlowReader {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the test reader");
+        let base_url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+        let served = Arc::new(AtomicUsize::new(0));
+        let most_at_once = Arc::new(AtomicUsize::new(0));
+        let now = Arc::new(AtomicUsize::new(0));
+        let (s, m) = (served.clone(), most_at_once.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (served, most_at_once, now) = (s.clone(), m.clone(), now.clone());
+                std::thread::spawn(move || {
+                    let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most_at_once.fetch_max(at_once, Ordering::SeqCst);
+                    reply_slowly(stream);
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    served.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        SlowReader { base_url, served, most_at_once }
+    }
+}
+
+/// Reads one HTTP request and answers it after [`READ_SECS`].
+fn reply_slowly(stream: TcpStream) {
+    let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).expect("request head") == 0 || line == "\r\n" {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(value) = lower.strip_prefix("content-length:") {
+            length = value.trim().parse().expect("content length");
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).expect("request body");
+    let request: serde_json::Value = serde_json::from_slice(&body).expect("a JSON request");
+    assert!(request["messages"].as_array().is_some_and(|m| !m.is_empty()), "{request}");
+    std::thread::sleep(Duration::from_secs(READ_SECS));
+    let reply = json!({
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "slow",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Lisbon [#1]"},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 3, "total_tokens": 103},
+    })
+    .to_string();
+    let mut stream = stream;
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n",
+        reply.len()
+    );
+    stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(reply.as_bytes())).ok();
+}
+
+/// A field of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`).
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = fs_err::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let line = status.lines().find(|l| l.starts_with(field)).expect("the field");
+    line.split_whitespace().nth(1).expect("a number").parse().expect("kib")
+}
+
+/// What one request got.
+#[derive(Debug)]
+struct Outcome {
+    status: u16,
+    retry_after: Option<u64>,
+    error: Option<String>,
+    took: Duration,
+}
+
+async fn send(
+    client: &reqwest::Client,
+    url: String,
+    key: &str,
+    body: serde_json::Value,
+) -> Outcome {
+    let started = Instant::now();
+    let response = client.post(url).bearer_auth(key).json(&body).send().await.expect("a response");
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().expect("ascii").parse::<u64>().expect("whole seconds"));
+    let body: serde_json::Value = response.json().await.expect("a JSON body");
+    let error = body["error"].as_str().map(str::to_owned);
+    Outcome { status, retry_after, error, took: started.elapsed() }
+}
+
+#[test]
+fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    // Enough turns that compiles take a while, so that a burst of them overflows the queue.
+    let turns: String = (0..2000)
+        .map(|i| {
+            json!({"namespace": "alice", "session": format!("s{}", i / 20), "turn": i % 20,
+                   "role": "user", "text": format!("note {i}: the move to Lisbon, box {i}"),
+                   "time": "2024-03-04T19:02:11Z"})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    let input = dir.path().join("turns.jsonl");
+    fs_err::write(&input, turns).expect("write turns");
+    ok(&store, &["ingest", input.to_str().expect("utf-8"), "--no-embed"]);
+    let key = create_key(&store, "alice");
+    let reader = SlowReader::start();
+
+    let mut serve = command(
+        &store,
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--lexical-only",
+            "--reader-endpoint",
+            "--reader-tokenizer",
+            "o200k_base",
+            "--max-queued-answers",
+            &QUEUED_ANSWERS.to_string(),
+            "--max-queued-compiles",
+            &QUEUED_COMPILES.to_string(),
+            "--max-queue-wait-secs",
+            "60",
+            "--body-limit-bytes",
+            &BODY_LIMIT.to_string(),
+        ],
+    );
+    serve
+        .env("EVICORTEX_READER_BASE_URL", &reader.base_url)
+        .env("EVICORTEX_READER_MODEL", "slow")
+        .env_remove("EVICORTEX_READER_API_KEY")
+        .env_remove("EVICORTEX_READER_CONTEXT_WINDOW")
+        .stderr(Stdio::null());
+    let (mut server, base) = spawn_serve(serve);
+    let pid = server.id();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+    let answer_url = format!("{base}/v1/namespaces/alice/answer");
+    let compile_url = format!("{base}/v1/namespaces/alice/compile");
+    let ask = json!({"query": "Where is the move to?", "budget": 300, "max_new_tokens": 8});
+    let compile = json!({"query": "the move to Lisbon box", "budget": 4000,
+                         "reader_tokenizer": "o200k_base"});
+
+    // Warm up (indexes built, tokenizers loaded), then measure the resident memory at rest.
+    runtime.block_on(async {
+        assert_eq!(send(&client, compile_url.clone(), &key, compile.clone()).await.status, 200);
+        let warm = send(&client, answer_url.clone(), &key, ask.clone()).await;
+        assert_eq!(warm.status, 200, "{warm:?}");
+    });
+    let rest_kib = proc_status_kib(pid, "VmRSS");
+
+    let answers = 12;
+    let compiles = 100;
+    let (answered, compiled) = runtime.block_on(async {
+        let answer_tasks: Vec<_> = (0..answers)
+            .map(|_| {
+                tokio::spawn(send_owned(
+                    client.clone(),
+                    answer_url.clone(),
+                    key.clone(),
+                    ask.clone(),
+                ))
+            })
+            .collect();
+        let compile_tasks: Vec<_> = (0..compiles)
+            .map(|_| {
+                tokio::spawn(send_owned(
+                    client.clone(),
+                    compile_url.clone(),
+                    key.clone(),
+                    compile.clone(),
+                ))
+            })
+            .collect();
+        let mut answered = Vec::new();
+        for task in answer_tasks {
+            answered.push(task.await.expect("answer task"));
+        }
+        let mut compiled = Vec::new();
+        for task in compile_tasks {
+            compiled.push(task.await.expect("compile task"));
+        }
+        (answered, compiled)
+    });
+    let peak_kib = proc_status_kib(pid, "VmHWM");
+    let after_kib = proc_status_kib(pid, "VmRSS");
+
+    let mut accepted_answers = 0;
+    for outcome in &answered {
+        check_refusal_or_success(outcome, "--max-queued-answers");
+        if outcome.status == 200 {
+            accepted_answers += 1;
+            // It waited for at most the queue ahead of it, read one at a time.
+            let most = Duration::from_secs(READ_SECS * (QUEUED_ANSWERS as u64 + 1) + 30);
+            assert!(outcome.took < most, "{outcome:?}");
+        }
+    }
+    let mut accepted_compiles = 0;
+    for outcome in &compiled {
+        check_refusal_or_success(outcome, "--max-queued-compiles");
+        accepted_compiles += usize::from(outcome.status == 200);
+    }
+    eprintln!(
+        "flood: answers {accepted_answers}/{answers} accepted, compiles \
+         {accepted_compiles}/{compiles} accepted; VmRSS at rest {} MiB, peak {} MiB, after {} MiB",
+        rest_kib / 1024,
+        peak_kib / 1024,
+        after_kib / 1024
+    );
+    // One answer reads at a time; the burst fits the running one and the queue, the rest 429.
+    assert_eq!(reader.most_at_once.load(Ordering::SeqCst), 1);
+    assert_eq!(accepted_answers, 1 + QUEUED_ANSWERS);
+    assert_eq!(reader.served.load(Ordering::SeqCst), 1 + accepted_answers, "warm-up + accepted");
+    assert!(accepted_compiles >= 1 && accepted_compiles < compiles, "{accepted_compiles}");
+    assert!(
+        peak_kib.saturating_sub(rest_kib) < FLOOD_RSS_BOUND_MIB * 1024,
+        "the flood raised the peak resident memory from {rest_kib} KiB to {peak_kib} KiB"
+    );
+    // The server is still serving.
+    runtime.block_on(async {
+        assert_eq!(send(&client, compile_url.clone(), &key, compile.clone()).await.status, 200);
+    });
+    server.kill().ok();
+    server.wait().ok();
+}
+
+async fn send_owned(
+    client: reqwest::Client,
+    url: String,
+    key: String,
+    body: serde_json::Value,
+) -> Outcome {
+    send(&client, url, &key, body).await
+}
+
+/// A 200, or a 429 refused at once with `Retry-After` and an error naming the flag to raise.
+#[track_caller]
+fn check_refusal_or_success(outcome: &Outcome, flag: &str) {
+    match outcome.status {
+        200 => {}
+        429 => {
+            let retry = outcome.retry_after.expect("a 429 carries Retry-After");
+            assert!(retry >= 1, "{outcome:?}");
+            let error = outcome.error.as_deref().expect("an error message");
+            assert!(error.contains(flag) && error.contains("retry in"), "{outcome:?}");
+            // Refused without waiting for a turn of the reader.
+            assert!(outcome.took < Duration::from_secs(READ_SECS), "{outcome:?}");
+        }
+        _ => panic!("neither an answer nor a refusal: {outcome:?}"),
+    }
+}
