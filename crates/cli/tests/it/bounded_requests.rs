@@ -23,9 +23,16 @@ const READ_SECS: u64 = 3;
 const QUEUED_ANSWERS: usize = 2;
 const QUEUED_COMPILES: usize = 4;
 const BODY_LIMIT: usize = 64 * 1024;
-/// What the flood may add to the server's resident memory: the documented bound for these
-/// limits (docs/http-api.md, "Costly requests are bounded").
-const FLOOD_RSS_BOUND_MIB: u64 = 64;
+/// The documented allowance for one running compile's working memory (docs/reliability.md, S1).
+const COMPILE_WORKING_MIB: u64 = 16;
+
+/// What a flood may add to the server's resident memory at rest, as docs/reliability.md (S1)
+/// states it: every running or waiting request's body, and each running compile's working
+/// memory.
+fn flood_bound_kib(cores: u64) -> u64 {
+    let places = 1 + QUEUED_ANSWERS as u64 + cores + QUEUED_COMPILES as u64;
+    places * (BODY_LIMIT as u64 / 1024) + cores * COMPILE_WORKING_MIB * 1024
+}
 
 /// A chat-completions endpoint that answers every request after [`READ_SECS`], counting how many
 /// it serves at once.
@@ -94,6 +101,25 @@ fn reply_slowly(stream: TcpStream) {
     stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(reply.as_bytes())).ok();
 }
 
+/// A store in `dir` whose namespace `alice` holds enough turns that compiles take a while, so
+/// that a burst of them overflows the queue.
+fn store_with_turns(dir: &std::path::Path) -> std::path::PathBuf {
+    let store = dir.join("store");
+    let turns: String = (0..2000)
+        .map(|i| {
+            json!({"namespace": "alice", "session": format!("s{}", i / 20), "turn": i % 20,
+                   "role": "user", "text": format!("note {i}: the move to Lisbon, box {i}"),
+                   "time": "2024-03-04T19:02:11Z"})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    let input = dir.join("turns.jsonl");
+    fs_err::write(&input, turns).expect("write turns");
+    ok(&store, &["ingest", input.to_str().expect("utf-8"), "--no-embed"]);
+    store
+}
+
 /// A field of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`).
 fn proc_status_kib(pid: u32, field: &str) -> u64 {
     let status = fs_err::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
@@ -131,20 +157,7 @@ async fn send(
 #[test]
 fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = dir.path().join("store");
-    // Enough turns that compiles take a while, so that a burst of them overflows the queue.
-    let turns: String = (0..2000)
-        .map(|i| {
-            json!({"namespace": "alice", "session": format!("s{}", i / 20), "turn": i % 20,
-                   "role": "user", "text": format!("note {i}: the move to Lisbon, box {i}"),
-                   "time": "2024-03-04T19:02:11Z"})
-            .to_string()
-                + "\n"
-        })
-        .collect();
-    let input = dir.path().join("turns.jsonl");
-    fs_err::write(&input, turns).expect("write turns");
-    ok(&store, &["ingest", input.to_str().expect("utf-8"), "--no-embed"]);
+    let store = store_with_turns(dir.path());
     let key = create_key(&store, "alice");
     let reader = SlowReader::start();
 
@@ -196,6 +209,9 @@ fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() 
         assert_eq!(warm.status, 200, "{warm:?}");
     });
     let rest_kib = proc_status_kib(pid, "VmRSS");
+    // Resets the peak (VmHWM) to the current resident size, so that the peak read after the
+    // flood is the flood's.
+    fs_err::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset the peak resident size");
 
     let answers = 12;
     let compiles = 100;
@@ -250,19 +266,20 @@ fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() 
     }
     eprintln!(
         "flood: answers {accepted_answers}/{answers} accepted, compiles \
-         {accepted_compiles}/{compiles} accepted; VmRSS at rest {} MiB, peak {} MiB, after {} MiB",
-        rest_kib / 1024,
-        peak_kib / 1024,
-        after_kib / 1024
+         {accepted_compiles}/{compiles} accepted; VmRSS at rest {rest_kib} KiB, peak (VmHWM) \
+         {peak_kib} KiB, after {after_kib} KiB"
     );
     // One answer reads at a time; the burst fits the running one and the queue, the rest 429.
     assert_eq!(reader.most_at_once.load(Ordering::SeqCst), 1);
     assert_eq!(accepted_answers, 1 + QUEUED_ANSWERS);
     assert_eq!(reader.served.load(Ordering::SeqCst), 1 + accepted_answers, "warm-up + accepted");
     assert!(accepted_compiles >= 1 && accepted_compiles < compiles, "{accepted_compiles}");
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as u64;
     assert!(
-        peak_kib.saturating_sub(rest_kib) < FLOOD_RSS_BOUND_MIB * 1024,
-        "the flood raised the peak resident memory from {rest_kib} KiB to {peak_kib} KiB"
+        peak_kib.saturating_sub(rest_kib) < flood_bound_kib(cores),
+        "the flood raised the peak resident memory from {rest_kib} KiB to {peak_kib} KiB, more \
+         than the documented {} KiB",
+        flood_bound_kib(cores)
     );
     // The server is still serving.
     runtime.block_on(async {
@@ -296,4 +313,61 @@ fn check_refusal_or_success(outcome: &Outcome, flag: &str) {
         }
         _ => panic!("neither an answer nor a refusal: {outcome:?}"),
     }
+}
+
+/// The MCP tool `answer` takes its place in the same bounded queue: with no room to wait, of
+/// three calls at once one is answered and the others are tool errors saying when to retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mcp_answers_beyond_the_queue_are_tool_errors_saying_when_to_retry() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_turns(dir.path());
+    let reader = SlowReader::start();
+    let command = tokio::process::Command::new(crate::cli::BIN).configure(|cmd| {
+        cmd.arg("--store").arg(&store).args([
+            "mcp",
+            "--namespace",
+            "alice",
+            "--lexical-only",
+            "--reader-endpoint",
+            "--reader-tokenizer",
+            "o200k_base",
+            "--max-queued-answers",
+            "0",
+        ]);
+        cmd.env("EVICORTEX_READER_BASE_URL", &reader.base_url)
+            .env("EVICORTEX_READER_MODEL", "slow")
+            .env_remove("EVICORTEX_READER_API_KEY")
+            .env_remove("EVICORTEX_READER_CONTEXT_WINDOW")
+            .env_remove("EVICORTEX_HOME")
+            .stderr(Stdio::null());
+    });
+    let client =
+        ().serve(TokioChildProcess::new(command).expect("spawn")).await.expect("mcp handshake");
+    let ask = json!({"query": "Where is the move to?", "budget": 300, "max_new_tokens": 8});
+    let call = || {
+        let params = CallToolRequestParams::new("answer")
+            .with_arguments(ask.as_object().expect("object").clone());
+        client.call_tool(params)
+    };
+    let (a, b, c) = tokio::join!(call(), call(), call());
+    let mut answered = 0;
+    for result in [a, b, c] {
+        let result = result.expect("a tool result");
+        let body = result.structured_content.clone().expect("structured content");
+        if result.is_error == Some(true) {
+            let error = body["error"].as_str().expect("an error message");
+            assert!(error.contains("--max-queued-answers 0"), "{body}");
+            assert!(error.contains("retry in"), "{body}");
+        } else {
+            assert!(body["answer"].is_object(), "{body}");
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 1);
+    assert_eq!(reader.most_at_once.load(Ordering::SeqCst), 1);
+    client.cancel().await.expect("stop the mcp server");
 }
