@@ -219,7 +219,8 @@ fn without_folders(message: &str) -> String {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        // A queue's time limit is load, not a failure: the queue logs it as a warning.
+        if status.is_server_error() && !matches!(self, ApiError::QueueTimeout { .. }) {
             tracing::error!(error = %self, "request failed");
         }
         let mut response = (status, axum::Json(self.body())).into_response();

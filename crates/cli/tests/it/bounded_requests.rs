@@ -1,7 +1,7 @@
-//! `evicortex serve` flooded with answers and compiles at once: each request gets its answer or
-//! a clear refusal (429 with `Retry-After`) within its time limit, one answer reads at a time,
-//! the accepted answers are the running one plus the queue, and the server's memory stays
-//! within the documented bound.
+//! `evicortex serve` flooded with answers, chat completions and compiles at once: each request
+//! gets its answer or a clear refusal (429 with `Retry-After`) within its time limit, one answer
+//! reads at a time, the accepted answers are the running one plus the queue, and the server's
+//! memory stays within the documented bound. The MCP tool `answer` is bounded alike.
 //!
 //! The reader is a real HTTP chat-completions endpoint served by this test that takes
 //! [`READ_SECS`] per reply, so the queue is full for the whole burst whatever the machine's
@@ -150,19 +150,15 @@ async fn send(
         .get("retry-after")
         .map(|v| v.to_str().expect("ascii").parse::<u64>().expect("whole seconds"));
     let body: serde_json::Value = response.json().await.expect("a JSON body");
-    let error = body["error"].as_str().map(str::to_owned);
+    // The server's error body, or the OpenAI error of the chat route.
+    let error = body["error"].as_str().or(body["error"]["message"].as_str()).map(str::to_owned);
     Outcome { status, retry_after, error, took: started.elapsed() }
 }
 
-#[test]
-fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = store_with_turns(dir.path());
-    let key = create_key(&store, "alice");
-    let reader = SlowReader::start();
-
+/// `evicortex serve` over `store` with the test's queue limits, answering with `reader`.
+fn start_server(store: &std::path::Path, reader: &SlowReader) -> (std::process::Child, String) {
     let mut serve = command(
-        &store,
+        store,
         &[
             "serve",
             "--listen",
@@ -187,7 +183,45 @@ fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() 
         .env_remove("EVICORTEX_READER_API_KEY")
         .env_remove("EVICORTEX_READER_CONTEXT_WINDOW")
         .stderr(Stdio::null());
-    let (mut server, base) = spawn_serve(serve);
+    spawn_serve(serve)
+}
+
+/// Sends `count` copies of each `(url, key, body)` at once; the outcomes in the same order.
+async fn burst(
+    client: &reqwest::Client,
+    requests: &[(String, String, serde_json::Value, usize)],
+) -> Vec<Vec<Outcome>> {
+    let tasks: Vec<Vec<_>> = requests
+        .iter()
+        .map(|(url, key, body, count)| {
+            (0..*count)
+                .map(|_| {
+                    let (client, url, key, body) =
+                        (client.clone(), url.clone(), key.clone(), body.clone());
+                    tokio::spawn(async move { send(&client, url, &key, body).await })
+                })
+                .collect()
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for kind in tasks {
+        let mut of_kind = Vec::new();
+        for task in kind {
+            of_kind.push(task.await.expect("request task"));
+        }
+        outcomes.push(of_kind);
+    }
+    outcomes
+}
+
+#[test]
+fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_turns(dir.path());
+    let key = create_key(&store, "alice");
+    let admin = ok(&store, &["keys", "create", "--admin"]).lines().last().unwrap().to_owned();
+    let reader = SlowReader::start();
+    let (mut server, base) = start_server(&store, &reader);
     let pid = server.id();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -203,76 +237,59 @@ fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() 
                          "reader_tokenizer": "o200k_base"});
 
     // Warm up (indexes built, tokenizers loaded), then measure the resident memory at rest.
-    runtime.block_on(async {
+    let model = runtime.block_on(async {
         assert_eq!(send(&client, compile_url.clone(), &key, compile.clone()).await.status, 200);
         let warm = send(&client, answer_url.clone(), &key, ask.clone()).await;
         assert_eq!(warm.status, 200, "{warm:?}");
+        let models = client.get(format!("{base}/v1/models")).bearer_auth(&admin).send().await;
+        let models: serde_json::Value = models.unwrap().json().await.unwrap();
+        models["data"][0]["id"].as_str().expect("the served model").to_owned()
     });
+    let chat = json!({"model": model, "max_tokens": 4,
+                      "messages": [{"role": "user", "content": "Where is the move to?"}]});
     let rest_kib = proc_status_kib(pid, "VmRSS");
     // Resets the peak (VmHWM) to the current resident size, so that the peak read after the
     // flood is the flood's.
     fs_err::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset the peak resident size");
 
-    let answers = 12;
-    let compiles = 100;
-    let (answered, compiled) = runtime.block_on(async {
-        let answer_tasks: Vec<_> = (0..answers)
-            .map(|_| {
-                tokio::spawn(send_owned(
-                    client.clone(),
-                    answer_url.clone(),
-                    key.clone(),
-                    ask.clone(),
-                ))
-            })
-            .collect();
-        let compile_tasks: Vec<_> = (0..compiles)
-            .map(|_| {
-                tokio::spawn(send_owned(
-                    client.clone(),
-                    compile_url.clone(),
-                    key.clone(),
-                    compile.clone(),
-                ))
-            })
-            .collect();
-        let mut answered = Vec::new();
-        for task in answer_tasks {
-            answered.push(task.await.expect("answer task"));
-        }
-        let mut compiled = Vec::new();
-        for task in compile_tasks {
-            compiled.push(task.await.expect("compile task"));
-        }
-        (answered, compiled)
-    });
+    let (answers, chats, compiles) = (12, 4, 100);
+    let outcomes = runtime.block_on(burst(
+        &client,
+        &[
+            (answer_url, key.clone(), ask, answers),
+            (format!("{base}/v1/chat/completions"), admin, chat, chats),
+            (compile_url.clone(), key.clone(), compile.clone(), compiles),
+        ],
+    ));
     let peak_kib = proc_status_kib(pid, "VmHWM");
     let after_kib = proc_status_kib(pid, "VmRSS");
 
-    let mut accepted_answers = 0;
-    for outcome in &answered {
+    // Answers and chat completions share the one reader's queue.
+    let mut accepted_reads = 0;
+    for outcome in outcomes[0].iter().chain(&outcomes[1]) {
         check_refusal_or_success(outcome, "--max-queued-answers");
         if outcome.status == 200 {
-            accepted_answers += 1;
+            accepted_reads += 1;
             // It waited for at most the queue ahead of it, read one at a time.
             let most = Duration::from_secs(READ_SECS * (QUEUED_ANSWERS as u64 + 1) + 30);
             assert!(outcome.took < most, "{outcome:?}");
         }
     }
     let mut accepted_compiles = 0;
-    for outcome in &compiled {
+    for outcome in &outcomes[2] {
         check_refusal_or_success(outcome, "--max-queued-compiles");
         accepted_compiles += usize::from(outcome.status == 200);
     }
     eprintln!(
-        "flood: answers {accepted_answers}/{answers} accepted, compiles \
+        "flood: answers and chat completions {accepted_reads}/{} accepted, compiles \
          {accepted_compiles}/{compiles} accepted; VmRSS at rest {rest_kib} KiB, peak (VmHWM) \
-         {peak_kib} KiB, after {after_kib} KiB"
+         {peak_kib} KiB, after {after_kib} KiB",
+        answers + chats
     );
     // One answer reads at a time; the burst fits the running one and the queue, the rest 429.
     assert_eq!(reader.most_at_once.load(Ordering::SeqCst), 1);
-    assert_eq!(accepted_answers, 1 + QUEUED_ANSWERS);
-    assert_eq!(reader.served.load(Ordering::SeqCst), 1 + accepted_answers, "warm-up + accepted");
+    assert_eq!(accepted_reads, 1 + QUEUED_ANSWERS);
+    assert_eq!(reader.served.load(Ordering::SeqCst), 1 + accepted_reads, "warm-up + accepted");
     assert!(accepted_compiles >= 1 && accepted_compiles < compiles, "{accepted_compiles}");
     let cores = std::thread::available_parallelism().map_or(1, usize::from) as u64;
     assert!(
@@ -283,19 +300,10 @@ fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() 
     );
     // The server is still serving.
     runtime.block_on(async {
-        assert_eq!(send(&client, compile_url.clone(), &key, compile.clone()).await.status, 200);
+        assert_eq!(send(&client, compile_url, &key, compile).await.status, 200);
     });
     server.kill().ok();
     server.wait().ok();
-}
-
-async fn send_owned(
-    client: reqwest::Client,
-    url: String,
-    key: String,
-    body: serde_json::Value,
-) -> Outcome {
-    send(&client, url, &key, body).await
 }
 
 /// A 200, or a 429 refused at once with `Retry-After` and an error naming the flag to raise.
