@@ -38,7 +38,9 @@ fn flood_bound_kib(cores: u64) -> u64 {
 /// it serves at once.
 struct SlowReader {
     base_url: String,
-    served: Arc<AtomicUsize>,
+    /// Requests received (counted as they arrive, so that a count read after the replies is
+    /// exact).
+    received: Arc<AtomicUsize>,
     most_at_once: Arc<AtomicUsize>,
 }
 
@@ -46,28 +48,32 @@ impl SlowReader {
     fn start() -> SlowReader {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the test reader");
         let base_url = format!("http://{}/v1", listener.local_addr().expect("addr"));
-        let served = Arc::new(AtomicUsize::new(0));
+        let received = Arc::new(AtomicUsize::new(0));
         let most_at_once = Arc::new(AtomicUsize::new(0));
         let now = Arc::new(AtomicUsize::new(0));
-        let (s, m) = (served.clone(), most_at_once.clone());
+        let (r, m) = (received.clone(), most_at_once.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (served, most_at_once, now) = (s.clone(), m.clone(), now.clone());
+                let (received, most_at_once, now) = (r.clone(), m.clone(), now.clone());
                 std::thread::spawn(move || {
+                    received.fetch_add(1, Ordering::SeqCst);
                     let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
                     most_at_once.fetch_max(at_once, Ordering::SeqCst);
-                    reply_slowly(stream);
-                    now.fetch_sub(1, Ordering::SeqCst);
-                    served.fetch_add(1, Ordering::SeqCst);
+                    // Done reading before the reply leaves, so that the next read, which the
+                    // reply lets start, cannot overlap this one in the count.
+                    reply_slowly(stream, || {
+                        now.fetch_sub(1, Ordering::SeqCst);
+                    });
                 });
             }
         });
-        SlowReader { base_url, served, most_at_once }
+        SlowReader { base_url, received, most_at_once }
     }
 }
 
-/// Reads one HTTP request and answers it after [`READ_SECS`].
-fn reply_slowly(stream: TcpStream) {
+/// Reads one HTTP request and answers it after [`READ_SECS`], calling `done` just before the
+/// reply is sent.
+fn reply_slowly(stream: TcpStream, done: impl FnOnce()) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
     let mut length = 0usize;
     loop {
@@ -85,6 +91,7 @@ fn reply_slowly(stream: TcpStream) {
     let request: serde_json::Value = serde_json::from_slice(&body).expect("a JSON request");
     assert!(request["messages"].as_array().is_some_and(|m| !m.is_empty()), "{request}");
     std::thread::sleep(Duration::from_secs(READ_SECS));
+    done();
     let reply = json!({
         "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "slow",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Lisbon [#1]"},
@@ -156,7 +163,11 @@ async fn send(
 }
 
 /// `evicortex serve` over `store` with the test's queue limits, answering with `reader`.
-fn start_server(store: &std::path::Path, reader: &SlowReader) -> (std::process::Child, String) {
+fn start_server(
+    store: &std::path::Path,
+    reader: &SlowReader,
+    max_wait_secs: u64,
+) -> (std::process::Child, String) {
     let mut serve = command(
         store,
         &[
@@ -172,7 +183,7 @@ fn start_server(store: &std::path::Path, reader: &SlowReader) -> (std::process::
             "--max-queued-compiles",
             &QUEUED_COMPILES.to_string(),
             "--max-queue-wait-secs",
-            "60",
+            &max_wait_secs.to_string(),
             "--body-limit-bytes",
             &BODY_LIMIT.to_string(),
         ],
@@ -221,7 +232,7 @@ fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() 
     let key = create_key(&store, "alice");
     let admin = ok(&store, &["keys", "create", "--admin"]).lines().last().unwrap().to_owned();
     let reader = SlowReader::start();
-    let (mut server, base) = start_server(&store, &reader);
+    let (mut server, base) = start_server(&store, &reader, 60);
     let pid = server.id();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -289,7 +300,7 @@ fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() 
     // One answer reads at a time; the burst fits the running one and the queue, the rest 429.
     assert_eq!(reader.most_at_once.load(Ordering::SeqCst), 1);
     assert_eq!(accepted_reads, 1 + QUEUED_ANSWERS);
-    assert_eq!(reader.served.load(Ordering::SeqCst), 1 + accepted_reads, "warm-up + accepted");
+    assert_eq!(reader.received.load(Ordering::SeqCst), 1 + accepted_reads, "warm-up + accepted");
     assert!(accepted_compiles >= 1 && accepted_compiles < compiles, "{accepted_compiles}");
     let cores = std::thread::available_parallelism().map_or(1, usize::from) as u64;
     assert!(
@@ -302,6 +313,37 @@ fn a_flood_of_answers_and_compiles_gets_answers_or_429s_within_bounded_memory() 
     runtime.block_on(async {
         assert_eq!(send(&client, compile_url, &key, compile).await.status, 200);
     });
+    server.kill().ok();
+    server.wait().ok();
+}
+
+/// A queued answer that has not started within `--max-queue-wait-secs` is a 503 with
+/// `Retry-After`, and the reader never reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queued_answer_past_the_time_limit_gets_503_with_retry_after() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_turns(dir.path());
+    let key = create_key(&store, "alice");
+    let reader = SlowReader::start();
+    let (mut server, base) = start_server(&store, &reader, 1);
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let url = format!("{base}/v1/namespaces/alice/answer");
+    let ask = json!({"query": "Where is the move to?", "budget": 300, "max_new_tokens": 8});
+    let first = send(&client, url.clone(), &key, ask.clone());
+    let second = async {
+        // Sent once the first holds the reader.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        send(&client, url.clone(), &key, ask.clone()).await
+    };
+    let (first, second) = tokio::join!(first, second);
+    assert_eq!(first.status, 200, "{first:?}");
+    assert_eq!(second.status, 503, "{second:?}");
+    assert!(second.retry_after.is_some_and(|s| s >= 1), "{second:?}");
+    let error = second.error.as_deref().expect("an error message");
+    assert!(error.contains("--max-queue-wait-secs") && error.contains("retry in"), "{error}");
+    assert!(second.took >= Duration::from_secs(1), "{second:?}");
+    assert!(second.took < Duration::from_secs(READ_SECS), "{second:?}");
+    assert_eq!(reader.received.load(Ordering::SeqCst), 1, "the timed-out answer was never read");
     server.kill().ok();
     server.wait().ok();
 }
