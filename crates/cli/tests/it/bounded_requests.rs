@@ -19,7 +19,7 @@ use serde_json::json;
 use crate::cli::{command, create_key, ok, spawn_serve};
 
 /// Seconds the test reader takes per reply.
-const READ_SECS: u64 = 3;
+const READ_SECS: u64 = 4;
 const QUEUED_ANSWERS: usize = 2;
 const QUEUED_COMPILES: usize = 4;
 const BODY_LIMIT: usize = 64 * 1024;
