@@ -27,7 +27,8 @@ class Client:
     """A client of `evicortex serve` at `url` (`http://127.0.0.1:8787`), sending `key` as
     `Authorization: Bearer <key>`. A namespace key reaches its own namespace only; `verify`
     needs an admin key. Errors raise the same exception classes as `Memory`, plus `AuthError`
-    (401, 403), `UnavailableError` (503) and `TransportError` (unreachable)."""
+    (401, 403), `UnavailableError` (503, and 429 when a queue is full) and `TransportError`
+    (unreachable)."""
 
     def __init__(self, url: str, key: str, *, timeout: float = 300.0) -> None:
         self._url = url.rstrip("/")

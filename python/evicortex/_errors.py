@@ -52,7 +52,9 @@ class AuthError(EvicortexError):
 
 class UnavailableError(EvicortexError):
     """The server cannot do this now (503: a model it needs is missing, the store is
-    read-only, or writes are refused since a disk failure until the server is restarted)."""
+    read-only, or writes are refused since a disk failure until the server is restarted;
+    429 or 503 with Retry-After: its answer or compile queue is full or was too slow, and
+    the message says when to retry)."""
 
 
 class TransportError(EvicortexError):
@@ -84,6 +86,8 @@ def from_http(status: int, message: str, field: Optional[str]) -> EvicortexError
         return NotFoundError(message, field)
     if status == 409:
         return ConflictError(message, field)
+    if status == 429:
+        return UnavailableError(message, field)
     if 400 <= status < 500:
         return BadInputError(message, field)
     if status == 503:

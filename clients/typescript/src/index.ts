@@ -91,7 +91,9 @@ export class NotFoundError extends BadInputError {}
 export class ConflictError extends BadInputError {}
 /** The key is missing or invalid (401) or does not reach this namespace or operation (403). */
 export class AuthError extends EvicortexError {}
-/** The server cannot do this now (503: no reader, writes refused since a disk failure). */
+/** The server cannot do this now (503: no reader, writes refused since a disk failure; 429 or
+ * 503 with Retry-After: its answer or compile queue is full or was too slow, and the message
+ * says when to retry). */
 export class UnavailableError extends EvicortexError {}
 /** Stored data failed an integrity check. */
 export class IntegrityError extends EvicortexError {}
@@ -105,6 +107,7 @@ export function errorFor(status: number, message: string, field: string | null):
   if (status === 401 || status === 403) return new AuthError(message, field, status);
   if (status === 404) return new NotFoundError(message, field, status);
   if (status === 409) return new ConflictError(message, field, status);
+  if (status === 429) return new UnavailableError(message, field, status);
   if (status >= 400 && status < 500) return new BadInputError(message, field, status);
   if (status === 503) return new UnavailableError(message, field, status);
   if (message.startsWith("integrity failure")) return new IntegrityError(message, field, status);

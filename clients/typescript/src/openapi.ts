@@ -865,9 +865,22 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description the server has no reader */
+            /** @description the answer queue is full (one answer runs on the loaded reader, `--max-queued-answers` wait); nothing was done */
+            429: {
+                headers: {
+                    /** @description seconds until a place is likely free, estimated from the measured answer time */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the server has no reader (no Retry-After), or the answer waited `--max-queue-wait-secs` without starting (with Retry-After) */
             503: {
                 headers: {
+                    /** @description seconds until a place is likely free, when the queue timed out */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -928,6 +941,28 @@ export interface operations {
             /** @description invalid query, budget, tokenizer or options */
             422: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the compile queue is full (one compile runs per core, `--max-queued-compiles` wait); nothing was done */
+            429: {
+                headers: {
+                    /** @description seconds until a place is likely free, estimated from the measured compile time */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the compile waited `--max-queue-wait-secs` without starting; nothing was done */
+            503: {
+                headers: {
+                    /** @description seconds until a place is likely free */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

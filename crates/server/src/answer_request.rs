@@ -47,6 +47,14 @@ pub struct AnswerRequest {
     pub options: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+/// The server's reader, or the 503 that says how to start it with one.
+pub fn served_reader(reader: Option<&AnswerReader>) -> Result<&AnswerReader, ApiError> {
+    reader.ok_or_else(|| ApiError::Unavailable {
+        message: "this server has no reader: start it with `evicortex serve --reader NAME`"
+            .to_owned(),
+    })
+}
+
 /// Answers `request` over `namespace` with `reader` (503 when the server has none).
 pub fn answer(
     memory: &Memory,
@@ -54,12 +62,7 @@ pub fn answer(
     namespace: &Namespace,
     request: AnswerRequest,
 ) -> Result<serde_json::Value, ApiError> {
-    let Some(reader) = reader else {
-        return Err(ApiError::Unavailable {
-            message: "this server has no reader: start it with `evicortex serve --reader NAME`"
-                .to_owned(),
-        });
-    };
+    let reader = served_reader(reader)?;
     let decoding = requested_decoding(request.max_new_tokens)
         .map_err(|e| ApiError::invalid(e.field, e.reason))?;
     let config = requested_config(memory, request.options.as_ref())?;

@@ -112,6 +112,22 @@ pub enum ApiError {
         /// The store's error.
         message: String,
     },
+    /// The queue of a costly request (answer, compile) is full: refused at once, 429.
+    #[error("{message}")]
+    QueueFull {
+        /// Which queue, its limits and the flag that sets them.
+        message: String,
+        /// The `Retry-After` estimate, in seconds.
+        retry_after_s: u64,
+    },
+    /// A queued request waited the server's time limit without starting: 503.
+    #[error("{message}")]
+    QueueTimeout {
+        /// Which queue and the limit.
+        message: String,
+        /// The `Retry-After` estimate, in seconds.
+        retry_after_s: u64,
+    },
 }
 
 impl ApiError {
@@ -126,7 +142,10 @@ impl ApiError {
             ApiError::InvalidField { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
-            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable { .. } | ApiError::QueueTimeout { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ApiError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::InsufficientStorage { .. } => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Storage { .. } | ApiError::Integrity { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -141,6 +160,16 @@ impl ApiError {
             | ApiError::Conflict { field, .. }
             | ApiError::NotFound { field, .. } => field.as_deref(),
             ApiError::InvalidField { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    /// Seconds a client should wait before sending the request again (the `Retry-After`
+    /// header), for a refusal of a full or slow queue.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        match self {
+            ApiError::QueueFull { retry_after_s, .. }
+            | ApiError::QueueTimeout { retry_after_s, .. } => Some(*retry_after_s),
             _ => None,
         }
     }
@@ -190,10 +219,14 @@ fn without_folders(message: &str) -> String {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        // A queue's time limit is load, not a failure: the queue logs it as a warning.
+        if status.is_server_error() && !matches!(self, ApiError::QueueTimeout { .. }) {
             tracing::error!(error = %self, "request failed");
         }
         let mut response = (status, axum::Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after_s() {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

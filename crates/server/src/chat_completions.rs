@@ -24,15 +24,24 @@ use evicortex::{
     },
 };
 
+use crate::RequestQueues;
+
 #[derive(Clone)]
 struct ServedReader {
     model_id: Arc<str>,
     reader: Arc<dyn Reader>,
+    queues: RequestQueues,
 }
 
 /// A router serving `reader` as model `model_id` at `/v1/chat/completions` and `/v1/models`.
-pub fn chat_completions_router(model_id: &str, reader: Arc<dyn Reader>) -> Router {
-    let state = ServedReader { model_id: Arc::from(model_id), reader };
+/// Completions take their place in the answer queue of `queues` (the server's, so that they and
+/// `POST .../answer` share the one reader); a full queue is a 429 with `Retry-After`.
+pub fn chat_completions_router(
+    model_id: &str,
+    reader: Arc<dyn Reader>,
+    queues: RequestQueues,
+) -> Router {
+    let state = ServedReader { model_id: Arc::from(model_id), reader, queues };
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
@@ -94,9 +103,15 @@ async fn chat_completions(
         (Some(n), _) | (None, Some(n)) => Some(n),
         (None, None) => None,
     };
+    let ticket = match served.queues.answer().await {
+        Ok(ticket) => ticket,
+        Err(refusal) => return busy(&refusal),
+    };
     let reader = Arc::clone(&served.reader);
     let messages = request.messages;
     let outcome = tokio::task::spawn_blocking(move || {
+        // Held until the read ends, even when the client hangs up.
+        let _ticket = ticket;
         // Without a limit the reply may run to the end of the window, as the API specifies.
         let max_new_tokens = match max_new_tokens {
             Some(n) => n,
@@ -170,6 +185,20 @@ fn read_error(err: ReadError) -> Response {
         ReadError::InvalidDecoding { field, .. } => invalid(Some(field), None, message),
         _ => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, None, message),
     }
+}
+
+/// A full or timed-out answer queue, as the OpenAI API says it (429 `rate_limit_exceeded`,
+/// which OpenAI's clients retry after `Retry-After`).
+fn busy(refusal: &crate::ApiError) -> Response {
+    let (kind, code) = match refusal.status() {
+        StatusCode::TOO_MANY_REQUESTS => ("rate_limit_error", "rate_limit_exceeded"),
+        _ => ("server_error", "queue_timeout"),
+    };
+    let mut response = error(refusal.status(), kind, None, Some(code), refusal.to_string());
+    if let Some(seconds) = refusal.retry_after_s() {
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+    }
+    response
 }
 
 fn invalid(param: Option<&str>, code: Option<&str>, message: String) -> Response {

@@ -49,6 +49,7 @@ mod key_store;
 mod mcp;
 mod openapi;
 mod operations;
+mod request_queue;
 mod response_schemas;
 mod routes;
 mod state;
@@ -73,6 +74,7 @@ pub use crate::{
     key_store::{KEY_STORE_FILE, KeyListing, KeyScope, KeyStore, KeyStoreError, NewKey},
     mcp::{AnswerArgs, ForgetArgs, McpServer, RecallArgs, RememberArgs, serve_mcp_stdio},
     openapi::openapi,
+    request_queue::{RequestQueues, Ticket},
     routes::router,
     state::{AppState, ServerConfig},
 };

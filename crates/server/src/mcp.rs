@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::dto::{AppendRequest, CompileRequest, EraseRequest, TurnInput};
 use crate::{
-    ApiError, ServerConfig as Limits, answer_request::AnswerReader, compile_request::Readers,
-    json_body::parse_json, operations,
+    ApiError, RequestQueues, ServerConfig as Limits, answer_request::AnswerReader,
+    compile_request::Readers, json_body::parse_json, operations,
 };
 
 /// Arguments of the `remember` tool.
@@ -90,6 +90,9 @@ pub struct McpServer {
     namespace: Namespace,
     limits: Limits,
     reader: Option<AnswerReader>,
+    /// `answer` and `recall` wait here as HTTP's answers and compiles do; a full queue is a tool
+    /// error saying when to retry.
+    queues: RequestQueues,
     tool_router: ToolRouter<McpServer>,
 }
 
@@ -100,7 +103,8 @@ impl McpServer {
     pub fn new(memory: Arc<Memory>, namespace: Namespace, limits: Limits) -> McpServer {
         let readers = Arc::new(Readers::default());
         let tool_router = McpServer::tool_router();
-        McpServer { memory, readers, namespace, limits, reader: None, tool_router }
+        let queues = RequestQueues::new(&limits);
+        McpServer { memory, readers, namespace, limits, reader: None, queues, tool_router }
     }
 
     /// The same server, answering the `answer` tool with `reader`.
@@ -117,8 +121,16 @@ impl McpServer {
         &self,
         Parameters(args): Parameters<AnswerArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let reader = self.reader.clone();
+        let reader = match crate::answer_request::served_reader(self.reader.as_ref()) {
+            Ok(reader) => Some(reader.clone()),
+            Err(refusal) => return Ok(tool_result::<()>(Err(refusal))),
+        };
+        let ticket = match self.queues.answer().await {
+            Ok(ticket) => ticket,
+            Err(refusal) => return Ok(tool_result::<()>(Err(refusal))),
+        };
         self.run(move |memory, _, namespace| {
+            let _ticket = ticket;
             let request: crate::answer_request::AnswerRequest = reparse(&args)?;
             crate::answer_request::answer(memory, reader.as_ref(), namespace, request)
         })
@@ -151,7 +163,12 @@ impl McpServer {
         &self,
         Parameters(args): Parameters<RecallArgs>,
     ) -> Result<CallToolResult, ErrorData> {
+        let ticket = match self.queues.compile().await {
+            Ok(ticket) => ticket,
+            Err(refusal) => return Ok(tool_result::<()>(Err(refusal))),
+        };
         self.run(move |memory, readers, namespace| {
+            let _ticket = ticket;
             let request: CompileRequest = reparse(&args)?;
             operations::compile(memory, readers, namespace, request)
         })

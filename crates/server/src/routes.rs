@@ -17,7 +17,7 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.config().body_limit_bytes;
     let served_reader = state.reader().map(|r| {
         let model_id = r.reader.identity().label();
-        crate::chat_completions_router(&model_id, r.reader.clone())
+        crate::chat_completions_router(&model_id, r.reader.clone(), state.queues().clone())
             .layer(axum::middleware::from_fn_with_state(state.clone(), admin_only))
             .layer(DefaultBodyLimit::max(body_limit))
     });
@@ -117,6 +117,8 @@ pub(crate) async fn append_turns(
         (status = 200, description = "compiled context (format evicortex-compiled-context-2)", body = crate::response_schemas::CompiledContext),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "invalid query, budget, tokenizer or options"),
+        (status = 429, body = ErrorBody, description = "the compile queue is full (one compile runs per core, `--max-queued-compiles` wait); nothing was done", headers(("Retry-After" = u64, description = "seconds until a place is likely free, estimated from the measured compile time"))),
+        (status = 503, body = ErrorBody, description = "the compile waited `--max-queue-wait-secs` without starting; nothing was done", headers(("Retry-After" = u64, description = "seconds until a place is likely free"))),
     )
 )]
 pub(crate) async fn compile(
@@ -127,7 +129,7 @@ pub(crate) async fn compile(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let namespace = path_namespace(&caller, path)?;
     state
-        .computing(move |memory, readers| operations::compile(memory, readers, &namespace, request))
+        .compiling(move |memory, readers| operations::compile(memory, readers, &namespace, request))
         .await
         .map(Json)
 }
@@ -146,7 +148,8 @@ pub(crate) async fn compile(
         (status = 200, description = "answer, citations, reader identity, tokens, seconds and the context read", body = crate::response_schemas::AnswerResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "invalid query, budget (prompt over the reader's window), max_new_tokens or options"),
-        (status = 503, body = ErrorBody, description = "the server has no reader"),
+        (status = 429, body = ErrorBody, description = "the answer queue is full (one answer runs on the loaded reader, `--max-queued-answers` wait); nothing was done", headers(("Retry-After" = u64, description = "seconds until a place is likely free, estimated from the measured answer time"))),
+        (status = 503, body = ErrorBody, description = "the server has no reader (no Retry-After), or the answer waited `--max-queue-wait-secs` without starting (with Retry-After)", headers(("Retry-After" = u64, description = "seconds until a place is likely free, when the queue timed out"))),
     )
 )]
 pub(crate) async fn answer(
@@ -156,9 +159,10 @@ pub(crate) async fn answer(
     JsonBody(request): JsonBody<crate::answer_request::AnswerRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let namespace = path_namespace(&caller, path)?;
-    let reader = state.reader().cloned();
+    // Without a reader the 503 comes at once, not after a place in the queue.
+    let reader = Some(crate::answer_request::served_reader(state.reader())?.clone());
     state
-        .computing(move |memory, _| {
+        .answering(move |memory, _| {
             crate::answer_request::answer(memory, reader.as_ref(), &namespace, request)
         })
         .await

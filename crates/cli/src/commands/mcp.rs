@@ -19,6 +19,8 @@ pub struct McpArgs {
     #[arg(long)]
     pub namespace: String,
     #[command(flatten)]
+    pub queues: crate::commands::serve::QueueArgs,
+    #[command(flatten)]
     pub retrieval: crate::commands::serve::RetrievalArgs,
     #[command(flatten)]
     pub reader: crate::commands::serve::ReaderArgs,
@@ -28,7 +30,8 @@ pub struct McpArgs {
 pub fn run(store: &Path, args: &McpArgs) -> anyhow::Result<()> {
     let namespace = Namespace::new(&args.namespace).context("--namespace")?;
     let memory = args.retrieval.open(store)?;
-    let mut server = McpServer::new(Arc::new(memory), namespace, ServerConfig::default());
+    let limits = args.queues.apply(ServerConfig::default());
+    let mut server = McpServer::new(Arc::new(memory), namespace, limits);
     if let Some(reader) = args.reader.open()? {
         server = server.with_reader(reader);
     }

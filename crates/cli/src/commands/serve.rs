@@ -37,9 +37,47 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 30)]
     pub drain_timeout_secs: u64,
     #[command(flatten)]
+    pub queues: QueueArgs,
+    #[command(flatten)]
     pub retrieval: RetrievalArgs,
     #[command(flatten)]
     pub reader: ReaderArgs,
+}
+
+/// How many costly requests wait (shared by `serve` and `mcp`).
+#[derive(Debug, clap::Args)]
+pub struct QueueArgs {
+    /// Most answer requests (with chat completions; the MCP tool `answer`) waiting for the one
+    /// loaded reader while it answers another; beyond them a request gets 429 with Retry-After
+    /// at once (MCP: a tool error). Each waiting request holds its parsed body (at most
+    /// --body-limit-bytes) and a connection.
+    #[arg(long, value_name = "N", default_value_t = ServerConfig::default().max_queued_answers)]
+    pub max_queued_answers: usize,
+    /// Most compile requests (the MCP tool `recall`) waiting while one runs per core; beyond them
+    /// 429 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = ServerConfig::default().max_queued_compiles)]
+    pub max_queued_compiles: usize,
+    /// Longest a queued answer or compile waits to start, in seconds; then it gets 503 with
+    /// Retry-After (it never started, nothing was done).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = ServerConfig::default().max_queue_wait.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_queue_wait_secs: u64,
+}
+
+impl QueueArgs {
+    /// `config` with these queue limits.
+    pub fn apply(&self, config: ServerConfig) -> ServerConfig {
+        ServerConfig {
+            max_queued_answers: self.max_queued_answers,
+            max_queued_compiles: self.max_queued_compiles,
+            max_queue_wait: Duration::from_secs(self.max_queue_wait_secs),
+            ..config
+        }
+    }
 }
 
 /// The reader `answer` requests are read by (shared by `serve` and `mcp`).
@@ -175,10 +213,11 @@ pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
             store.display()
         );
     }
-    let config = ServerConfig {
+    let config = args.queues.apply(ServerConfig {
         body_limit_bytes: args.body_limit_bytes,
         max_turns_per_request: args.max_turns_per_request,
-    };
+        ..ServerConfig::default()
+    });
     let memory = Arc::new(memory);
     let state = match args.reader.open()? {
         Some(reader) => AppState::new_with_reader(memory, keys, config, reader),

@@ -5,6 +5,8 @@ mod cli;
 
 /// `evicortex answer` with the real smallest reader: answer, citations, identity, refusals.
 mod answer;
+/// `evicortex serve` flooded with answers and compiles: answers or 429s, bounded memory.
+mod bounded_requests;
 /// `evicortex compile`: cited context within budget, reproducible JSON, as-of, refusals.
 mod compile;
 /// SIGKILL at random moments during ingestion: every acknowledged batch survives, none is partial.

@@ -104,9 +104,12 @@ async fn input_that_would_be_stored_changed_is_refused() {
 
 #[tokio::test]
 async fn oversized_bodies_get_413_and_too_many_turns_get_422() {
-    let server =
-        TestServer::start_with(ServerConfig { body_limit_bytes: 4096, max_turns_per_request: 3 })
-            .await;
+    let server = TestServer::start_with(ServerConfig {
+        body_limit_bytes: 4096,
+        max_turns_per_request: 3,
+        ..ServerConfig::default()
+    })
+    .await;
     let key = server.key_for("alice");
     let big = json!({"turns": [turn("s", 0, &"x".repeat(10_000))]});
     let reply = server.post("/v1/namespaces/alice/turns", &key, &big).await;

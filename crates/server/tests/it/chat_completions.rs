@@ -7,7 +7,7 @@ use evicortex_reader::{
     AnswerRequest, ChatCompletionsClient, ChatCompletionsConfig, ChatMessage, DecodingSettings,
     FinishReason, ReadError, Reader, ReaderIdentity, answer, build_answer_prompt,
 };
-use evicortex_server::chat_completions_router;
+use evicortex_server::{RequestQueues, ServerConfig, chat_completions_router};
 
 use crate::answer::reader as test_reader;
 
@@ -21,7 +21,8 @@ struct Served {
 impl Served {
     fn start() -> Served {
         let reader: Arc<dyn Reader> = test_reader();
-        let router = chat_completions_router("smollm2", reader);
+        let queues = RequestQueues::new(&ServerConfig::default());
+        let router = chat_completions_router("smollm2", reader, queues);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

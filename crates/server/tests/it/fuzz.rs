@@ -160,7 +160,11 @@ fn random_requests_never_panic_nor_get_5xx() {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = state_in(
         dir.path(),
-        ServerConfig { body_limit_bytes: 64 * 1024, max_turns_per_request: 100 },
+        ServerConfig {
+            body_limit_bytes: 64 * 1024,
+            max_turns_per_request: 100,
+            ..ServerConfig::default()
+        },
     );
     let own = state
         .keys()

@@ -26,6 +26,14 @@ async fn openapi_document_lists_every_route_and_the_bearer_scheme() {
         );
     }
     assert_eq!(reply.body["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+    // The costly operations document their refusal when the queue is full, and when to retry.
+    for path in ["/v1/namespaces/{ns}/compile", "/v1/namespaces/{ns}/answer"] {
+        let responses = &paths[path]["post"]["responses"];
+        for status in ["429", "503"] {
+            let retry = &responses[status]["headers"]["Retry-After"];
+            assert!(retry["schema"].is_object(), "{path} {status}: {}", responses[status]);
+        }
+    }
     let turn = &reply.body["components"]["schemas"]["TurnInput"]["properties"];
     for field in ["session", "turn", "role", "speaker", "text", "time", "meta"] {
         assert!(turn.get(field).is_some(), "TurnInput.{field} missing");
