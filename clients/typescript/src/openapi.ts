@@ -36,6 +36,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/chat/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An OpenAI-compatible chat completion by the server's reader, for admin keys. */
+        post: operations["chat_completions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The one model served. */
+        get: operations["models"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/namespaces": {
         parameters: {
             query?: never;
@@ -329,6 +363,119 @@ export interface components {
              */
             preamble: number;
         };
+        /** @description The one choice. */
+        ChatChoice: {
+            /** @description `stop` or `length`. */
+            finish_reason?: string | null;
+            /** Format: int32 */
+            index: number;
+            message: components["schemas"]["ChatReplyMessage"];
+        };
+        /**
+         * @description A chat completion request: plain-text messages, one choice, greedy decoding, no streaming.
+         *     Fields that would change the answer and are not served are refused by name; unknown fields
+         *     are refused.
+         */
+        ChatCompletionRequest: {
+            /**
+             * Format: int32
+             * @description At most this many generated tokens (newer name).
+             */
+            max_completion_tokens?: number | null;
+            /**
+             * Format: int32
+             * @description At most this many generated tokens (older name).
+             */
+            max_tokens?: number | null;
+            /** @description The conversation. */
+            messages: components["schemas"]["ChatMessage"][];
+            /** @description The served model's id (`GET /v1/models`). */
+            model: string;
+            /**
+             * Format: int32
+             * @description Only 1 is served.
+             */
+            n?: number | null;
+            /**
+             * Format: int64
+             * @description Accepted; greedy decoding gives the same answer for any value.
+             */
+            seed?: number | null;
+            /** @description Only `false` is served. */
+            stream?: boolean | null;
+            /**
+             * Format: double
+             * @description Only 0 (greedy) is served.
+             */
+            temperature?: number | null;
+            /**
+             * Format: double
+             * @description Only 1 (off) is served.
+             */
+            top_p?: number | null;
+            /** @description An end-user id; recorded nowhere. */
+            user?: string | null;
+        };
+        /** @description A chat completion: exactly one choice. */
+        ChatCompletionResponse: {
+            choices: components["schemas"]["ChatChoice"][];
+            /**
+             * Format: int64
+             * @description Unix seconds.
+             */
+            created: number;
+            id: string;
+            /** @description The model that answered. */
+            model: string;
+            /** @description `chat.completion`. */
+            object: string;
+            /** @description The reader identity's digest. */
+            system_fingerprint?: string | null;
+            usage?: null | components["schemas"]["ChatUsage"];
+        };
+        /** @description What went wrong. */
+        ChatError: {
+            /** @description `model_not_found`, `context_length_exceeded`, `no_reader`, `queue_full`, ... */
+            code?: string | null;
+            message: string;
+            /** @description The request field concerned. */
+            param?: string | null;
+            /** @description `invalid_request_error` or `server_error`. */
+            type: string;
+        };
+        /** @description An error in OpenAI's format: `{"error": {...}}`. */
+        ChatErrorBody: {
+            error: components["schemas"]["ChatError"];
+        };
+        /** @description One message of the conversation. */
+        ChatMessage: {
+            /** @description The text, verbatim. */
+            content: string;
+            role: components["schemas"]["ChatRole"];
+        };
+        /** @description The reply. */
+        ChatReplyMessage: {
+            content?: string | null;
+            /** @description `assistant`. */
+            role: string;
+        };
+        /**
+         * @description Who speaks a message.
+         * @enum {string}
+         */
+        ChatRole: "system" | "user" | "assistant";
+        /** @description Token counts. */
+        ChatUsage: {
+            /** Format: int32 */
+            completion_tokens: number;
+            /**
+             * Format: int32
+             * @description The prompt, chat template included.
+             */
+            prompt_tokens: number;
+            /** Format: int32 */
+            total_tokens: number;
+        };
         /**
          * @description A compiled context (format `evicortex-compiled-context-2`): `text` for the reader's prompt,
          *     packed into `budget` reader tokens, or an abstention; every other field explains it.
@@ -568,6 +715,23 @@ export interface components {
             /** @description The server's version. */
             version: string;
         };
+        /** @description A served model. */
+        ModelEntry: {
+            /** Format: int64 */
+            created: number;
+            /** @description The id requests name in `model`. */
+            id: string;
+            /** @description `model`. */
+            object: string;
+            /** @description `evicortex`. */
+            owned_by: string;
+        };
+        /** @description The models served: the one reader. */
+        ModelList: {
+            data: components["schemas"]["ModelEntry"][];
+            /** @description `list`. */
+            object: string;
+        };
         /** @description Response of `GET /v1/namespaces`: the namespaces the calling key may read. */
         NamespacesResponse: {
             /** @description Whether the key is an admin key (every namespace, and `GET /v1/verify`). */
@@ -777,6 +941,133 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+        };
+    };
+    chat_completions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChatCompletionRequest"];
+            };
+        };
+        responses: {
+            /** @description the reader's reply */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatCompletionResponse"];
+                };
+            };
+            /** @description a field the server does not serve (`param` names it), or a prompt over the reader's window (`code`: `context_length_exceeded`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not an admin key */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `model` is not the served model (`code`: `model_not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatErrorBody"];
+                };
+            };
+            /** @description the answer queue, shared with `POST .../answer`, is full (`code`: `rate_limit_exceeded`) */
+            429: {
+                headers: {
+                    /** @description seconds until a place is likely free */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatErrorBody"];
+                };
+            };
+            /** @description the server has no reader (`code`: `no_reader`), or the request waited `--max-queue-wait-secs` (`code`: `queue_timeout`, with Retry-After) */
+            503: {
+                headers: {
+                    /** @description seconds until a place is likely free, when the queue timed out */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatErrorBody"];
+                };
+            };
+        };
+    };
+    models: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the reader the server was started with */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelList"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description not an admin key */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the server has no reader (`code`: `no_reader`) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatErrorBody"];
+                };
             };
         };
     };

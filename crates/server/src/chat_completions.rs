@@ -1,5 +1,6 @@
 //! An OpenAI-compatible `POST /v1/chat/completions` (and `GET /v1/models`) serving one
-//! [`Reader`], which `evicortex serve --reader` mounts for admin keys. Non-streaming only; greedy
+//! [`Reader`], which `evicortex serve --reader` mounts for admin keys (a server without one
+//! answers both with 503). Non-streaming only; greedy
 //! decoding only. The wire format is the reader crate's, which its client speaks too.
 
 use std::{
@@ -27,7 +28,7 @@ use evicortex::{
 use crate::RequestQueues;
 
 #[derive(Clone)]
-struct ServedReader {
+pub(crate) struct ServedReader {
     model_id: Arc<str>,
     reader: Arc<dyn Reader>,
     queues: RequestQueues,
@@ -48,7 +49,32 @@ pub fn chat_completions_router(
         .with_state(state)
 }
 
-async fn models(State(served): State<ServedReader>) -> Json<serde_json::Value> {
+/// The routes of a server started without a reader: 503 in OpenAI's error format, so that a
+/// client learns why rather than meeting a 404.
+pub(crate) fn no_reader_router() -> Router {
+    let no_reader = || async {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            None,
+            Some("no_reader"),
+            "this server has no reader: start it with `evicortex serve --reader NAME`".to_owned(),
+        )
+    };
+    Router::new().route("/v1/chat/completions", post(no_reader)).route("/v1/models", get(no_reader))
+}
+
+/// The one model served.
+#[utoipa::path(
+    get, path = "/v1/models",
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 200, description = "the reader the server was started with", body = crate::chat_schemas::ModelList),
+        (status = 401, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody, description = "not an admin key"),
+        (status = 503, body = crate::chat_schemas::ChatErrorBody, description = "the server has no reader (`code`: `no_reader`)"),
+    )
+)]
+pub(crate) async fn models(State(served): State<ServedReader>) -> Json<serde_json::Value> {
     Json(json!({
         "object": "list",
         "data": [{"id": &*served.model_id, "object": "model", "created": 0,
@@ -56,7 +82,21 @@ async fn models(State(served): State<ServedReader>) -> Json<serde_json::Value> {
     }))
 }
 
-async fn chat_completions(
+/// An OpenAI-compatible chat completion by the server's reader, for admin keys.
+#[utoipa::path(
+    post, path = "/v1/chat/completions",
+    request_body = crate::chat_schemas::ChatCompletionRequest,
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 200, description = "the reader's reply", body = crate::chat_schemas::ChatCompletionResponse),
+        (status = 400, body = crate::chat_schemas::ChatErrorBody, description = "a field the server does not serve (`param` names it), or a prompt over the reader's window (`code`: `context_length_exceeded`)"),
+        (status = 401, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody, description = "not an admin key"),
+        (status = 404, body = crate::chat_schemas::ChatErrorBody, description = "`model` is not the served model (`code`: `model_not_found`)"),
+        (status = 429, body = crate::chat_schemas::ChatErrorBody, description = "the answer queue, shared with `POST .../answer`, is full (`code`: `rate_limit_exceeded`)", headers(("Retry-After" = u64, description = "seconds until a place is likely free"))),
+        (status = 503, body = crate::chat_schemas::ChatErrorBody, description = "the server has no reader (`code`: `no_reader`), or the request waited `--max-queue-wait-secs` (`code`: `queue_timeout`, with Retry-After)", headers(("Retry-After" = u64, description = "seconds until a place is likely free, when the queue timed out"))),
+    )
+)]
+pub(crate) async fn chat_completions(
     State(served): State<ServedReader>,
     body: Result<Json<ChatCompletionRequest>, JsonRejection>,
 ) -> Response {

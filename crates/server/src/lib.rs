@@ -39,6 +39,7 @@ mod answer_request;
 mod api_error;
 mod auth;
 mod chat_completions;
+mod chat_schemas;
 mod compile_request;
 mod dto;
 mod export_body;

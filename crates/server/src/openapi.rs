@@ -23,6 +23,8 @@ use crate::dto;
         crate::routes::export,
         crate::routes::namespaces,
         crate::routes::sessions,
+        crate::chat_completions::chat_completions,
+        crate::chat_completions::models,
     ),
     components(schemas(
         crate::ErrorBody,
@@ -53,6 +55,17 @@ use crate::dto;
         crate::response_schemas::AnswerResponse,
         crate::response_schemas::ReaderAnswer,
         crate::response_schemas::AnswerContext,
+        crate::chat_schemas::ChatCompletionRequest,
+        crate::chat_schemas::ChatRole,
+        crate::chat_schemas::ChatMessage,
+        crate::chat_schemas::ChatCompletionResponse,
+        crate::chat_schemas::ChatChoice,
+        crate::chat_schemas::ChatReplyMessage,
+        crate::chat_schemas::ChatUsage,
+        crate::chat_schemas::ChatErrorBody,
+        crate::chat_schemas::ChatError,
+        crate::chat_schemas::ModelList,
+        crate::chat_schemas::ModelEntry,
     )),
     modifiers(&BearerAuth)
 )]

@@ -15,12 +15,15 @@ use crate::{ApiError, AppState, Caller, ErrorBody, JsonBody, operations};
 /// The complete router of the HTTP API over `state`.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config().body_limit_bytes;
-    let served_reader = state.reader().map(|r| {
-        let model_id = r.reader.identity().label();
-        crate::chat_completions_router(&model_id, r.reader.clone(), state.queues().clone())
-            .layer(axum::middleware::from_fn_with_state(state.clone(), admin_only))
-            .layer(DefaultBodyLimit::max(body_limit))
-    });
+    let served_reader = match state.reader() {
+        Some(r) => {
+            let model_id = r.reader.identity().label();
+            crate::chat_completions_router(&model_id, r.reader.clone(), state.queues().clone())
+        }
+        None => crate::chat_completions::no_reader_router(),
+    }
+    .layer(axum::middleware::from_fn_with_state(state.clone(), admin_only))
+    .layer(DefaultBodyLimit::max(body_limit));
     let api = Router::new()
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi_json))
@@ -38,10 +41,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state);
-    match served_reader {
-        Some(served) => api.merge(served),
-        None => api,
-    }
+    api.merge(served_reader)
 }
 
 /// The namespace of a `{ns}` path, if the caller may use it. A path that does not decode is

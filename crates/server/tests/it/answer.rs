@@ -134,6 +134,11 @@ async fn a_server_without_a_reader_says_so() {
     assert!(reply.text.contains("--reader"), "{}", reply.text);
     let admin = server.admin_key();
     let reply = server.post("/v1/chat/completions", &admin, &json!({})).await;
-    assert_eq!(reply.status, 404, "{}", reply.text);
+    assert_eq!(reply.status, 503, "{}", reply.text);
+    assert!(
+        reply.text.contains("\"no_reader\"") && reply.text.contains("--reader"),
+        "{}",
+        reply.text
+    );
     server.stop().await;
 }

@@ -14,7 +14,8 @@ struct Example {
     /// Turns appended to `alice` (by an admin key) before each authorised call.
     setup: Option<Value>,
     body: Option<Value>,
-    /// The status of an authorised call (503 for answer: this server has no reader).
+    /// The status of an authorised call (503 for answer and the chat routes: this server has
+    /// no reader).
     success: u16,
 }
 
@@ -38,6 +39,13 @@ fn example(method: &str, path: &str, n: usize) -> Option<Example> {
         ("post", "/v1/namespaces/{ns}/answer") => Some(Example {
             setup: None,
             body: Some(json!({"query": "probe", "budget": 100})),
+            success: 503,
+        }),
+        // This server has no reader: an authorised call learns so.
+        ("get", "/v1/models") => read(503),
+        ("post", "/v1/chat/completions") => Some(Example {
+            setup: None,
+            body: Some(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})),
             success: 503,
         }),
         ("post", "/v1/namespaces/{ns}/erase") => Some(Example {
