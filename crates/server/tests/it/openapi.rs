@@ -18,6 +18,8 @@ async fn openapi_document_lists_every_route_and_the_bearer_scheme() {
         "/v1/namespaces/{ns}/export",
         "/v1/namespaces",
         "/v1/namespaces/{ns}/sessions",
+        "/v1/chat/completions",
+        "/v1/models",
     ] {
         assert!(
             paths.contains_key(path),
@@ -27,7 +29,9 @@ async fn openapi_document_lists_every_route_and_the_bearer_scheme() {
     }
     assert_eq!(reply.body["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
     // The costly operations document their refusal when the queue is full, and when to retry.
-    for path in ["/v1/namespaces/{ns}/compile", "/v1/namespaces/{ns}/answer"] {
+    for path in
+        ["/v1/namespaces/{ns}/compile", "/v1/namespaces/{ns}/answer", "/v1/chat/completions"]
+    {
         let responses = &paths[path]["post"]["responses"];
         for status in ["429", "503"] {
             let retry = &responses[status]["headers"]["Retry-After"];
