@@ -52,6 +52,7 @@ mod openapi;
 mod operations;
 mod request_queue;
 mod response_schemas;
+mod router;
 mod routes;
 mod state;
 mod ui;
@@ -76,6 +77,6 @@ pub use crate::{
     mcp::{AnswerArgs, ForgetArgs, McpServer, RecallArgs, RememberArgs, serve_mcp_stdio},
     openapi::openapi,
     request_queue::{RequestQueues, Ticket},
-    routes::router,
+    router::router,
     state::{AppState, ServerConfig},
 };

@@ -13,7 +13,7 @@ use crate::dto;
     ),
     paths(
         crate::routes::healthz,
-        crate::routes::openapi_json,
+        crate::openapi::openapi_json,
         crate::routes::verify,
         crate::routes::append_turns,
         crate::routes::compile,
@@ -97,4 +97,10 @@ impl Modify for BearerAuth {
 /// The OpenAPI 3.1 document of the HTTP API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
+}
+
+/// The OpenAPI description of this API, generated from the code.
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
+pub(crate) async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
+    axum::Json(openapi())
 }

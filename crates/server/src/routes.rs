@@ -1,48 +1,14 @@
-//! The HTTP routes: parse, authorise, call the facade on the blocking pool, render.
+//! The HTTP handlers: parse, authorise, call the facade on the blocking pool, render.
 
+use axum::Json;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{Method, Uri};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::extract::{Path, State};
 
 use crate::dto::{
     AppendRequest, AppendResponse, CompileRequest, EraseRequest, EraseResponse, ExportResponse,
     HealthResponse, NamespaceStatsResponse, NamespacesResponse, SessionsResponse, VerifyResponse,
 };
 use crate::{ApiError, AppState, Caller, ErrorBody, JsonBody, operations};
-
-/// The complete router of the HTTP API over `state`.
-pub fn router(state: AppState) -> Router {
-    let body_limit = state.config().body_limit_bytes;
-    let served_reader = match state.reader() {
-        Some(r) => {
-            let model_id = r.reader.identity().label();
-            crate::chat_completions_router(&model_id, r.reader.clone(), state.queues().clone())
-        }
-        None => crate::chat_completions::no_reader_router(),
-    }
-    .layer(axum::middleware::from_fn_with_state(state.clone(), admin_only))
-    .layer(DefaultBodyLimit::max(body_limit));
-    let api = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/openapi.json", get(openapi_json))
-        .route("/v1/verify", get(verify))
-        .route("/v1/namespaces/{ns}/turns", post(append_turns))
-        .route("/v1/namespaces/{ns}/compile", post(compile))
-        .route("/v1/namespaces/{ns}/answer", post(answer))
-        .route("/v1/namespaces/{ns}/erase", post(erase))
-        .route("/v1/namespaces/{ns}/stats", get(namespace_stats))
-        .route("/v1/namespaces/{ns}/export", get(export))
-        .route("/v1/namespaces", get(namespaces))
-        .route("/v1/namespaces/{ns}/sessions", get(sessions))
-        .merge(crate::ui::routes())
-        .fallback(no_route)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(body_limit))
-        .with_state(state);
-    api.merge(served_reader)
-}
 
 /// The namespace of a `{ns}` path, if the caller may use it. A path that does not decode is
 /// treated like any other namespace the caller has no key for.
@@ -63,12 +29,6 @@ pub(crate) fn path_namespace(
 #[utoipa::path(get, path = "/healthz", responses((status = 200, body = HealthResponse)))]
 pub(crate) async fn healthz() -> Json<HealthResponse> {
     Json(HealthResponse { status: "ok".to_owned(), version: env!("CARGO_PKG_VERSION").to_owned() })
-}
-
-/// The OpenAPI description of this API, generated from the code.
-#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
-pub(crate) async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
-    Json(crate::openapi::openapi())
 }
 
 /// Appends a batch of turns atomically and durably: a 200 means every turn is on disk.
@@ -167,16 +127,6 @@ pub(crate) async fn answer(
         })
         .await
         .map(Json)
-}
-
-/// Only admin keys reach the served reader: it runs the server's model for any prompt.
-async fn admin_only(
-    caller: Caller,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Result<axum::response::Response, ApiError> {
-    caller.require_admin()?;
-    Ok(next.run(request).await)
 }
 
 /// Erases turns: a session, one record, or the whole namespace. The text and everything derived
@@ -290,12 +240,4 @@ pub(crate) async fn verify(
 ) -> Result<Json<VerifyResponse>, ApiError> {
     caller.require_admin()?;
     state.blocking(|memory, _| operations::verify(memory)).await.map(Json)
-}
-
-async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
-    ApiError::MethodNotAllowed { method: method.to_string(), path: uri.path().to_owned() }
-}
-
-async fn no_route(method: Method, uri: Uri) -> ApiError {
-    ApiError::NoRoute { method: method.to_string(), path: uri.path().to_owned() }
 }
