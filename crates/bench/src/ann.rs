@@ -1,11 +1,15 @@
 //! `evicortex-bench ann`: the approximate (HNSW) vector index audited against exact cosine on
 //! real embeddings, and its compile-path latency beside the exact scan measured in the same run.
 
+mod audit_compile;
 mod audit_set;
+mod graph;
 mod pgvector;
 mod prepare;
 mod run;
+mod size_store;
 mod sketch;
+mod table;
 
 use std::sync::Arc;
 

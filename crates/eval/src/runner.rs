@@ -1,6 +1,8 @@
 //! The runner: loads a benchmark, selects the split, runs every system on every question at
 //! every budget, scores what each system packed, and assembles the report.
 
+mod system_pass;
+
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
@@ -19,10 +21,8 @@ use crate::{
     },
     eval_question::EvalQuestion,
     eval_store::{EvalStore, IngestSummary},
-    outcomes::QuestionOutcome,
     protocol::Exclusion,
-    report::{BudgetAccumulator, QuestionCounts, Report, SystemReport, budget_key},
-    scoring::score_ranking,
+    report::{QuestionCounts, Report},
     split::{SplitFile, SplitName},
     systems::{
         Bm25OfficialSystem, EvalSystem, FullHistorySystem, KNOWN_SYSTEMS, NoMemorySystem,
@@ -30,6 +30,8 @@ use crate::{
     },
     variants::SystemVariant,
 };
+
+use self::system_pass::run_system;
 
 /// Which benchmark a run reads.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
@@ -202,94 +204,16 @@ pub fn run(
     for system in &mut systems {
         let start = Instant::now();
         let name = system.name().to_owned();
-        let bar = progress_bar(questions.len() as u64, &name);
-        let mut accs: Vec<BudgetAccumulator> =
-            spec.budgets.iter().map(|_| BudgetAccumulator::default()).collect();
-        let mut answer_accs: Vec<crate::reader_stage::AnswerSummary> =
-            spec.budgets.iter().map(|_| Default::default()).collect();
-        for q in &questions {
-            let outputs = system
-                .run(q, &spec.budgets)
-                .with_context(|| format!("system {name} on question {}", q.id))?;
-            for (((acc, out), &budget), answer_acc) in
-                accs.iter_mut().zip(&outputs).zip(&spec.budgets).zip(&mut answer_accs)
-            {
-                acc.add_cost(out.tokens_used, out.ranking.turns.len(), &out.stages);
-                if let Some(support) = out.support {
-                    acc.add_support(support, q.abstention);
-                }
-                let scores = match q.keys.exclusion {
-                    None => {
-                        let scores = score_ranking(&q.keys, &out.ranking, &spec.cutoffs);
-                        acc.add_scored(&q.kind, &scores, out.abstained);
-                        Some(scores)
-                    }
-                    Some(Exclusion::Abstention) => {
-                        acc.add_abstention(out.abstained, out.tokens_used);
-                        None
-                    }
-                    Some(Exclusion::NoUserEvidence) => None,
-                };
-                let mut outcome = QuestionOutcome::new(&name, budget, q, out, scores);
-                // Without a budget nothing is rendered: there is no context to read.
-                if let (Some(stage), Some(_)) = (&stage, budget) {
-                    let answer = stage
-                        .answer(q, out)
-                        .with_context(|| format!("system {name} on question {}", q.id))?;
-                    answer_acc.add(&q.kind, &answer);
-                    outcome.answer = Some(answer);
-                }
-                outcomes.push(outcome);
-            }
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        let budgets: BTreeMap<String, _> =
-            spec.budgets.iter().zip(accs).map(|(&b, acc)| (budget_key(b), acc.finish(b))).collect();
-        let primary = &budgets[&budget_key(spec.budgets[0])];
-        reports.insert(
-            name.clone(),
-            SystemReport {
-                n_scored: primary.n_scored,
-                overall: primary.overall.clone(),
-                primary_budget: spec.budgets[0],
-                budgets,
-            },
-        );
-        if stage.is_some() {
-            let by_budget: BTreeMap<String, _> = spec
-                .budgets
-                .iter()
-                .zip(answer_accs)
-                .filter(|(b, _)| b.is_some())
-                .map(|(&b, acc)| (budget_key(b), acc))
-                .collect();
+        let pass = run_system(&mut **system, &questions, spec, stage.as_ref())?;
+        reports.insert(name.clone(), pass.report);
+        if let Some(by_budget) = pass.answers {
             answers.insert(name.clone(), by_budget);
         }
+        outcomes.extend(pass.outcomes);
         wall_time_s.insert(format!("system {name}"), start.elapsed().as_secs_f64());
     }
-    let mut notes = vec![
-        format!("as-of policy: {as_of_policy}"),
-        "metrics are computed after packing: a system is credited only for evidence inside its packed context, in its own rank order".to_owned(),
-        "session metrics of turn-level systems come from the released turn-to-session widening; bm25-official without a budget ranks sessions directly, as the release does".to_owned(),
-        format!("budgets are counted exactly in the {} reader tokenizer, headers and citations included", settings.reader.name()),
-        "every system's context is rendered in the product's layout (preamble, session headers, one cited line per turn or part of a turn) and counted by the same exact count; compiled systems run the product's compile path (Memory::compile)".to_owned(),
-    ];
-    if let Some(stage) = &stage {
-        notes.extend(stage.notes());
-    }
-    if !artefact.official {
-        notes.push(format!(
-            "the dataset is NOT an official artefact ({}; sha256 {})",
-            artefact.name, artefact.sha256
-        ));
-    }
-    if spec.split == SplitName::Dev {
-        notes.push("dev split: for tuning and calibration only; not a reported result".to_owned());
-    }
-    if spec.split == SplitName::Test {
-        notes.push("test split: run once with the frozen, committed configuration".to_owned());
-    }
+    let notes =
+        report_notes(&as_of_policy, &*settings.reader, stage.as_ref(), &artefact, spec.split);
     Ok(Report {
         benchmark: match spec.benchmark {
             Benchmark::LongMemEval => "longmemeval".into(),
@@ -308,6 +232,40 @@ pub fn run(
         answers,
         outcomes,
     })
+}
+
+/// How to read the report's numbers: the as-of policy, what is credited and how budgets are
+/// counted, the reader stage's own notes, and warnings about the dataset and the split.
+fn report_notes(
+    as_of_policy: &str,
+    reader: &dyn ReaderTokenizer,
+    stage: Option<&crate::reader_stage::ReaderStage>,
+    artefact: &crate::ArtefactIdentity,
+    split: SplitName,
+) -> Vec<String> {
+    let mut notes = vec![
+        format!("as-of policy: {as_of_policy}"),
+        "metrics are computed after packing: a system is credited only for evidence inside its packed context, in its own rank order".to_owned(),
+        "session metrics of turn-level systems come from the released turn-to-session widening; bm25-official without a budget ranks sessions directly, as the release does".to_owned(),
+        format!("budgets are counted exactly in the {} reader tokenizer, headers and citations included", reader.name()),
+        "every system's context is rendered in the product's layout (preamble, session headers, one cited line per turn or part of a turn) and counted by the same exact count; compiled systems run the product's compile path (Memory::compile)".to_owned(),
+    ];
+    if let Some(stage) = stage {
+        notes.extend(stage.notes());
+    }
+    if !artefact.official {
+        notes.push(format!(
+            "the dataset is NOT an official artefact ({}; sha256 {})",
+            artefact.name, artefact.sha256
+        ));
+    }
+    if split == SplitName::Dev {
+        notes.push("dev split: for tuning and calibration only; not a reported result".to_owned());
+    }
+    if split == SplitName::Test {
+        notes.push("test split: run once with the frozen, committed configuration".to_owned());
+    }
+    notes
 }
 
 fn build_system(
@@ -333,6 +291,7 @@ fn build_system(
     })
 }
 
+/// A progress bar for a long step, shown on a terminal and hidden when stderr is piped.
 fn progress_bar(len: u64, name: &str) -> indicatif::ProgressBar {
     use std::io::IsTerminal;
     if !std::io::stderr().is_terminal() {

@@ -21,11 +21,14 @@ use std::{
 };
 
 use evicortex::{
-    CatchUpLimits, CompileQuery, CompileRequest, Encoder, EventTime, Evidence, Memory, Namespace,
-    TokenBudget, Turn, reader_tokenizer,
+    CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, Encoder, EventTime, Evidence,
+    IdentifiedVector, Memory, Namespace, ReaderTokenizer, TokenBudget, Turn, reader_tokenizer,
 };
 
-use super::run::{INDEX_CACHE_BYTES, RECALL_AT, audit_config, load_average, pair, wait_for_counts};
+use super::{
+    audit_compile::{INDEX_CACHE_BYTES, RECALL_AT, audit_config, wait_for_counts},
+    table::{load_average, pair},
+};
 
 /// One row of the PostgreSQL table.
 pub(super) struct PgRow {
@@ -118,12 +121,41 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
     let name = format!("evicortex_ann_audit_{}", audit.size);
     let url = fresh_database(audit.server, &name, audit.maintenance_work_mem_mib)?;
     let derived = audit.size_dir.with_file_name(format!("{name}-derived"));
-    if derived.exists() {
-        fs_err::remove_dir_all(&derived)?;
+    let (pg, ingest) = fill_database(audit, &url, &derived)?;
+    let exact = Memory::builder(audit.size_dir)
+        .encoder(Arc::clone(audit.encoder))
+        .ann(None)
+        .index_cache_bytes(INDEX_CACHE_BYTES)
+        .open()?;
+    let compiles = PgCompiles {
+        namespace: Namespace::new(super::audit_set::AUDIT_NAMESPACE)?,
+        questions: audit.questions,
+        vectors: audit.questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?,
+        reader: reader_tokenizer("o200k_base")?,
+        config: audit_config(),
+    };
+    let mut rows = Vec::new();
+    for filtered in [false, true] {
+        rows.push(measure_row(audit, &compiles, [&pg, &exact], filtered, ingest)?);
     }
-    // Opening without an encoder claims the directory for the database; the audit store's
-    // embedding cache is then copied in, so the vectors are found rather than computed.
-    Memory::builder(&url).derived_dir(&derived).open()?;
+    let throughput = measure_throughput(audit, &compiles, pg, &exact, &url, &derived)?;
+    Ok((rows, throughput))
+}
+
+/// Fills the size's database: its derived directory claimed and seeded with the audit store's
+/// embedding cache, so that the vectors are found rather than computed, then the turns appended
+/// and caught up. Returns its memory and the appends' time into a fresh embedded store and
+/// into the database.
+fn fill_database(
+    audit: &PgAudit<'_>,
+    url: &str,
+    derived: &Path,
+) -> anyhow::Result<(Memory, (Duration, Duration))> {
+    if derived.exists() {
+        fs_err::remove_dir_all(derived)?;
+    }
+    // Opening without an encoder claims the directory for the database.
+    Memory::builder(url).derived_dir(derived).open()?;
     fs_err::copy(
         audit.audit_store.join(evicortex::EMBEDDINGS_FILE),
         derived.join(evicortex::EMBEDDINGS_FILE),
@@ -134,8 +166,8 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
         let memory = Memory::builder(scratch.path().join("store")).open()?;
         append_timed(&memory, &owned)?
     };
-    let pg = Memory::builder(&url)
-        .derived_dir(&derived)
+    let pg = Memory::builder(url)
+        .derived_dir(derived)
         .encoder(Arc::clone(audit.encoder))
         .index_cache_bytes(INDEX_CACHE_BYTES)
         .open()?;
@@ -146,97 +178,124 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
         "{} texts had no vector in the audit store's cache",
         report.embedded_texts
     );
-    let exact = Memory::builder(audit.size_dir)
-        .encoder(Arc::clone(audit.encoder))
-        .ann(None)
-        .index_cache_bytes(INDEX_CACHE_BYTES)
-        .open()?;
-    let namespace = Namespace::new(super::audit_set::AUDIT_NAMESPACE)?;
-    let vectors: Vec<evicortex::IdentifiedVector> =
-        audit.questions.iter().map(|q| exact.embed_query(q)).collect::<Result<_, _>>()?;
-    let reader = reader_tokenizer("o200k_base")?;
-    let config = audit_config();
-    let mut rows = Vec::new();
-    for filtered in [false, true] {
-        let as_of = filtered.then(|| as_of_time(audit.turns, audit.as_of_fraction));
-        let admitted = audit
-            .turns
-            .iter()
-            .filter(|e| as_of.is_none_or(|t| e.turn.time.utc_micros() <= t.utc_micros()))
-            .count();
-        let query_of = |i: usize| CompileQuery {
-            namespace: namespace.clone(),
-            question: audit.questions[i].clone(),
+    Ok((pg, (ingest_embedded, ingest_pg)))
+}
+
+/// The audit's compiles on either store: the same questions, embedded once, the same
+/// configuration and reader tokens.
+struct PgCompiles<'a> {
+    namespace: Namespace,
+    questions: &'a [String],
+    vectors: Vec<IdentifiedVector>,
+    reader: Box<dyn ReaderTokenizer>,
+    config: CompileConfig,
+}
+
+impl PgCompiles<'_> {
+    /// Question `i` at `as_of`, with the audit's budget.
+    fn query(&self, i: usize, as_of: Option<EventTime>) -> CompileQuery {
+        CompileQuery {
+            namespace: self.namespace.clone(),
+            question: self.questions[i].clone(),
             as_of,
             budget: TokenBudget::new(2048),
-        };
-        let compile = |memory: &Memory, i: usize| -> anyhow::Result<(Duration, Duration)> {
-            let query = query_of(i);
-            let started = Instant::now();
-            let report = memory.compile_report(&CompileRequest {
-                query: &query,
-                config: &config,
-                reader: &*reader,
-                query_vectors: std::slice::from_ref(&vectors[i]),
-            })?;
-            Ok((started.elapsed(), report.stages.dense))
-        };
-        let started = Instant::now();
-        compile(&pg, 0)?;
-        let first_compile = (!filtered).then(|| started.elapsed());
-        compile(&exact, 0)?;
-        wait_for_counts(&pg)?;
-        wait_for_counts(&exact)?;
-
-        let mut recall_sum = 0.0;
-        let mut served: BTreeMap<String, usize> = BTreeMap::new();
-        for (i, vector) in vectors.iter().enumerate() {
-            let query = query_of(i);
-            let truth = exact.dense_candidates(&query, &vector.vector, RECALL_AT)?;
-            let found = pg.dense_candidates(&query, &vector.vector, RECALL_AT)?;
-            let hit =
-                found.hits.iter().filter(|h| truth.hits.iter().any(|t| t.key == h.key)).count();
-            recall_sum += hit as f64 / truth.hits.len().max(1) as f64;
-            *served.entry(found.index.to_string()).or_default() += 1;
         }
-        let mut row = PgRow {
-            vectors: audit.vectors,
-            admitted: format!("{:.1}%", 100.0 * admitted as f64 / audit.turns.len() as f64),
-            recall: recall_sum / vectors.len() as f64,
-            served: served.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", "),
-            ingest_embedded,
-            ingest_pg,
-            first_compile,
-            compile_embedded: Vec::new(),
-            compile_pg: Vec::new(),
-            dense_embedded: Vec::new(),
-            dense_pg: Vec::new(),
-        };
-        for i in 0..vectors.len() {
-            let (total, dense) = compile(&exact, i)?;
-            row.compile_embedded.push(total);
-            row.dense_embedded.push(dense);
-            let (total, dense) = compile(&pg, i)?;
-            row.compile_pg.push(total);
-            row.dense_pg.push(dense);
-        }
-        rows.push(row);
     }
-    // The unfiltered questions on 1, 2 and 4 threads, through the pool and then through one
-    // connection: the same database, derived directory and questions.
-    let unfiltered = |memory: &Memory, i: usize| -> anyhow::Result<()> {
-        let query = CompileQuery {
-            namespace: namespace.clone(),
-            question: audit.questions[i].clone(),
-            as_of: None,
-            budget: TokenBudget::new(2048),
-        };
-        memory.compile_report(&CompileRequest {
-            query: &query,
-            config: &config,
-            reader: &*reader,
-            query_vectors: std::slice::from_ref(&vectors[i]),
+
+    /// Compiles `query`, question `i`'s, through `memory`; returns its dense stage's time.
+    fn compile(&self, memory: &Memory, i: usize, query: &CompileQuery) -> anyhow::Result<Duration> {
+        let report = memory.compile_report(&CompileRequest {
+            query,
+            config: &self.config,
+            reader: &*self.reader,
+            query_vectors: std::slice::from_ref(&self.vectors[i]),
         })?;
+        Ok(report.stages.dense)
+    }
+
+    /// Question `i` at `as_of` through `memory`: the compile's wall time and its dense stage's.
+    fn timed(
+        &self,
+        memory: &Memory,
+        i: usize,
+        as_of: Option<EventTime>,
+    ) -> anyhow::Result<(Duration, Duration)> {
+        let query = self.query(i, as_of);
+        let started = Instant::now();
+        let dense = self.compile(memory, i, &query)?;
+        Ok((started.elapsed(), dense))
+    }
+}
+
+/// One row: recall of pgvector's dense list against the embedded exact scan, which index
+/// served it, and both stores' compile latency, without a filter or with the as-of filter.
+fn measure_row(
+    audit: &PgAudit<'_>,
+    compiles: &PgCompiles<'_>,
+    [pg, exact]: [&Memory; 2],
+    filtered: bool,
+    (ingest_embedded, ingest_pg): (Duration, Duration),
+) -> anyhow::Result<PgRow> {
+    let as_of = filtered.then(|| as_of_time(audit.turns, audit.as_of_fraction));
+    let admitted = audit
+        .turns
+        .iter()
+        .filter(|e| as_of.is_none_or(|t| e.turn.time.utc_micros() <= t.utc_micros()))
+        .count();
+    let started = Instant::now();
+    compiles.timed(pg, 0, as_of)?;
+    let first_compile = (!filtered).then(|| started.elapsed());
+    compiles.timed(exact, 0, as_of)?;
+    wait_for_counts(pg)?;
+    wait_for_counts(exact)?;
+
+    let mut recall_sum = 0.0;
+    let mut served: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, vector) in compiles.vectors.iter().enumerate() {
+        let query = compiles.query(i, as_of);
+        let truth = exact.dense_candidates(&query, &vector.vector, RECALL_AT)?;
+        let found = pg.dense_candidates(&query, &vector.vector, RECALL_AT)?;
+        let hit = found.hits.iter().filter(|h| truth.hits.iter().any(|t| t.key == h.key)).count();
+        recall_sum += hit as f64 / truth.hits.len().max(1) as f64;
+        *served.entry(found.index.to_string()).or_default() += 1;
+    }
+    let mut row = PgRow {
+        vectors: audit.vectors,
+        admitted: format!("{:.1}%", 100.0 * admitted as f64 / audit.turns.len() as f64),
+        recall: recall_sum / compiles.vectors.len() as f64,
+        served: served.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", "),
+        ingest_embedded,
+        ingest_pg,
+        first_compile,
+        compile_embedded: Vec::new(),
+        compile_pg: Vec::new(),
+        dense_embedded: Vec::new(),
+        dense_pg: Vec::new(),
+    };
+    for i in 0..compiles.vectors.len() {
+        let (total, dense) = compiles.timed(exact, i, as_of)?;
+        row.compile_embedded.push(total);
+        row.dense_embedded.push(dense);
+        let (total, dense) = compiles.timed(pg, i, as_of)?;
+        row.compile_pg.push(total);
+        row.dense_pg.push(dense);
+    }
+    Ok(row)
+}
+
+/// The unfiltered questions on 1, 2 and 4 threads, through the pool and then through one
+/// connection (`pool_max=1`, the pool's anchor): the same database, derived directory and
+/// questions; and the embedded exact scan on as many threads.
+fn measure_throughput(
+    audit: &PgAudit<'_>,
+    compiles: &PgCompiles<'_>,
+    pg: Memory,
+    exact: &Memory,
+    url: &str,
+    derived: &Path,
+) -> anyhow::Result<Vec<PgThroughput>> {
+    let unfiltered = |memory: &Memory, i: usize| -> anyhow::Result<()> {
+        compiles.compile(memory, i, &compiles.query(i, None))?;
         Ok(())
     };
     const THREADS: [usize; 3] = [1, 2, 4];
@@ -247,11 +306,11 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
     drop(pg);
     let sep = if url.contains('?') { '&' } else { '?' };
     let single = Memory::builder(format!("{url}{sep}pool_max=1"))
-        .derived_dir(&derived)
+        .derived_dir(derived)
         .encoder(Arc::clone(audit.encoder))
         .index_cache_bytes(INDEX_CACHE_BYTES)
         .open()?;
-    // Warmed as `pg` was by the rows above: its indexes loaded, its connection made.
+    // Warmed as `pg` was by the rows: its indexes loaded, its connection made.
     for i in 0..audit.questions.len() {
         unfiltered(&single, i)?;
     }
@@ -263,10 +322,10 @@ pub(super) fn measure(audit: &PgAudit<'_>) -> anyhow::Result<(Vec<PgRow>, Vec<Pg
             threads,
             single: compiles_per_second(&single, threads, audit.questions.len(), &unfiltered)?,
             pooled,
-            embedded: compiles_per_second(&exact, threads, audit.questions.len(), &unfiltered)?,
+            embedded: compiles_per_second(exact, threads, audit.questions.len(), &unfiltered)?,
         });
     }
-    Ok((rows, throughput))
+    Ok(throughput)
 }
 
 /// Compiles per second when `threads` threads share `memory`, each compiling all `questions`.

@@ -10,9 +10,12 @@ use anyhow::Context;
 use evicortex::{AnnSettings, DenseIndexRef, Encoder, IdentifiedVector, Namespace};
 use evicortex_vector::{ExactIndex, VectorIndex, VectorIndexRead, WindowKey, WindowedIndex};
 
-use super::run::{
-    AuditCompile, Timed, as_of_admitting, mean_recall, open_audit_memory, open_embeddings,
-    packed_agreement, said_by, wait_for_counts,
+use super::{
+    audit_compile::{
+        AuditCompile, Timed, as_of_admitting, mean_recall, open_audit_memory, packed_agreement,
+        said_by, wait_for_counts,
+    },
+    size_store::open_embeddings,
 };
 
 /// One row of the sketch audit.

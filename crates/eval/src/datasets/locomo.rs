@@ -270,15 +270,20 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// A record's field is invalid: `rec` names the record (its `sample_id`, or `#<index>` before
+/// that is known).
+fn invalid(rec: &str, field: String, reason: String) -> DatasetError {
+    DatasetError::invalid(DATASET, rec, field, reason)
+}
+
+/// Reads and validates record `index`, adding what it counted to `stats`.
 fn conversation(
     index: usize,
     record: &Value,
     stats: &mut LocomoStats,
 ) -> Result<Conversation, DatasetError> {
     let fallback = format!("#{index}");
-    let err = |rec: &str, field: String, reason: String| {
-        DatasetError::invalid(DATASET, rec, field, reason)
-    };
+    let err = invalid;
     let obj = record.as_object().ok_or_else(|| {
         err(&fallback, "record".into(), format!("must be an object, found {}", kind(record)))
     })?;
@@ -299,6 +304,32 @@ fn conversation(
             .ok_or_else(|| err(id, format!("conversation.{field}"), "must be a string".into()))
     };
     let speakers = [speaker("speaker_a")?, speaker("speaker_b")?];
+    let sessions = sessions(id, conv, &speakers, stats)?;
+    let positions = turn_positions(id, &sessions)?;
+    let qa = obj
+        .get("qa")
+        .and_then(Value::as_array)
+        .ok_or_else(|| err(id, "qa".into(), "must be an array".into()))?;
+    let mut questions = Vec::with_capacity(qa.len());
+    for (q, item) in qa.iter().enumerate() {
+        questions.push(question(id, q, item, &positions, stats)?);
+    }
+    stats.conversations += 1;
+    stats.sessions += sessions.len();
+    stats.turns += sessions.iter().map(|s| s.turns.len()).sum::<usize>();
+    stats.questions += questions.len();
+    Ok(Conversation { namespace, speakers, sessions, questions })
+}
+
+/// The dated sessions of conversation `id`, in number order; a date time without its session
+/// is counted, any other field but the speakers is refused.
+fn sessions(
+    id: &str,
+    conv: &serde_json::Map<String, Value>,
+    speakers: &[String; 2],
+    stats: &mut LocomoStats,
+) -> Result<Vec<DialogueSession>, DatasetError> {
+    let err = invalid;
     let mut sessions = Vec::new();
     for (key, value) in conv {
         if key == "speaker_a" || key == "speaker_b" {
@@ -338,55 +369,74 @@ fn conversation(
         })?;
         let mut turns = Vec::with_capacity(turns_raw.len());
         for (t, turn) in turns_raw.iter().enumerate() {
-            let field = |name: &str| format!("conversation.{key}[{t}].{name}");
-            let tobj = turn.as_object().ok_or_else(|| {
-                err(id, format!("conversation.{key}[{t}]"), "must be an object".into())
-            })?;
-            let get_str = |name: &str| -> Result<String, DatasetError> {
-                tobj.get(name)
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .ok_or_else(|| err(id, field(name), "must be a string".into()))
-            };
-            let speaker = get_str("speaker")?;
-            if !speakers.contains(&speaker) {
-                return Err(err(
-                    id,
-                    field("speaker"),
-                    format!("{speaker:?} is neither speaker_a nor speaker_b"),
-                ));
-            }
-            let dia_id = get_str("dia_id")?;
-            let expected_prefix = format!("D{number}:");
-            if dia_id.strip_prefix(&expected_prefix).is_none_or(|n| n.parse::<u32>().is_err()) {
-                return Err(err(
-                    id,
-                    field("dia_id"),
-                    format!("{dia_id:?} is not D{number}:<turn>"),
-                ));
-            }
-            let text = get_str("text")?;
-            let image_caption = match tobj.get("blip_caption") {
-                None => None,
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(other) => {
-                    return Err(err(
-                        id,
-                        field("blip_caption"),
-                        format!("must be a string, found {}", kind(other)),
-                    ));
-                }
-            };
-            turns.push(DialogueTurn { dia_id, speaker, text, image_caption });
+            turns.push(dialogue_turn(id, key, number, t, turn, speakers)?);
         }
         sessions.push(DialogueSession { number, date, turns });
     }
     sessions.sort_by_key(|s| s.number);
+    Ok(sessions)
+}
+
+/// Turn `t` of session `number` (field `key`) of conversation `id`: said by one of the two
+/// speakers, its `dia_id` of that session.
+fn dialogue_turn(
+    id: &str,
+    key: &str,
+    number: u32,
+    t: usize,
+    turn: &Value,
+    speakers: &[String; 2],
+) -> Result<DialogueTurn, DatasetError> {
+    let err = invalid;
+    let field = |name: &str| format!("conversation.{key}[{t}].{name}");
+    let tobj = turn
+        .as_object()
+        .ok_or_else(|| err(id, format!("conversation.{key}[{t}]"), "must be an object".into()))?;
+    let get_str = |name: &str| -> Result<String, DatasetError> {
+        tobj.get(name)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| err(id, field(name), "must be a string".into()))
+    };
+    let speaker = get_str("speaker")?;
+    if !speakers.contains(&speaker) {
+        return Err(err(
+            id,
+            field("speaker"),
+            format!("{speaker:?} is neither speaker_a nor speaker_b"),
+        ));
+    }
+    let dia_id = get_str("dia_id")?;
+    let expected_prefix = format!("D{number}:");
+    if dia_id.strip_prefix(&expected_prefix).is_none_or(|n| n.parse::<u32>().is_err()) {
+        return Err(err(id, field("dia_id"), format!("{dia_id:?} is not D{number}:<turn>")));
+    }
+    let text = get_str("text")?;
+    let image_caption = match tobj.get("blip_caption") {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            return Err(err(
+                id,
+                field("blip_caption"),
+                format!("must be a string, found {}", kind(other)),
+            ));
+        }
+    };
+    Ok(DialogueTurn { dia_id, speaker, text, image_caption })
+}
+
+/// Where each `dia_id` of conversation `id` sits, as `(session index, turn position)`; a
+/// repeated `dia_id` is refused.
+fn turn_positions<'s>(
+    id: &str,
+    sessions: &'s [DialogueSession],
+) -> Result<HashMap<&'s str, (usize, usize)>, DatasetError> {
     let mut positions: HashMap<&str, (usize, usize)> = HashMap::new();
     for (s, session) in sessions.iter().enumerate() {
         for (t, turn) in session.turns.iter().enumerate() {
             if positions.insert(turn.dia_id.as_str(), (s, t)).is_some() {
-                return Err(err(
+                return Err(invalid(
                     id,
                     format!("conversation.session_{}[{t}].dia_id", session.number),
                     format!("{:?} is repeated", turn.dia_id),
@@ -394,72 +444,72 @@ fn conversation(
             }
         }
     }
-    let qa = obj
-        .get("qa")
+    Ok(positions)
+}
+
+/// Question `q` of conversation `id`, its evidence normalised against `positions` (each repair
+/// and drop counted in `stats`).
+fn question(
+    id: &str,
+    q: usize,
+    item: &Value,
+    positions: &HashMap<&str, (usize, usize)>,
+    stats: &mut LocomoStats,
+) -> Result<LocomoQuestion, DatasetError> {
+    let err = invalid;
+    let field = |name: &str| format!("qa[{q}].{name}");
+    let qobj =
+        item.as_object().ok_or_else(|| err(id, format!("qa[{q}]"), "must be an object".into()))?;
+    let question = qobj
+        .get("question")
+        .and_then(Value::as_str)
+        .ok_or_else(|| err(id, field("question"), "must be a string".into()))?
+        .to_owned();
+    let category = qobj
+        .get("category")
+        .and_then(Value::as_u64)
+        .and_then(Category::from_number)
+        .ok_or_else(|| err(id, field("category"), "must be an integer 1..=5".into()))?;
+    let answer_field =
+        if category == Category::Adversarial { "adversarial_answer" } else { "answer" };
+    let answer = match qobj.get(answer_field) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
+        Some(other) => {
+            return Err(err(
+                id,
+                field(answer_field),
+                format!("must be a string or an integer, found {}", kind(other)),
+            ));
+        }
+        None => return Err(err(id, field(answer_field), "is missing".into())),
+    };
+    let evidence_raw = qobj
+        .get("evidence")
         .and_then(Value::as_array)
-        .ok_or_else(|| err(id, "qa".into(), "must be an array".into()))?;
-    let mut questions = Vec::with_capacity(qa.len());
-    for (q, item) in qa.iter().enumerate() {
-        let field = |name: &str| format!("qa[{q}].{name}");
-        let qobj = item
-            .as_object()
-            .ok_or_else(|| err(id, format!("qa[{q}]"), "must be an object".into()))?;
-        let question = qobj
-            .get("question")
-            .and_then(Value::as_str)
-            .ok_or_else(|| err(id, field("question"), "must be a string".into()))?
-            .to_owned();
-        let category = qobj
-            .get("category")
-            .and_then(Value::as_u64)
-            .and_then(Category::from_number)
-            .ok_or_else(|| err(id, field("category"), "must be an integer 1..=5".into()))?;
-        let answer_field =
-            if category == Category::Adversarial { "adversarial_answer" } else { "answer" };
-        let answer = match qobj.get(answer_field) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
-            Some(other) => {
-                return Err(err(
-                    id,
-                    field(answer_field),
-                    format!("must be a string or an integer, found {}", kind(other)),
-                ));
-            }
-            None => return Err(err(id, field(answer_field), "is missing".into())),
-        };
-        let evidence_raw = qobj
-            .get("evidence")
-            .and_then(Value::as_array)
-            .ok_or_else(|| err(id, field("evidence"), "must be an array".into()))?;
-        let mut evidence = Vec::new();
-        for (e, ev) in evidence_raw.iter().enumerate() {
-            let raw = ev.as_str().ok_or_else(|| {
-                err(id, field(&format!("evidence[{e}]")), "must be a string".into())
-            })?;
-            let parsed = parse_evidence(raw);
-            stats.evidence_split += usize::from(parsed.split);
-            stats.evidence_repaired += parsed.repaired;
-            stats.evidence_unparseable += parsed.unparseable;
-            for (s, t) in parsed.ids {
-                match positions.get(format!("D{s}:{t}").as_str()) {
-                    Some(&pos) if evidence.contains(&pos) => stats.evidence_duplicate += 1,
-                    Some(&pos) => evidence.push(pos),
-                    None => stats.evidence_dangling += 1,
-                }
+        .ok_or_else(|| err(id, field("evidence"), "must be an array".into()))?;
+    let mut evidence = Vec::new();
+    for (e, ev) in evidence_raw.iter().enumerate() {
+        let raw = ev
+            .as_str()
+            .ok_or_else(|| err(id, field(&format!("evidence[{e}]")), "must be a string".into()))?;
+        let parsed = parse_evidence(raw);
+        stats.evidence_split += usize::from(parsed.split);
+        stats.evidence_repaired += parsed.repaired;
+        stats.evidence_unparseable += parsed.unparseable;
+        for (s, t) in parsed.ids {
+            match positions.get(format!("D{s}:{t}").as_str()) {
+                Some(&pos) if evidence.contains(&pos) => stats.evidence_duplicate += 1,
+                Some(&pos) => evidence.push(pos),
+                None => stats.evidence_dangling += 1,
             }
         }
-        if evidence.is_empty() && category != Category::Adversarial {
-            stats.questions_without_evidence += 1;
-        }
-        *stats.questions_by_category.entry(category.as_str().to_owned()).or_insert(0) += 1;
-        questions.push(LocomoQuestion { index: q, question, category, answer, evidence });
     }
-    stats.conversations += 1;
-    stats.sessions += sessions.len();
-    stats.turns += sessions.iter().map(|s| s.turns.len()).sum::<usize>();
-    stats.questions += questions.len();
-    Ok(Conversation { namespace, speakers, sessions, questions })
+    if evidence.is_empty() && category != Category::Adversarial {
+        stats.questions_without_evidence += 1;
+    }
+    *stats.questions_by_category.entry(category.as_str().to_owned()).or_insert(0) += 1;
+    Ok(LocomoQuestion { index: q, question, category, answer, evidence })
 }
 
 #[cfg(test)]
