@@ -1,4 +1,4 @@
-//! `BertEncoder`: verified artefacts + tokenizer + a BERT-family model (BERT or MPNet) + pooling +
+//! `BertEncoder`: verified artifacts + tokenizer + a BERT-family model (BERT or MPNet) + pooling +
 //! normalisation, behind the [`Encoder`] trait.
 
 use std::sync::{
@@ -21,7 +21,7 @@ use crate::{
 };
 
 /// A sentence encoder of the BERT family, f32 on the CPU: BERT (all-MiniLM-L6-v2 and its
-/// relatives) or MPNet (all-mpnet-base-v2), chosen by the artefact's `config.json`.
+/// relatives) or MPNet (all-mpnet-base-v2), chosen by the artifact's `config.json`.
 #[derive(Debug)]
 pub struct BertEncoder {
     model: Model,
@@ -67,7 +67,7 @@ enum Model {
 }
 
 impl BertEncoder {
-    /// Builds the encoder from verified artefacts with the default ([`ModelBackend::Packed`])
+    /// Builds the encoder from verified artifacts with the default ([`ModelBackend::Packed`])
     /// backend. Reads `config.json`, `tokenizer.json` and `model.safetensors` from the verified
     /// bytes only.
     pub fn load(
@@ -109,7 +109,9 @@ impl BertEncoder {
                         .to_owned(),
                 });
             }
-            (ModelBackend::Packed, _) => Model::Packed(PackedModel::load(&model_config, &weights)?),
+            (ModelBackend::Packed, _) => {
+                Model::Packed(crate::packed_weights::load(&model_config, &weights)?)
+            }
         };
         let identity_digest = identity.digest();
         Ok(BertEncoder {

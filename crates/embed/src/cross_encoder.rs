@@ -3,7 +3,7 @@
 //! then 1), the pooler (`tanh` of a dense layer over `[CLS]`), then a classifier with one output:
 //! the raw logit is the score.
 //!
-//! Loaded from verified artefacts only, like the encoders: a pinned manifest, or a user's
+//! Loaded from verified artifacts only, like the encoders: a pinned manifest, or a user's
 //! directory with its recorded digest ([`crate::VerifiedArtifacts::open_local`]). The encoder runs
 //! on the packed backend with per-token types. A pair longer than the maximum is refused unless
 //! the policy truncates the passage (never the query), as the reference's `only_second` does.
@@ -74,7 +74,7 @@ struct ClassifierConfig {
 }
 
 impl CrossEncoder {
-    /// Builds the cross-encoder from verified artefacts (`config.json`, `tokenizer.json`,
+    /// Builds the cross-encoder from verified artifacts (`config.json`, `tokenizer.json`,
     /// `model.safetensors`).
     pub fn load(
         artifacts: VerifiedArtifacts,
@@ -123,7 +123,7 @@ impl CrossEncoder {
         }
         let (tokenizer, truncating) = pair_tokenizers(artifacts.bytes("tokenizer.json")?, &config)?;
         let weights = artifacts.bytes("model.safetensors")?;
-        let model = PackedModel::load(&model_config, weights)?;
+        let model = crate::packed_weights::load(&model_config, weights)?;
         let (pooler_weight, pooler_bias, classifier_weight, classifier_bias) =
             classifier_head(weights, bert)?;
         let name = format!(
@@ -146,7 +146,7 @@ impl CrossEncoder {
         })
     }
 
-    /// A stable name: the model, its artefacts' digest, the settings and the implementation.
+    /// A stable name: the model, its artifacts' digest, the settings and the implementation.
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -11,15 +11,36 @@
 use candle_core::{DType, Device, Storage, Tensor};
 use rayon::prelude::*;
 
-use crate::{
-    block_kernels,
-    error::EmbedError,
-    model_config::{Dimensions, ModelConfig},
-    packed_weights::{self, Norm, PackedLayer},
-};
+use crate::{block_kernels, error::EmbedError, model_config::Dimensions};
 
 /// Rows handed to one rayon task by the row kernels.
 const ROWS_PER_TASK: usize = 16;
+
+/// A layer norm's scale and shift.
+#[derive(Debug)]
+pub(crate) struct Norm {
+    pub gamma: Vec<f32>,
+    pub beta: Vec<f32>,
+}
+
+/// One transformer layer laid out for the packed forward pass.
+#[derive(Debug)]
+pub(crate) struct PackedLayer {
+    /// `[hidden, 3 * hidden]`: query, key and value weights side by side, transposed.
+    pub qkv_weight: Tensor,
+    pub qkv_bias: Vec<f32>,
+    /// `[hidden, hidden]`, transposed.
+    pub attention_output_weight: Tensor,
+    pub attention_output_bias: Vec<f32>,
+    pub attention_norm: Norm,
+    /// `[hidden, intermediate]`, transposed.
+    pub intermediate_weight: Tensor,
+    pub intermediate_bias: Vec<f32>,
+    /// `[intermediate, hidden]`, transposed.
+    pub output_weight: Tensor,
+    pub output_bias: Vec<f32>,
+    pub output_norm: Norm,
+}
 
 /// How a token's learned position is found.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -60,14 +81,6 @@ pub(crate) struct PackedHidden {
 }
 
 impl PackedModel {
-    /// Loads the weights of `config`'s architecture from verified safetensors bytes.
-    pub(crate) fn load(
-        config: &ModelConfig,
-        safetensors: &[u8],
-    ) -> Result<PackedModel, EmbedError> {
-        packed_weights::load(config, safetensors)
-    }
-
     /// Width of the hidden states.
     pub(crate) fn hidden_size(&self) -> usize {
         self.dims.hidden_size

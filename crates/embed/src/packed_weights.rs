@@ -8,34 +8,8 @@ use safetensors::SafeTensors;
 use crate::{
     error::{ArtifactError, EmbedError},
     model_config::{Dimensions, ModelConfig, MpnetConfig},
-    packed_model::{PackedModel, Positions, model_err},
+    packed_model::{Norm, PackedLayer, PackedModel, Positions, model_err},
 };
-
-/// A layer norm's scale and shift.
-#[derive(Debug)]
-pub(crate) struct Norm {
-    pub gamma: Vec<f32>,
-    pub beta: Vec<f32>,
-}
-
-/// One transformer layer laid out for the packed forward pass.
-#[derive(Debug)]
-pub(crate) struct PackedLayer {
-    /// `[hidden, 3 * hidden]`: query, key and value weights side by side, transposed.
-    pub qkv_weight: Tensor,
-    pub qkv_bias: Vec<f32>,
-    /// `[hidden, hidden]`, transposed.
-    pub attention_output_weight: Tensor,
-    pub attention_output_bias: Vec<f32>,
-    pub attention_norm: Norm,
-    /// `[hidden, intermediate]`, transposed.
-    pub intermediate_weight: Tensor,
-    pub intermediate_bias: Vec<f32>,
-    /// `[intermediate, hidden]`, transposed.
-    pub output_weight: Tensor,
-    pub output_bias: Vec<f32>,
-    pub output_norm: Norm,
-}
 
 /// Tensor names of one layer, relative to `encoder.layer.{i}.`.
 struct LayerNames {

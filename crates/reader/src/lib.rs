@@ -37,6 +37,7 @@ mod answer_cache;
 mod chat;
 mod chat_completions;
 mod chat_template;
+mod citations;
 mod decoding;
 mod error;
 mod gguf_fetch;
@@ -55,7 +56,7 @@ mod reader;
 #[cfg(feature = "local")]
 pub use crate::local_reader::{LOCAL_CONTEXT_WINDOW_CAP, LocalGgufReader};
 pub use crate::{
-    answer::{Answer, answer, is_abstention, parse_citations, strip_citations},
+    answer::{Answer, answer, is_abstention},
     answer_cache::{AnswerCache, AnswerKey, CacheOutcome, CachedReadError},
     chat::{ChatMessage, ChatRole},
     chat_completions::{
@@ -68,6 +69,7 @@ pub use crate::{
             ChatCompletionRequest, ChatCompletionResponse, ChatReplyMessage, ChatUsage,
         },
     },
+    citations::{parse_citations, strip_citations},
     decoding::{DecodingSettings, DecodingStrategy},
     error::{AnswerCacheError, ReadError, ReaderModelError},
     gguf_fetch::{ReaderFetchOutcome, fetch_command, fetch_reader_model, reader_install_dir},

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use evicortex_core::TurnId;
 use serde::Serialize;
 
-use crate::{answer::parse_citations, chat::ChatMessage};
+use crate::{chat::ChatMessage, citations::parse_citations};
 
 /// What the reader must reply, verbatim, when the evidence does not answer the question. It is
 /// also the phrase LoCoMo's released scorer accepts for unanswerable questions.
