@@ -54,7 +54,7 @@ pub enum Command {
     Stats(commands::stats::StatsArgs),
     /// Write turns as JSONL that `ingest` takes back, texts byte for byte.
     Export(commands::export::ExportArgs),
-    /// Fetch, locate, verify or digest the pinned encoder's artefacts.
+    /// Fetch, locate, verify or digest the pinned encoder's artifacts.
     Model(commands::model::ModelArgs),
     /// Embed a text with the pinned encoder, or embed the store's pending turns.
     Embed(commands::embed::EmbedArgs),

@@ -49,10 +49,10 @@ pub enum Retriever {
     DenseFeedback,
     /// Turns sharing a rare name with a feedback turn (links).
     Linked,
-    /// Cosine similarity under a further encoder the compile fuses: `DenseAlso(0)` is the
+    /// Cosine similarity under an also-encoder the compile fuses: `DenseAlso(0)` is the
     /// second encoder (`dense_2`), up to [`MAX_ALSO_ENCODERS`].
     DenseAlso(u8),
-    /// A further encoder's list filtered to the named speakers' turns (names).
+    /// An also-encoder's list filtered to the named speakers' turns (names).
     DenseAlsoNamed(u8),
 }
 
@@ -148,7 +148,7 @@ impl Retriever {
             Retriever::LexicalFeedback => "lexical_feedback",
             Retriever::DenseFeedback => "dense_feedback",
             Retriever::Linked => "linked",
-            // A compile refuses more than MAX_ALSO_ENCODERS further encoders.
+            // A compile refuses more than MAX_ALSO_ENCODERS also-encoders.
             Retriever::DenseAlso(i) => ALSO_NAMES.get(usize::from(i)).unwrap_or(&"dense_other"),
             Retriever::DenseAlsoNamed(i) => {
                 ALSO_NAMED_NAMES.get(usize::from(i)).unwrap_or(&"dense_other_named")

@@ -31,7 +31,7 @@ pub struct CompileInputs<'a> {
     pub lexical: &'a Bm25Index,
     /// The dense side; required exactly when `config.dense` is on.
     pub dense: Option<DenseInput<'a>>,
-    /// Further encoders whose dense lists fusion adds beside `dense`'s (at most
+    /// Also-encoders whose dense lists fusion adds beside `dense`'s (at most
     /// [`MAX_ALSO_ENCODERS`](crate::MAX_ALSO_ENCODERS), each with its own index and query
     /// vector); empty when `config.dense` is off. Context vectors and the dense abstention
     /// signal stay `dense`'s.

@@ -48,7 +48,7 @@ pub struct CompiledContext {
     /// How the dense context list was searched; `None` without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_search: Option<ContextSearch>,
-    /// The further encoders whose dense lists were fused beside `encoder`'s, in list order
+    /// The also-encoders whose dense lists were fused beside `encoder`'s, in list order
     /// (`dense_2`, `dense_3`, ...); empty with one encoder.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub also_dense: Vec<AlsoDenseRef>,
@@ -115,7 +115,7 @@ pub struct EncoderRef {
     pub identity_digest: String,
 }
 
-/// A further encoder fused into a compile: who it is, which index served its list, and how far
+/// An also-encoder fused into a compile: who it is, which index served its list, and how far
 /// its vectors cover the namespace.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlsoDenseRef {
@@ -518,7 +518,7 @@ fn contributions(
     spread_deferred: bool,
 ) -> Vec<String> {
     let mut parts = Vec::new();
-    // Retrieval lists here are the further encoders' (the first two have their columns).
+    // Retrieval lists here are the also-encoders' (the first two have their columns).
     for mechanism in ["retrieval", "context", "names", "time window", "session"] {
         let ranks: Vec<String> = lists
             .iter()

@@ -1,21 +1,21 @@
-//! Locating and verifying model artefacts: every file is read once, digest-checked, and only
+//! Locating and verifying model artifacts: every file is read once, digest-checked, and only
 //! those verified bytes are ever handed to the tokenizer and the model.
 //!
-//! Fail closed: symlinks, special files and paths escaping the artefact root are refused, a pinned
+//! Fail closed: symlinks, special files and paths escaping the artifact root are refused, a pinned
 //! directory must hold exactly the manifest's files, a local directory must match a recorded
 //! digest over all its files, and weights must be safetensors (pickle files are never read).
 
 use std::{
     collections::BTreeMap,
-    path::{Component, Path, PathBuf},
+    path::{Path, PathBuf},
 };
 
 use crate::{
     error::ArtifactError,
-    manifest::{ModelManifest, Revision, Sha256Digest},
+    manifest::{ModelManifest, Revision, Sha256Digest, check_relative_path, listing_digest},
 };
 
-/// Verified artefact files, held in memory exactly as they were digest-checked.
+/// Verified artifact files, held in memory exactly as they were digest-checked.
 #[derive(Debug)]
 pub struct VerifiedArtifacts {
     root: PathBuf,
@@ -129,7 +129,7 @@ impl VerifiedArtifacts {
         &self.model_name
     }
 
-    /// The pinned hub revision, if the artefacts came from a pinned manifest.
+    /// The pinned hub revision, if the artifacts came from a pinned manifest.
     pub fn revision(&self) -> Option<&Revision> {
         self.revision.as_ref()
     }
@@ -184,37 +184,6 @@ pub fn directory_digest(dir: &Path) -> Result<Sha256Digest, ArtifactError> {
         digests.push((rel.as_str(), Sha256Digest::of(&bytes)));
     }
     Ok(listing_digest(digests.into_iter()))
-}
-
-/// SHA-256 over `<hex>  <path>\n` lines; `files` must be sorted by path.
-pub(crate) fn listing_digest<'a>(
-    files: impl Iterator<Item = (&'a str, Sha256Digest)>,
-) -> Sha256Digest {
-    let mut listing = String::new();
-    for (rel, sha256) in files {
-        listing.push_str(&sha256.to_hex());
-        listing.push_str("  ");
-        listing.push_str(rel);
-        listing.push('\n');
-    }
-    Sha256Digest::of(listing.as_bytes())
-}
-
-/// Refuses absolute paths, `..`, `.`, empty components, backslashes and control characters.
-pub fn check_relative_path(rel: &str) -> Result<(), ArtifactError> {
-    let escapes = || ArtifactError::PathEscapes { path: rel.to_owned() };
-    if rel.is_empty() || rel.contains('\\') || rel.chars().any(char::is_control) {
-        return Err(escapes());
-    }
-    for part in rel.split('/') {
-        if part.is_empty() || part == "." || part == ".." {
-            return Err(escapes());
-        }
-    }
-    if !Path::new(rel).components().all(|c| matches!(c, Component::Normal(_))) {
-        return Err(escapes());
-    }
-    Ok(())
 }
 
 /// Every regular file under `dir`, keyed by `/`-separated relative path. Refuses symlinks

@@ -42,7 +42,7 @@ impl PinnedModel {
         self.summary
     }
 
-    /// Its architecture; loading refuses artefacts of another.
+    /// Its architecture; loading refuses artifacts of another.
     pub fn architecture(&self) -> Architecture {
         self.architecture
     }
@@ -76,7 +76,7 @@ impl PinnedModel {
     }
 
     /// Verifies the installed copy in `cache` and loads it with `config` on the packed backend.
-    /// Fails closed when the artefacts' architecture, dimension or resulting identity is not
+    /// Fails closed when the artifacts' architecture, dimension or resulting identity is not
     /// the catalogue's.
     pub fn load(
         &self,

@@ -82,7 +82,7 @@ pub struct EncoderConfig {
     /// Prefix put before document text.
     pub document_prefix: String,
     /// Maximum length in tokens, special tokens included. Overrides whatever truncation or
-    /// padding the artefact's `tokenizer.json` asks for.
+    /// padding the artifact's `tokenizer.json` asks for.
     pub max_tokens: usize,
     /// Policy for longer text.
     pub overlength: Overlength,

@@ -1,11 +1,11 @@
-//! Errors of artefact verification, acquisition and encoding.
+//! Errors of artifact verification, acquisition and encoding.
 //!
 //! Integrity problems (a digest that does not match, a symlink, an unexpected file) are their own
 //! variants so that callers can fail closed on them and map them to the integrity exit code.
 
 use std::path::PathBuf;
 
-/// Verifying or loading model artefacts failed.
+/// Verifying or loading model artifacts failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ArtifactError {
@@ -31,19 +31,19 @@ pub enum ArtifactError {
         dir: PathBuf,
     },
     /// A file listed in the manifest is absent.
-    #[error("{dir}: artefact file {file} is missing")]
+    #[error("{dir}: artifact file {file} is missing")]
     MissingFile {
-        /// The artefact directory.
+        /// The artifact directory.
         dir: PathBuf,
-        /// The path relative to the artefact root.
+        /// The path relative to the artifact root.
         file: String,
     },
     /// A file is present that the manifest does not list.
     #[error("{dir}: unexpected file {file} is not in the pinned manifest")]
     UnexpectedFile {
-        /// The artefact directory.
+        /// The artifact directory.
         dir: PathBuf,
-        /// The path relative to the artefact root.
+        /// The path relative to the artifact root.
         file: String,
     },
     /// A file's SHA-256 differs from the pinned one.
@@ -59,15 +59,15 @@ pub enum ArtifactError {
     /// The digest over all files of a local directory differs from the recorded one.
     #[error("{dir}: directory digest {actual} does not match the recorded {expected}")]
     DirectoryDigestMismatch {
-        /// The artefact directory.
+        /// The artifact directory.
         dir: PathBuf,
         /// The recorded digest (hex).
         expected: String,
         /// The digest computed now (hex).
         actual: String,
     },
-    /// A symbolic link inside the artefact directory (or the directory itself) was refused.
-    #[error("{path}: symbolic links are refused inside model artefacts")]
+    /// A symbolic link inside the artifact directory (or the directory itself) was refused.
+    #[error("{path}: symbolic links are refused inside model artifacts")]
     Symlink {
         /// The link.
         path: PathBuf,
@@ -78,8 +78,8 @@ pub enum ArtifactError {
         /// The entry.
         path: PathBuf,
     },
-    /// An artefact path would escape the artefact root (absolute, `..`, or not plain UTF-8).
-    #[error("artefact path {path:?} escapes the artefact root or is not a plain relative path")]
+    /// An artifact path would escape the artifact root (absolute, `..`, or not plain UTF-8).
+    #[error("artifact path {path:?} escapes the artifact root or is not a plain relative path")]
     PathEscapes {
         /// The offending path as written.
         path: String,
@@ -89,15 +89,15 @@ pub enum ArtifactError {
         "{dir}: only pickle weights ({file}) found; safetensors weights are required and pickle files are never loaded"
     )]
     PickleOnly {
-        /// The artefact directory.
+        /// The artifact directory.
         dir: PathBuf,
         /// The pickle file found.
         file: String,
     },
-    /// No `model.safetensors` in the artefact.
+    /// No `model.safetensors` in the artifact.
     #[error("{dir}: no model.safetensors weights")]
     NoSafetensors {
-        /// The artefact directory.
+        /// The artifact directory.
         dir: PathBuf,
     },
     /// A pinned hub revision is not 40 lowercase hexadecimal characters.
@@ -127,7 +127,7 @@ pub enum ArtifactError {
     /// A model configuration file is malformed or asks for something unsupported.
     #[error("{file}: {field} {reason}")]
     InvalidConfig {
-        /// The file, relative to the artefact root.
+        /// The file, relative to the artifact root.
         file: String,
         /// The field concerned.
         field: String,
@@ -137,7 +137,7 @@ pub enum ArtifactError {
 }
 
 impl ArtifactError {
-    /// True when the error says the artefact is not what it claims to be (as opposed to absent
+    /// True when the error says the artifact is not what it claims to be (as opposed to absent
     /// or unreadable); callers map these to the integrity exit code.
     pub fn is_integrity_failure(&self) -> bool {
         matches!(
@@ -220,7 +220,7 @@ pub enum FetchError {
         /// What is wrong.
         reason: String,
     },
-    /// Verifying, reading or writing artefacts failed.
+    /// Verifying, reading or writing artifacts failed.
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
 }
@@ -303,7 +303,7 @@ pub enum EmbedError {
         /// The catalogue's names, comma-separated.
         known: String,
     },
-    /// Loading the artefacts failed.
+    /// Loading the artifacts failed.
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
 }

@@ -15,7 +15,7 @@ use crate::{
 /// Version of the numerical implementation; bumped whenever a change could alter any vector.
 pub const IMPLEMENTATION_VERSION: &str = "evicortex-embed/bert-f32/2";
 
-/// The identity of an encoder: model, artefacts and every setting that changes its output.
+/// The identity of an encoder: model, artifacts and every setting that changes its output.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EncoderIdentity {
@@ -25,9 +25,9 @@ pub struct EncoderIdentity {
     pub model: String,
     /// Pinned hub revision, absent for a local directory (its digest pins it instead).
     pub revision: Option<Revision>,
-    /// Digest over every artefact file.
+    /// Digest over every artifact file.
     pub artifacts_sha256: Sha256Digest,
-    /// SHA-256 of every artefact file, by relative path.
+    /// SHA-256 of every artifact file, by relative path.
     pub artifacts: BTreeMap<String, Sha256Digest>,
     /// Pooling of token states into one vector.
     pub pooling: Pooling,
@@ -54,7 +54,7 @@ pub struct EncoderIdentity {
 pub struct EncoderIdentityDigest([u8; 32]);
 
 impl EncoderIdentity {
-    /// The identity of an encoder with `config` over the given artefacts.
+    /// The identity of an encoder with `config` over the given artifacts.
     pub(crate) fn new(
         model: &str,
         revision: Option<Revision>,

@@ -41,7 +41,7 @@ pub mod thread_priority;
 mod tokenize;
 
 pub use crate::{
-    artifact::{VerifiedArtifacts, check_relative_path, directory_digest},
+    artifact::{VerifiedArtifacts, directory_digest},
     bert::BertConfig,
     bert_encoder::{BertEncoder, ModelBackend},
     catalogue::{DEFAULT_MODEL, PinnedModel, catalogue, load_pinned, pinned_model},
@@ -52,6 +52,7 @@ pub use crate::{
     identity::{
         EncoderIdentity, EncoderIdentityDigest, IMPLEMENTATION_VERSION, IdentifiedVector, cosine,
     },
+    manifest::check_relative_path,
     manifest::{
         ManifestFile, ModelManifest, ModelSource, Revision, Sha256Digest, SplitZipSource,
         WheelPart, WheelSource,

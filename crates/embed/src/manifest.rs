@@ -1,7 +1,10 @@
 //! The committed digest manifest of a pinned model: where it comes from and the SHA-256 of every
-//! file of its artefact directory.
+//! file of its artifact directory.
 
-use std::fmt;
+use std::{
+    fmt,
+    path::{Component, Path},
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -105,10 +108,10 @@ impl<'de> Deserialize<'de> for Sha256Digest {
     }
 }
 
-/// One file of an artefact directory.
+/// One file of an artifact directory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManifestFile {
-    /// Path relative to the artefact root, `/`-separated.
+    /// Path relative to the artifact root, `/`-separated.
     pub path: String,
     /// Size in bytes.
     pub size: u64,
@@ -116,7 +119,7 @@ pub struct ManifestFile {
     pub sha256: Sha256Digest,
 }
 
-/// Where the pinned artefacts are downloaded from.
+/// Where the pinned artifacts are downloaded from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ModelSource {
@@ -197,7 +200,7 @@ pub struct ModelManifest {
     pub source: ModelSource,
     /// Digest over every file (see [`crate::directory_digest`]).
     pub directory_sha256: Sha256Digest,
-    /// Every file of the artefact directory, sorted by path.
+    /// Every file of the artifact directory, sorted by path.
     pub files: Vec<ManifestFile>,
 }
 
@@ -217,7 +220,7 @@ impl ModelManifest {
             .expect("the committed manifest is valid; a unit test checks it")
     }
 
-    /// Bytes of the whole artefact directory.
+    /// Bytes of the whole artifact directory.
     pub fn total_size(&self) -> u64 {
         self.files.iter().map(|f| f.size).sum()
     }
@@ -235,12 +238,12 @@ impl ModelManifest {
             field: field.to_owned(),
             reason,
         };
-        crate::artifact::check_relative_path(&manifest.install_dir)?;
+        check_relative_path(&manifest.install_dir)?;
         if manifest.install_dir.contains('/') {
             return Err(invalid("install_dir", "must be a single path component".to_owned()));
         }
         for (i, file) in manifest.files.iter().enumerate() {
-            crate::artifact::check_relative_path(&file.path)?;
+            check_relative_path(&file.path)?;
             if i > 0 && manifest.files[i - 1].path >= file.path {
                 return Err(invalid(
                     &format!("files[{i}].path"),
@@ -253,7 +256,7 @@ impl ModelManifest {
                 return Err(invalid("source.parts", "must list at least one part".to_owned()));
             }
             for (i, ignored) in split.ignored_files.iter().enumerate() {
-                crate::artifact::check_relative_path(&ignored.path)?;
+                check_relative_path(&ignored.path)?;
                 if manifest.file(&ignored.path).is_some() {
                     return Err(invalid(
                         &format!("source.ignored_files[{i}].path"),
@@ -265,9 +268,7 @@ impl ModelManifest {
         if manifest.file("model.safetensors").is_none() {
             return Err(invalid("files", "must list model.safetensors".to_owned()));
         }
-        let listed = crate::artifact::listing_digest(
-            manifest.files.iter().map(|f| (f.path.as_str(), f.sha256)),
-        );
+        let listed = listing_digest(manifest.files.iter().map(|f| (f.path.as_str(), f.sha256)));
         if listed != manifest.directory_sha256 {
             return Err(invalid(
                 "directory_sha256",
@@ -281,6 +282,37 @@ impl ModelManifest {
     pub fn file(&self, path: &str) -> Option<&ManifestFile> {
         self.files.iter().find(|f| f.path == path)
     }
+}
+
+/// SHA-256 over `<hex>  <path>\n` lines; `files` must be sorted by path.
+pub(crate) fn listing_digest<'a>(
+    files: impl Iterator<Item = (&'a str, Sha256Digest)>,
+) -> Sha256Digest {
+    let mut listing = String::new();
+    for (rel, sha256) in files {
+        listing.push_str(&sha256.to_hex());
+        listing.push_str("  ");
+        listing.push_str(rel);
+        listing.push('\n');
+    }
+    Sha256Digest::of(listing.as_bytes())
+}
+
+/// Refuses absolute paths, `..`, `.`, empty components, backslashes and control characters.
+pub fn check_relative_path(rel: &str) -> Result<(), ArtifactError> {
+    let escapes = || ArtifactError::PathEscapes { path: rel.to_owned() };
+    if rel.is_empty() || rel.contains('\\') || rel.chars().any(char::is_control) {
+        return Err(escapes());
+    }
+    for part in rel.split('/') {
+        if part.is_empty() || part == "." || part == ".." {
+            return Err(escapes());
+        }
+    }
+    if !Path::new(rel).components().all(|c| matches!(c, Component::Normal(_))) {
+        return Err(escapes());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

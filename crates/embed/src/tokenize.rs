@@ -1,4 +1,4 @@
-//! Tokenisation with the artefact's `tokenizer.json`, its own truncation and padding switched off,
+//! Tokenisation with the artifact's `tokenizer.json`, its own truncation and padding switched off,
 //! and the overlength policy applied to the measured length before the model ever runs.
 
 use std::ops::Range;
@@ -10,7 +10,7 @@ use crate::{
     error::{ArtifactError, EmbedError},
 };
 
-/// The artefact tokenizer with truncation and padding disabled.
+/// The artifact tokenizer with truncation and padding disabled.
 #[derive(Debug)]
 pub struct EncoderTokenizer {
     tokenizer: Tokenizer,
@@ -30,7 +30,7 @@ pub struct ModelInput {
 }
 
 impl EncoderTokenizer {
-    /// Loads `tokenizer.json` bytes and switches off its truncation and padding: the artefact's
+    /// Loads `tokenizer.json` bytes and switches off its truncation and padding: the artifact's
     /// file says truncate and pad to 128, but the encoder's maximum length is set explicitly.
     pub fn load(bytes: &[u8]) -> Result<EncoderTokenizer, ArtifactError> {
         let invalid = |field: &str, reason: String| ArtifactError::InvalidConfig {

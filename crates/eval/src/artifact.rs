@@ -1,4 +1,4 @@
-//! Dataset artefact identity: the SHA-256 of the decompressed bytes and the table of known files.
+//! Dataset artifact identity: the SHA-256 of the decompressed bytes and the table of known files.
 //!
 //! A file is reported as official only when its digest is one of the published digests below;
 //! everything else (synthetic fixtures, subsets, re-serialisations) is reported as unofficial with
@@ -15,29 +15,29 @@ use sha2::{Digest, Sha256};
 use crate::DatasetError;
 
 /// What a dataset file is: where it was read from, its digest, and whether it is an official
-/// artefact.
+/// artifact.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ArtefactIdentity {
+pub struct ArtifactIdentity {
     /// The path as given.
     pub path: PathBuf,
     /// SHA-256 of the decompressed bytes, lowercase hex.
     pub sha256: String,
-    /// True only for a published official artefact.
+    /// True only for a published official artifact.
     pub official: bool,
-    /// The artefact's name from the table, or `unofficial` for an unknown file.
+    /// The artifact's name from the table, or `unofficial` for an unknown file.
     pub name: String,
     /// What the table says about it (empty for unknown files).
     pub note: String,
 }
 
-/// One row of the table of known artefacts.
+/// One row of the table of known artifacts.
 #[derive(Copy, Clone, Debug)]
-pub struct KnownArtefact {
-    /// Name of the artefact.
+pub struct KnownArtifact {
+    /// Name of the artifact.
     pub name: &'static str,
     /// SHA-256 of the decompressed file, lowercase hex.
     pub sha256: &'static str,
-    /// Whether it is a published official artefact.
+    /// Whether it is a published official artifact.
     pub official: bool,
     /// Provenance note.
     pub note: &'static str,
@@ -45,38 +45,38 @@ pub struct KnownArtefact {
 
 /// Published digests of the official benchmark files, and known unofficial derivatives (which
 /// are named so that reports say what they are, and are never labelled official).
-pub const KNOWN_ARTEFACTS: &[KnownArtefact] = &[
-    KnownArtefact {
+pub const KNOWN_ARTIFACTS: &[KnownArtifact] = &[
+    KnownArtifact {
         name: "longmemeval_oracle.json",
         sha256: "821a2034d219ab45846873dd14c14f12cfe7776e73527a483f9dac095d38620c",
         official: true,
         note: "official LongMemEval oracle file (500 questions, evidence sessions only)",
     },
-    KnownArtefact {
+    KnownArtifact {
         name: "longmemeval_s_cleaned.json",
         sha256: "d6f21ea9d60a0d56f34a05b609c79c88a451d2ae03597821ea3d5a9678c3a442",
         official: true,
         note: "official cleaned LongMemEval S file (500 questions)",
     },
-    KnownArtefact {
+    KnownArtifact {
         name: "longmemeval_m_cleaned.json",
         sha256: "9d79e5524794a2e6900a3aa9cb7d9152c5a3e8319c9a87c25494ba1eacee495f",
         official: true,
         note: "official cleaned LongMemEval M file",
     },
-    KnownArtefact {
+    KnownArtifact {
         name: "longmemeval_s.json",
         sha256: "08d8dad4be43ee2049a22ff5674eb86725d0ce5ff434cde2627e5e8e7e117894",
         official: true,
         note: "pre-cleaning LongMemEval S file (digest from a single source, not corroborated)",
     },
-    KnownArtefact {
+    KnownArtifact {
         name: "longmemeval_s_cleaned.499of500.json",
         sha256: "48351ae4a5d965880de574a8a6ed975ecfd73a40725a42e70713842d2995595a",
         official: false,
         note: "NOT official: cleaned S in official order with record gpt4_7a0daae1 missing",
     },
-    KnownArtefact {
+    KnownArtifact {
         name: "locomo10.dev.json",
         sha256: "307e1b27f66d3a6afacf7ddc4b56c15d24c9bd9ec7f8bd9d3f655a06969f0699",
         official: false,
@@ -84,18 +84,18 @@ pub const KNOWN_ARTEFACTS: &[KnownArtefact] = &[
     },
 ];
 
-impl ArtefactIdentity {
-    /// Looks `sha256` up in [`KNOWN_ARTEFACTS`].
-    pub fn recognise(path: &Path, sha256: String) -> ArtefactIdentity {
-        match KNOWN_ARTEFACTS.iter().find(|a| a.sha256 == sha256) {
-            Some(known) => ArtefactIdentity {
+impl ArtifactIdentity {
+    /// Looks `sha256` up in [`KNOWN_ARTIFACTS`].
+    pub fn recognise(path: &Path, sha256: String) -> ArtifactIdentity {
+        match KNOWN_ARTIFACTS.iter().find(|a| a.sha256 == sha256) {
+            Some(known) => ArtifactIdentity {
                 path: path.to_owned(),
                 sha256,
                 official: known.official,
                 name: known.name.to_owned(),
                 note: known.note.to_owned(),
             },
-            None => ArtefactIdentity {
+            None => ArtifactIdentity {
                 path: path.to_owned(),
                 sha256,
                 official: false,
@@ -137,7 +137,7 @@ impl DigestingReader {
     }
 
     /// Reads whatever is left (so the digest covers the whole file) and returns the identity.
-    pub(crate) fn finish(mut self) -> Result<ArtefactIdentity, DatasetError> {
+    pub(crate) fn finish(mut self) -> Result<ArtifactIdentity, DatasetError> {
         let mut sink = [0u8; 64 * 1024];
         loop {
             let n = self
@@ -148,7 +148,7 @@ impl DigestingReader {
             }
         }
         let sha256 = hex(&self.hasher.finalize());
-        Ok(ArtefactIdentity::recognise(&self.path, sha256))
+        Ok(ArtifactIdentity::recognise(&self.path, sha256))
     }
 }
 
@@ -180,7 +180,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 /// SHA-256 of a file's decompressed bytes, and its identity.
-pub fn identify_file(path: &Path) -> Result<ArtefactIdentity, DatasetError> {
+pub fn identify_file(path: &Path) -> Result<ArtifactIdentity, DatasetError> {
     DigestingReader::open(path)?.finish()
 }
 
@@ -191,16 +191,16 @@ mod tests {
     #[test]
     fn unknown_digest_is_unofficial_and_known_unofficial_keeps_its_flag() {
         let p = Path::new("x.json");
-        let unknown = ArtefactIdentity::recognise(p, "00".repeat(32));
+        let unknown = ArtifactIdentity::recognise(p, "00".repeat(32));
         assert!(!unknown.official);
         assert_eq!(unknown.name, "unofficial");
-        let subset = ArtefactIdentity::recognise(
+        let subset = ArtifactIdentity::recognise(
             p,
             "48351ae4a5d965880de574a8a6ed975ecfd73a40725a42e70713842d2995595a".into(),
         );
         assert!(!subset.official);
         assert_eq!(subset.name, "longmemeval_s_cleaned.499of500.json");
-        let oracle = ArtefactIdentity::recognise(
+        let oracle = ArtifactIdentity::recognise(
             p,
             "821a2034d219ab45846873dd14c14f12cfe7776e73527a483f9dac095d38620c".into(),
         );

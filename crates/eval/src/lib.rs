@@ -17,12 +17,12 @@
 //!         mean.add(&score_ranking(&keys, &rank_bm25_official(q, Bm25OkapiParams::RELEASED), &[5, 10]));
 //!     }
 //! }
-//! println!("{} scored, official: {}", mean.count(), ds.artefact.official);
+//! println!("{} scored, official: {}", mean.count(), ds.artifact.official);
 //! ```
 #![warn(missing_docs)]
 
 pub mod answer_score;
-mod artefact;
+mod artifact;
 pub mod calibration_interval;
 pub mod comparator;
 pub mod compiled_systems;
@@ -48,7 +48,7 @@ pub mod systems;
 pub mod variants;
 
 pub use crate::{
-    artefact::{ArtefactIdentity, KNOWN_ARTEFACTS, KnownArtefact, identify_file},
+    artifact::{ArtifactIdentity, KNOWN_ARTIFACTS, KnownArtifact, identify_file},
     data_dir::{DATA_DIR_ENV, data_dir},
     error::DatasetError,
 };

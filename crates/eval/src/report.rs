@@ -18,7 +18,7 @@ pub use self::{
     markdown::{PackedRow, packed_table_markdown},
 };
 use crate::{
-    ArtefactIdentity, calibration_interval::ThresholdInterval, outcomes::QuestionOutcome,
+    ArtifactIdentity, calibration_interval::ThresholdInterval, outcomes::QuestionOutcome,
     scoring::LevelScores,
 };
 
@@ -28,7 +28,7 @@ pub struct Report {
     /// `longmemeval` or `locomo`.
     pub benchmark: String,
     /// The dataset file: path, sha256, official flag, name.
-    pub dataset: ArtefactIdentity,
+    pub dataset: ArtifactIdentity,
     /// What the adapter counted (repairs, repeated sessions, as-of effect).
     pub adapter: serde_json::Value,
     /// The as-of policy in words.

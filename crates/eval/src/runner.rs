@@ -100,7 +100,7 @@ pub type SystemFactory<'a> =
 pub fn load_questions(
     spec: &RunSpec,
 ) -> anyhow::Result<(
-    crate::ArtefactIdentity,
+    crate::ArtifactIdentity,
     serde_json::Value,
     Vec<EvalQuestion>,
     QuestionCounts,
@@ -129,7 +129,7 @@ pub fn load_questions(
                 .collect();
             let questions = ds.questions.iter().map(EvalQuestion::from_longmemeval).collect();
             Ok((
-                ds.artefact,
+                ds.artifact,
                 serde_json::to_value(&ds.stats)?,
                 questions,
                 counts,
@@ -146,7 +146,7 @@ pub fn load_questions(
                 .with_context(|| format!("reading {}", spec.dataset.display()))?;
             let questions = ds.conversations.iter().flat_map(EvalQuestion::from_locomo).collect();
             Ok((
-                ds.artefact,
+                ds.artifact,
                 serde_json::to_value(&ds.stats)?,
                 questions,
                 counts,
@@ -182,7 +182,7 @@ pub fn run(
         store,
         layout: evicortex::CompileConfig::default_for(true).layout,
     };
-    let (artefact, adapter, mut questions, mut counts, as_of_policy) = load_questions(spec)?;
+    let (artifact, adapter, mut questions, mut counts, as_of_policy) = load_questions(spec)?;
     subset(&mut questions, spec);
     counts.selected = questions.len();
     for q in &questions {
@@ -213,13 +213,13 @@ pub fn run(
         wall_time_s.insert(format!("system {name}"), start.elapsed().as_secs_f64());
     }
     let notes =
-        report_notes(&as_of_policy, &*settings.reader, stage.as_ref(), &artefact, spec.split);
+        report_notes(&as_of_policy, &*settings.reader, stage.as_ref(), &artifact, spec.split);
     Ok(Report {
         benchmark: match spec.benchmark {
             Benchmark::LongMemEval => "longmemeval".into(),
             Benchmark::Locomo => "locomo".into(),
         },
-        dataset: artefact,
+        dataset: artifact,
         adapter,
         as_of_policy,
         config: serde_json::to_value(spec)?,
@@ -240,7 +240,7 @@ fn report_notes(
     as_of_policy: &str,
     reader: &dyn ReaderTokenizer,
     stage: Option<&crate::reader_stage::ReaderStage>,
-    artefact: &crate::ArtefactIdentity,
+    artifact: &crate::ArtifactIdentity,
     split: SplitName,
 ) -> Vec<String> {
     let mut notes = vec![
@@ -253,10 +253,10 @@ fn report_notes(
     if let Some(stage) = stage {
         notes.extend(stage.notes());
     }
-    if !artefact.official {
+    if !artifact.official {
         notes.push(format!(
-            "the dataset is NOT an official artefact ({}; sha256 {})",
-            artefact.name, artefact.sha256
+            "the dataset is NOT an official artifact ({}; sha256 {})",
+            artifact.name, artifact.sha256
         ));
     }
     if split == SplitName::Dev {
@@ -313,7 +313,7 @@ fn progress_bar(len: u64, name: &str) -> indicatif::ProgressBar {
 pub fn config_digest(path: &Path) -> anyhow::Result<String> {
     let bytes = fs_err::read(path)?;
     use sha2::Digest;
-    Ok(crate::artefact::hex(&sha2::Sha256::digest(&bytes)))
+    Ok(crate::artifact::hex(&sha2::Sha256::digest(&bytes)))
 }
 
 /// The default encoder's configuration: the pinned all-MiniLM-L6-v2 with its 256-token limit;

@@ -82,7 +82,7 @@ pub struct EmbedReport {
     pub refused: Vec<RefusedTurn>,
     /// Seconds spent.
     pub seconds: f64,
-    /// The same for each further encoder of the memory
+    /// The same for each also-encoder of the memory
     /// ([`MemoryBuilder::also_encoder`](crate::MemoryBuilder::also_encoder)), in order; their
     /// own `also` is empty.
     pub also: Vec<EmbedReport>,

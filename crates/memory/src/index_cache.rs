@@ -272,7 +272,7 @@ pub(crate) struct NamespaceIndexes {
     /// is in the corpus (or was erased before the refresh).
     covers: Option<TurnId>,
     pub(crate) dense: Option<DenseIndex>,
-    /// The vector indexes under the memory's further encoders, in their order (filled by the
+    /// The vector indexes under the memory's also-encoders, in their order (filled by the
     /// first refresh that asks for them).
     pub(crate) also_dense: Vec<Option<DenseIndex>>,
     /// BM25 over window documents, for the radius, parameters and analyzer last asked for.

@@ -52,7 +52,7 @@ pub(crate) struct Inner {
     pub(crate) ledger: Box<dyn EvidenceLedger>,
     /// The encoder and the cache its vectors live in; `None` for lexical-only use.
     pub(crate) dense: Option<Dense>,
-    /// Further encoders whose dense lists compile fuses beside `dense`'s, in the same cache.
+    /// Also-encoders whose dense lists compile fuses beside `dense`'s, in the same cache.
     pub(crate) also_dense: Vec<Dense>,
     /// The embedding cache, when the store has one (also in `dense` with an encoder).
     cache: Option<Arc<EmbeddingCache>>,
@@ -240,7 +240,7 @@ impl MemoryBuilder {
         Ok(overlength)
     }
 
-    /// A further encoder whose dense list compile fuses beside the first encoder's (for example
+    /// An also-encoder whose dense list compile fuses beside the first encoder's (for example
     /// all-mpnet-base-v2 beside all-MiniLM-L6-v2), at most
     /// [`MAX_ALSO_ENCODERS`](crate::MAX_ALSO_ENCODERS). Its vectors live in the same embedding
     /// cache under its own identity; [`Memory::catch_up`] and the background embedder embed
@@ -400,14 +400,14 @@ impl MemoryBuilder {
         Ok(memory)
     }
 
-    /// Further encoders need a first one, are few, and are each another identity.
+    /// Also-encoders need a first one, are few, and are each another identity.
     fn check_encoders(&self) -> Result<(), OpenError> {
         if self.also_encoders.is_empty() {
             return Ok(());
         }
         let Some(first) = &self.encoder else {
             return Err(OpenError::Encoders(
-                "further encoders were given without a first one".into(),
+                "also-encoders were given without a first one".into(),
             ));
         };
         if self.also_encoders.len() > crate::MAX_ALSO_ENCODERS {

@@ -1,5 +1,5 @@
 //! `evicortex model`: the catalogue of pinned encoders; fetch, list, locate, verify and digest
-//! their artefacts.
+//! their artifacts.
 
 use std::{ffi::OsString, path::PathBuf};
 

@@ -33,7 +33,7 @@ pub(super) struct Candidates {
     pub(super) lists: Vec<RankedList>,
     /// The kind of index that served the dense list (a graph may answer by its exact scan).
     pub(super) served: Option<IndexKind>,
-    /// Likewise for each further encoder's list.
+    /// Likewise for each also-encoder's list.
     pub(super) also_served: Vec<IndexKind>,
     pub(super) context_search: Option<ContextSearch>,
     /// Turns of the dense lists measured for the pack while the lexical lists ran.
@@ -218,7 +218,7 @@ fn dense_lists(
         let seeds = pool.map(|_| pooled);
         lists.push(list);
         served = Some(kind);
-        // The further encoders' lists stop at the as-of bound too; they seed nothing.
+        // The also-encoders' lists stop at the as-of bound too; they seed nothing.
         for (i, also) in inputs.also_dense.iter().enumerate() {
             let (list, _, kind) = dense_candidates_pooled(
                 also.index,

@@ -98,7 +98,7 @@ fn identity_pins_model_revision_artifacts_and_settings() {
     assert_eq!(identity.max_tokens, 256);
     assert_eq!(identity.dtype, "f32");
     assert_eq!(identity.dimension, 384);
-    // Loading again gives the same digest: it depends on nothing but artefacts and settings.
+    // Loading again gives the same digest: it depends on nothing but artifacts and settings.
     let again = encoder_with(EncoderConfig::all_minilm_l6_v2()).unwrap();
     assert_eq!(again.identity_digest(), default_encoder().identity_digest());
     expect_test::expect!["46fbe13c3ab4bcfbe160fd1ce9ebd16c297861064d7c2ac27e2f12f162b6e95f"]

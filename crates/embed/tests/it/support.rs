@@ -7,13 +7,13 @@ use evicortex_embed::{
     VerifiedArtifacts, pinned_model,
 };
 
-/// The verified pinned artefacts of the default model; fails with the fetch command when they
+/// The verified pinned artifacts of the default model; fails with the fetch command when they
 /// are absent.
 pub fn pinned_artifacts() -> VerifiedArtifacts {
     artifacts_of(DEFAULT_MODEL)
 }
 
-/// The verified artefacts of the catalogue model `name`; fails with the fetch command when they
+/// The verified artifacts of the catalogue model `name`; fails with the fetch command when they
 /// are absent.
 pub fn artifacts_of(name: &str) -> VerifiedArtifacts {
     let manifest = pinned_model(name).unwrap().manifest();

@@ -19,7 +19,7 @@ use evicortex::Namespace;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{ArtefactIdentity, DatasetError, artefact::DigestingReader};
+use crate::{ArtifactIdentity, DatasetError, artifact::DigestingReader};
 
 const DATASET: &str = "locomo";
 
@@ -175,7 +175,7 @@ pub struct LocomoStats {
 #[derive(Clone, Debug)]
 pub struct LocomoDataset {
     /// Path and digest.
-    pub artefact: ArtefactIdentity,
+    pub artifact: ArtifactIdentity,
     /// The conversations in file order.
     pub conversations: Vec<Conversation>,
     /// What the adapter counted.
@@ -188,7 +188,7 @@ impl LocomoDataset {
         let mut reader = DigestingReader::open(path)?;
         let value: Value = serde_json::from_reader(std::io::BufReader::new(&mut reader))
             .map_err(|source| DatasetError::Json { path: path.to_owned(), source })?;
-        let artefact = reader.finish()?;
+        let artifact = reader.finish()?;
         let Value::Array(records) = value else {
             return Err(DatasetError::invalid(DATASET, "file", "(top level)", "must be an array"));
         };
@@ -206,7 +206,7 @@ impl LocomoDataset {
             }
             conversations.push(conversation);
         }
-        Ok(LocomoDataset { artefact, conversations, stats })
+        Ok(LocomoDataset { artifact, conversations, stats })
     }
 }
 

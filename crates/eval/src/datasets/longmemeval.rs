@@ -33,7 +33,7 @@ use serde::{
 use serde_json::Value;
 
 use self::record::validate;
-use crate::{ArtefactIdentity, DatasetError, artefact::DigestingReader};
+use crate::{ArtifactIdentity, DatasetError, artifact::DigestingReader};
 
 const DATASET: &str = "longmemeval";
 
@@ -208,7 +208,7 @@ pub struct LongMemEvalStats {
 #[derive(Clone, Debug)]
 pub struct LongMemEvalDataset {
     /// Path and digest, official or not.
-    pub artefact: ArtefactIdentity,
+    pub artifact: ArtifactIdentity,
     /// The selected questions, in file order.
     pub questions: Vec<Question>,
     /// What the adapter counted.
@@ -241,8 +241,8 @@ impl LongMemEvalDataset {
         parsed.map_err(|source| DatasetError::Json { path: path.to_owned(), source })?;
         de.end().map_err(|source| DatasetError::Json { path: path.to_owned(), source })?;
         drop(de);
-        let artefact = reader.finish()?;
-        Ok(LongMemEvalDataset { artefact, questions: state.questions, stats: state.stats })
+        let artifact = reader.finish()?;
+        Ok(LongMemEvalDataset { artifact, questions: state.questions, stats: state.stats })
     }
 }
 

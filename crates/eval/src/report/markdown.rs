@@ -54,7 +54,7 @@ impl Report {
             d.path.display(),
             d.name,
             d.sha256,
-            if d.official { ", official" } else { ", NOT an official artefact" }
+            if d.official { ", official" } else { ", NOT an official artifact" }
         );
         let q = &self.questions;
         let _ = writeln!(

@@ -13,8 +13,8 @@ use crate::data_file;
 fn bm25_official_reproduces_the_released_numbers_on_s_499() {
     let path = data_file("longmemeval/longmemeval_s_cleaned.499of500.json.gz");
     let ds = LongMemEvalDataset::read(&path, &|_| true).unwrap();
-    assert!(!ds.artefact.official, "the 499-record file must never be labelled official");
-    assert_eq!(ds.artefact.name, "longmemeval_s_cleaned.499of500.json");
+    assert!(!ds.artifact.official, "the 499-record file must never be labelled official");
+    assert_eq!(ds.artifact.name, "longmemeval_s_cleaned.499of500.json");
     assert_eq!(ds.stats.records, 499);
     assert_eq!(ds.stats.questions_with_repeated_sessions, 13);
     let mut mean = MeanScores::default();

@@ -6,8 +6,8 @@ use crate::data_file;
 fn oracle_file_is_recognised_as_official_and_validates() {
     let path = data_file("longmemeval/longmemeval_oracle.json.gz");
     let ds = LongMemEvalDataset::read(&path, &|_| true).unwrap();
-    assert!(ds.artefact.official);
-    assert_eq!(ds.artefact.name, "longmemeval_oracle.json");
+    assert!(ds.artifact.official);
+    assert_eq!(ds.artifact.name, "longmemeval_oracle.json");
     assert_eq!(ds.stats.records, 500);
     assert_eq!(ds.stats.integer_answers, 32);
     assert_eq!(ds.stats.abstention, 30);

@@ -73,7 +73,7 @@ fn two_encoders_are_embedded_fused_named_and_purged_together() {
     let question = "Which day are the cello lessons now?";
     let context = compile_alice(&memory, question, &config, 400).unwrap();
     let [AlsoDenseRef { encoder, pending, covers, .. }] = context.also_dense.as_slice() else {
-        panic!("one further encoder expected: {:?}", context.also_dense)
+        panic!("one also-encoder expected: {:?}", context.also_dense)
     };
     assert!(encoder.model.contains("all-mpnet-base-v2"), "{}", encoder.model);
     assert_eq!(encoder.identity_digest, report.also[0].identity.to_hex());
@@ -148,6 +148,6 @@ fn encoders_that_cannot_be_fused_are_refused_at_open() {
     assert!(err.to_string().contains("twice"), "{err}");
     let mut builder = store.builder();
     builder.also_encoder(minilm);
-    let err = builder.open().expect_err("a further encoder needs a first one");
+    let err = builder.open().expect_err("an also-encoder needs a first one");
     assert!(err.to_string().contains("without a first"), "{err}");
 }

@@ -55,8 +55,8 @@ fn reads_a_valid_record_and_counts_the_as_of_effect() {
     assert_eq!(q.as_of().to_string(), "2023-05-30 23:59:59");
     assert_eq!(ds.stats.sessions_after_question_time_same_day, 1);
     assert_eq!(ds.stats.sessions_after_as_of, 0);
-    assert!(!ds.artefact.official);
-    assert_eq!(ds.artefact.name, "unofficial");
+    assert!(!ds.artifact.official);
+    assert_eq!(ds.artifact.name, "unofficial");
 }
 
 #[test]
