@@ -24,7 +24,10 @@ use evicortex_vector::{
     remove_index_file,
 };
 
-use crate::{CompileError, Memory, OpenError, index_cache::DenseIndex, index_files, memory::Dense};
+use crate::{
+    CompileError, OpenError, dense::Dense, derived_view::DerivedView, index_cache::DenseIndex,
+    index_files,
+};
 
 /// The directory of the vector index files inside a store directory.
 pub const VECTOR_INDEX_DIR: &str = "vector-index";
@@ -123,11 +126,11 @@ fn meta(dense: &Dense, namespace: &Namespace) -> IndexFileMeta {
 /// The namespace's graph from its index file, with the namespace record it covers, when the file
 /// is current and large enough to serve; a stale or unreadable file is removed.
 pub(crate) fn load(
-    memory: &Memory,
+    view: DerivedView<'_>,
     dense: &Dense,
     namespace: &Namespace,
 ) -> Result<Option<(WindowedIndex, TurnId)>, CompileError> {
-    let cache = &memory.inner.indexes;
+    let cache = &view.indexes;
     let (Some(settings), Some(dir)) = (cache.ann, cache.ann_dir.as_deref()) else {
         return Ok(None);
     };
@@ -136,7 +139,7 @@ pub(crate) fn load(
     }
     let meta = meta(dense, namespace);
     let path = dir.join(index_file_name(namespace, &meta.encoder));
-    let last_erasure = memory.last_erasure(namespace)?;
+    let last_erasure = view.last_erasure(namespace)?;
     let state = index_file_state(&path, &meta, &settings.params, last_erasure)
         .map_err(|e| file_err(namespace, e))?;
     let discard = |reason: &str| {
@@ -178,13 +181,13 @@ pub(crate) fn load(
 /// replaces the exact index by a graph once it reaches the threshold, and writes the graph when
 /// it covers the namespace's last record (`head`) and has grown by more than an eighth since last written.
 pub(crate) fn grow(
-    memory: &Memory,
+    view: DerivedView<'_>,
     dense: &Dense,
     namespace: &Namespace,
     index: &mut DenseIndex,
     head: Option<TurnId>,
 ) -> Result<(), CompileError> {
-    let cache = &memory.inner.indexes;
+    let cache = &view.indexes;
     let Some(settings) = cache.ann else { return Ok(()) };
     if settings.sketch.is_some() {
         index.index.set_sketch(settings.sketch_for(index.index.len()));
@@ -215,7 +218,7 @@ pub(crate) fn grow(
     if Some(covers) != head || index.saved_rows.is_some_and(|s| rows - s <= s / 8) {
         return Ok(());
     }
-    let Some(_guard) = index_files::begin_write(memory, namespace, covers, dir)? else {
+    let Some(_guard) = index_files::begin_write(view, namespace, covers, dir)? else {
         return Ok(());
     };
     let meta = meta(dense, namespace);

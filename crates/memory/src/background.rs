@@ -2,25 +2,33 @@
 //! an append is acknowledged as soon as it is durable and embedding never sits on its critical
 //! path. Appends that arrive while a round runs are embedded together in the next round.
 //!
-//! The thread holds the memory weakly: it ends when the last handle is dropped (finishing the
-//! chunk it is embedding; what is left stays pending for the next catch-up).
+//! The thread runs the rounds it is given (`Memory::background_round` over a weak handle): it
+//! ends when the memory is gone (finishing the chunk it is embedding; what is left stays pending
+//! for the next catch-up).
 
 use std::{
-    sync::{Arc, Condvar, Mutex, PoisonError, Weak},
+    sync::{Arc, Condvar, Mutex, PoisonError},
     thread::JoinHandle,
     time::Duration,
 };
 
 use evicortex_ledger::LedgerPosition;
 
-use crate::{CatchUpLimits, Memory, memory::Inner};
+use crate::{CatchUpError, dense::Dense};
 
 /// Texts embedded and committed together by the background embedder: small, so that an erasure
 /// or shutdown waits for little.
-const BACKGROUND_CHUNK_TEXTS: usize = 64;
+pub(crate) const BACKGROUND_CHUNK_TEXTS: usize = 64;
 
 /// Pause after a failed round before trying again.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// One round of catch-up over the turns after the given ledger position, returning the head read
+/// before it started; `None` once the memory is gone.
+pub(crate) type Round = Box<
+    dyn FnMut(Option<LedgerPosition>) -> Option<Result<Option<LedgerPosition>, CatchUpError>>
+        + Send,
+>;
 
 /// The handle a memory keeps on its background embedder.
 #[derive(Debug)]
@@ -45,21 +53,24 @@ struct State {
 }
 
 impl BackgroundEmbedder {
-    /// Starts the thread for `inner`; its first round embeds everything pending in the store.
+    /// Starts the thread running `round` for the encoders `dense`; its first round embeds
+    /// everything pending in the store.
     /// The embedder and the encoder's worker threads run at the lowest priority, so that
     /// embedding a backlog never slows the appends and compiles of the same process: the CPU
     /// is theirs first (a backlog then drains in the gaps, and at full speed when idle).
-    pub(crate) fn start(inner: &Arc<Inner>) -> std::io::Result<BackgroundEmbedder> {
-        for dense in inner.dense.iter().chain(&inner.also_dense) {
+    pub(crate) fn start<'d>(
+        dense: impl IntoIterator<Item = &'d Dense>,
+        round: Round,
+    ) -> std::io::Result<BackgroundEmbedder> {
+        for dense in dense {
             dense.encoder.lower_worker_priority()?;
         }
         let signal = Arc::new(Signal::default());
         signal.lock().pending = true;
-        let weak = Arc::downgrade(inner);
         let thread_signal = Arc::clone(&signal);
         let thread = std::thread::Builder::new()
             .name("evicortex-embedder".to_owned())
-            .spawn(move || run(weak, thread_signal))?;
+            .spawn(move || run(round, thread_signal))?;
         Ok(BackgroundEmbedder { signal, thread: Mutex::new(Some(thread)) })
     }
 
@@ -110,7 +121,7 @@ impl Signal {
     }
 }
 
-fn run(memory: Weak<Inner>, signal: Arc<Signal>) {
+fn run(mut round: Round, signal: Arc<Signal>) {
     if let Err(err) = evicortex_embed::thread_priority::lower_current_thread_priority() {
         tracing::warn!(error = %err, "the background embedder keeps its normal priority");
     }
@@ -129,11 +140,8 @@ fn run(memory: Weak<Inner>, signal: Arc<Signal>) {
             state.pending = false;
             state.busy = true;
         }
-        let Some(inner) = memory.upgrade() else { return };
-        let memory_handle = Memory { inner };
         let after = if first_round { None } else { done_up_to };
-        let outcome = round(&memory_handle, after);
-        drop(memory_handle);
+        let Some(outcome) = round(after) else { return };
         let failed = match outcome {
             Ok(head) => {
                 done_up_to = head.or(done_up_to);
@@ -158,18 +166,4 @@ fn run(memory: Weak<Inner>, signal: Arc<Signal>) {
             let _woken = signal.wake.wait_timeout(state, RETRY_AFTER);
         }
     }
-}
-
-/// One catch-up over the turns after `after`; returns the ledger head read before it started.
-fn round(
-    memory: &Memory,
-    after: Option<LedgerPosition>,
-) -> Result<Option<LedgerPosition>, crate::CatchUpError> {
-    let head = memory.head()?;
-    let limits = CatchUpLimits { chunk_texts: BACKGROUND_CHUNK_TEXTS };
-    let report = memory.catch_up_after(None, after, limits, &mut |_| {})?;
-    if report.embedded_texts > 0 {
-        tracing::debug!(texts = report.embedded_texts, "embedded in the background");
-    }
-    Ok(head)
 }

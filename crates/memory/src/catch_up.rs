@@ -19,7 +19,11 @@ use evicortex_ledger::{LedgerPosition, ScanEvidence};
 
 use evicortex_compiler::turn_document;
 
-use crate::{CatchUpError, Memory, ReadError, embedding_cache::live_documents, memory::Dense};
+use crate::{
+    CatchUpError, Memory, ReadError,
+    dense::Dense,
+    embedding_cache::{FirstTurn, live_documents},
+};
 
 /// Texts a catch-up looks up one at a time before it reads every known text at once instead
 /// (about what that one read costs, in lookups, on a store of 70k texts: 70 ms against 0.1 ms
@@ -49,14 +53,6 @@ pub struct RefusedTurn {
     pub turn: TurnId,
     /// The text's length in encoder tokens.
     pub tokens: usize,
-}
-
-/// The first live turn holding a text, for reporting refusals.
-#[derive(Clone, Debug)]
-pub(crate) struct FirstTurn {
-    pub(crate) position: LedgerPosition,
-    pub(crate) namespace: Namespace,
-    pub(crate) id: TurnId,
 }
 
 /// What [`Memory::catch_up`] did.
@@ -114,6 +110,21 @@ impl Memory {
         progress: &mut dyn FnMut(&EmbedProgress),
     ) -> Result<EmbedReport, CatchUpError> {
         self.catch_up_after(namespace, None, limits, progress)
+    }
+
+    /// The background embedder's round: a catch-up over the turns after `after` in small
+    /// chunks; returns the ledger head read before it started.
+    pub(crate) fn background_round(
+        &self,
+        after: Option<LedgerPosition>,
+    ) -> Result<Option<LedgerPosition>, CatchUpError> {
+        let head = self.head()?;
+        let limits = CatchUpLimits { chunk_texts: crate::background::BACKGROUND_CHUNK_TEXTS };
+        let report = self.catch_up_after(None, after, limits, &mut |_| {})?;
+        if report.embedded_texts > 0 {
+            tracing::debug!(texts = report.embedded_texts, "embedded in the background");
+        }
+        Ok(head)
     }
 
     /// [`Memory::catch_up`] over the turns recorded after `after` only.

@@ -19,8 +19,8 @@ use evicortex_vector::{VectorError, VectorIndexRead};
 
 use crate::{
     EmbeddingCacheError, ErrorClass, Memory, ReadError,
+    dense::Dense,
     index_cache::{DenseIndex, FreshKey},
-    memory::Dense,
     pg_dense::{DenseQuery, PgCandidates},
 };
 
@@ -152,7 +152,7 @@ impl CompileError {
             CompileError::Corpus { .. } | CompileError::Vector { .. } => ErrorClass::Integrity,
             CompileError::Lexical { .. } | CompileError::IndexFile { .. } => ErrorClass::Internal,
             CompileError::EmbeddingCache(e) => e.class(),
-            CompileError::VectorStore { source, .. } => crate::pg_dense::vector_store_class(source),
+            CompileError::VectorStore { source, .. } => crate::error::vector_store_class(source),
             CompileError::Embed(e) => crate::error::embed_class(e),
         }
     }
@@ -225,14 +225,14 @@ impl Memory {
         let started = Instant::now();
         let namespace = &query.namespace;
         let slot = self.inner.indexes.slot(namespace);
-        let also: &[crate::memory::Dense] =
+        let also: &[crate::dense::Dense] =
             if dense.is_some() { &self.inner.also_dense } else { &[] };
         let asked = serde_json::to_string(config).expect("a compile config serialises");
-        let key = FreshKey::now(self, dense, also, asked)?;
+        let key = FreshKey::now(self.view(), dense, also, asked)?;
         let indexes = self.inner.indexes.refreshed(namespace, &slot, key, |indexes| {
-            indexes.refresh(self, namespace, dense, also)?;
+            indexes.refresh(self.view(), namespace, dense, also)?;
             indexes.refresh_context(config, namespace)?;
-            crate::lexical_file::save_if_grown(self, namespace, indexes)
+            crate::lexical_file::save_if_grown(self.view(), namespace, indexes)
         })?;
         let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
         let analyzer = config.lexical.analyzer;

@@ -35,9 +35,9 @@ impl Memory {
         let namespace = &query.namespace;
         let slot = self.inner.indexes.slot(namespace);
         // Asks for no context indexes: its own key, never equal to a compile's.
-        let key = FreshKey::now(self, Some(dense), &self.inner.also_dense, String::new())?;
+        let key = FreshKey::now(self.view(), Some(dense), &self.inner.also_dense, String::new())?;
         let indexes = self.inner.indexes.refreshed(namespace, &slot, key, |indexes| {
-            indexes.refresh(self, namespace, Some(dense), &self.inner.also_dense)
+            indexes.refresh(self.view(), namespace, Some(dense), &self.inner.also_dense)
         })?;
         let Some(local) = indexes.dense.as_ref() else {
             return Ok(DenseCandidates { hits: Vec::new(), index: DenseIndexRef::Exact });

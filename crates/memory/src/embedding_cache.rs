@@ -23,8 +23,16 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
     DerivedStore, DerivedStoreError, EraseReceipt, ErrorClass, ReadError, RefusedTurn,
-    catch_up::FirstTurn, write_log::WriteLog,
+    write_log::WriteLog,
 };
+
+/// The first live turn holding a text, for reporting refusals.
+#[derive(Clone, Debug)]
+pub(crate) struct FirstTurn {
+    pub(crate) position: evicortex_ledger::LedgerPosition,
+    pub(crate) namespace: evicortex_core::Namespace,
+    pub(crate) id: TurnId,
+}
 
 /// The embedding cache's file name inside a store directory.
 pub const EMBEDDINGS_FILE: &str = "embeddings.sqlite";

@@ -272,7 +272,7 @@ impl OpenError {
             OpenError::Encoders(_) => ErrorClass::BadInput,
             OpenError::Postgres(e) => postgres_connect_class(e),
             OpenError::DerivedDir { .. } => ErrorClass::BadInput,
-            OpenError::VectorStore(e) => crate::pg_dense::vector_store_class(e),
+            OpenError::VectorStore(e) => vector_store_class(e),
         }
     }
 }
@@ -437,6 +437,21 @@ fn fetch_class(e: &FetchError) -> ErrorClass {
         FetchError::Artifact(a) => artifact_class(a),
         _ if e.is_integrity_failure() => ErrorClass::Integrity,
         _ => ErrorClass::Io,
+    }
+}
+
+/// What kind of failure a vector store error is.
+pub(crate) fn vector_store_class(e: &evicortex_postgres::VectorStoreError) -> ErrorClass {
+    match e {
+        evicortex_postgres::VectorStoreError::Database { .. }
+        | evicortex_postgres::VectorStoreError::ScrubIncomplete { .. } => ErrorClass::Io,
+        evicortex_postgres::VectorStoreError::Extension { .. }
+        | evicortex_postgres::VectorStoreError::ReadOnlyReplica { .. }
+        | evicortex_postgres::VectorStoreError::UnknownEncoder { .. } => ErrorClass::BadInput,
+        evicortex_postgres::VectorStoreError::EncoderMismatch { .. }
+        | evicortex_postgres::VectorStoreError::Inconsistent { .. } => ErrorClass::Integrity,
+        evicortex_postgres::VectorStoreError::Tls(e) => postgres_tls_class(e),
+        _ => ErrorClass::Internal,
     }
 }
 

@@ -28,8 +28,8 @@ use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params};
 use evicortex_vector::{ExactIndex, VectorIndexRead, WindowedIndex};
 
 use crate::{
-    AnnSettings, CompileError, DerivedStore, DerivedStoreError, EraseReceipt, ErrorClass, Memory,
-    ann, lexical_file, memory::Dense,
+    AnnSettings, CompileError, DerivedStore, DerivedStoreError, EraseReceipt, ErrorClass, ann,
+    dense::Dense, derived_view::DerivedView, lexical_file,
 };
 
 /// The BM25 parameters of the cached lexical indexes (the compiler's stated starting point).
@@ -307,14 +307,14 @@ pub(crate) struct FreshKey {
 impl FreshKey {
     /// The key now; `None` for an empty ledger (always refreshed).
     pub(crate) fn now(
-        memory: &Memory,
+        view: DerivedView<'_>,
         dense: Option<&Dense>,
         also: &[Dense],
         asked: String,
     ) -> Result<Option<FreshKey>, CompileError> {
         let generations =
             dense.into_iter().chain(also).map(|d| d.cache.write_generation()).collect();
-        Ok(memory.head()?.map(|head| FreshKey { head, generations, asked }))
+        Ok(view.head()?.map(|head| FreshKey { head, generations, asked }))
     }
 }
 
@@ -459,31 +459,31 @@ impl NamespaceIndexes {
     /// erasure.
     pub(crate) fn refresh(
         &mut self,
-        memory: &Memory,
+        view: DerivedView<'_>,
         namespace: &Namespace,
         dense: Option<&Dense>,
         also: &[Dense],
     ) -> Result<(), CompileError> {
-        let head = memory.head()?;
+        let head = view.head()?;
         if head.is_none() || head != self.ledger_head {
             let _span = tracing::debug_span!("refresh_indexes", %namespace).entered();
             // Only the records since the last refresh are read: counting redactions over the
             // whole ledger cost more than the rest of a compile after each append.
             let built_at = match self.ledger_head {
-                Some(at) if !memory.inner.ledger.erased_after(Some(at))? => Some(at),
+                Some(at) if !view.ledger.erased_after(Some(at))? => Some(at),
                 _ => None,
             };
             // Read before the turns: a lower bound of what they hold.
-            let covers = memory.inner.ledger.namespace_head(namespace)?;
+            let covers = view.ledger.namespace_head(namespace)?;
             // Records the turn index holds already (a saved one was loaded).
             let mut indexed = 0;
             let new_records = match built_at {
                 // Appends that committed after `head` was read may already be in the corpus.
-                Some(_) => memory.evidence_after(namespace, self.corpus.last_record())?,
+                Some(_) => view.evidence_after(namespace, self.corpus.last_record())?,
                 None => {
                     *self = NamespaceIndexes::empty(namespace);
-                    let live = memory.evidence(namespace)?;
-                    if let Some(saved) = lexical_file::load(memory, namespace, &live)? {
+                    let live = view.evidence(namespace)?;
+                    if let Some(saved) = lexical_file::load(view, namespace, &live)? {
                         indexed = saved.records;
                         self.lexical = saved.lexical;
                         self.window = saved.window;
@@ -519,21 +519,15 @@ impl NamespaceIndexes {
             self.covers = covers;
         }
         if let Some(dense) = dense {
-            let added = refresh_dense(
-                &mut self.dense,
-                &self.corpus,
-                self.covers,
-                memory,
-                dense,
-                namespace,
-            )?;
+            let added =
+                refresh_dense(&mut self.dense, &self.corpus, self.covers, view, dense, namespace)?;
             if self.context_vectors.is_some() {
                 self.vectors_added.extend(added);
                 self.vectors_added.dedup();
             }
             self.also_dense.resize_with(also.len(), || None);
             for (slot, dense) in self.also_dense.iter_mut().zip(also) {
-                refresh_dense(slot, &self.corpus, self.covers, memory, dense, namespace)?;
+                refresh_dense(slot, &self.corpus, self.covers, view, dense, namespace)?;
             }
         }
         Ok(())
@@ -567,13 +561,13 @@ fn refresh_dense(
     slot: &mut Option<DenseIndex>,
     corpus: &Corpus,
     covers: Option<TurnId>,
-    memory: &Memory,
+    view: DerivedView<'_>,
     dense: &Dense,
     namespace: &Namespace,
 ) -> Result<Vec<TurnId>, CompileError> {
     let vector_err = |source| CompileError::Vector { namespace: namespace.clone(), source };
     if slot.is_none() {
-        let loaded = ann::load(memory, dense, namespace)?;
+        let loaded = ann::load(view, dense, namespace)?;
         *slot = Some(match loaded {
             Some((index, covers)) => DenseIndex {
                 saved_rows: Some(index.len()),
@@ -623,13 +617,13 @@ fn refresh_dense(
         index.missing.retain(|(turn, _)| !found.contains(turn));
     }
     index.looked_up = Some((generation, index.missing.len()));
-    if let Some(pg) = &memory.inner.pg_dense {
+    if let Some(pg) = view.pg_dense {
         let turns = index.pg_synced.then_some(added.as_slice());
         pg.sync(dense, namespace, &index.index, corpus, turns)?;
         index.pg_synced = true;
     }
     index.mark_covered(covers, namespace)?;
-    ann::grow(memory, dense, namespace, index, covers)?;
+    ann::grow(view, dense, namespace, index, covers)?;
     Ok(added)
 }
 

@@ -7,7 +7,10 @@ use std::{path::Path, sync::MutexGuard};
 use evicortex_core::{Namespace, TurnId};
 use evicortex_vector::{IndexFileError, remove_abandoned_temporaries, remove_index_file};
 
-use crate::{CompileError, Memory, OpenError, memory::WriteState};
+use crate::{
+    CompileError, OpenError,
+    derived_view::{DerivedView, WriteState},
+};
 
 /// Held while an index file is written: the writer lock of derived data, and the index files'
 /// lock across processes ([`crate::index_cache::IndexCache::lock_files`]) that every erasure's
@@ -21,18 +24,18 @@ pub(crate) struct WriteGuard<'m> {
 /// creates `dir`. `None` when one does: an erasure raced the build, so the indexes may hold
 /// erased turns and are never written.
 pub(crate) fn begin_write<'m>(
-    memory: &'m Memory,
+    view: DerivedView<'m>,
     namespace: &Namespace,
     covers: TurnId,
     dir: &Path,
 ) -> Result<Option<WriteGuard<'m>>, CompileError> {
     let err = |source| CompileError::IndexFile { namespace: namespace.clone(), source };
-    let cache = &memory.inner.indexes;
-    let writes = memory.lock_writes();
+    let cache = &view.indexes;
+    let writes = view.lock_writes();
     let files = cache
         .lock_files()
         .map_err(|source| err(IndexFileError::Io { path: cache.files_lock_path(), source }))?;
-    if memory.last_erasure(namespace)?.is_some_and(|erased| erased > covers) {
+    if view.last_erasure(namespace)?.is_some_and(|erased| erased > covers) {
         return Ok(None);
     }
     evicortex_ledger::create_private_dir(dir)

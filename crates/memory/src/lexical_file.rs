@@ -24,7 +24,8 @@ use evicortex_vector::{
 };
 
 use crate::{
-    CompileError, Memory, OpenError,
+    CompileError, OpenError,
+    derived_view::DerivedView,
     index_cache::{BM25, NamespaceIndexes, cached_analyzer},
     index_files,
 };
@@ -66,11 +67,11 @@ struct Header {
 /// The saved indexes of `namespace` when its file is current for `live` (the namespace's live
 /// turns, in ledger order); a stale, damaged or mismatched file is removed.
 pub(crate) fn load(
-    memory: &Memory,
+    view: DerivedView<'_>,
     namespace: &Namespace,
     live: &[Evidence],
 ) -> Result<Option<SavedLexical>, CompileError> {
-    let cache = &memory.inner.indexes;
+    let cache = &view.indexes;
     let (Some(dir), Some(_)) = (cache.lexical_dir.as_deref(), cache.lexical_files_from) else {
         return Ok(None);
     };
@@ -92,7 +93,7 @@ pub(crate) fn load(
     if header.namespace != *namespace {
         return discard("written for another namespace");
     }
-    if memory.last_erasure(namespace)?.is_some_and(|erased| erased > header.covers) {
+    if view.last_erasure(namespace)?.is_some_and(|erased| erased > header.covers) {
         return discard("a turn was erased after the record it covers");
     }
     let body = match read_body(&mut reader) {
@@ -145,11 +146,11 @@ fn matches_live(
 /// Writes `indexes`' lexical indexes when the namespace holds enough turns, they cover its last
 /// record and the turn index grew by more than an eighth since it was last written.
 pub(crate) fn save_if_grown(
-    memory: &Memory,
+    view: DerivedView<'_>,
     namespace: &Namespace,
     indexes: &mut NamespaceIndexes,
 ) -> Result<(), CompileError> {
-    let cache = &memory.inner.indexes;
+    let cache = &view.indexes;
     let (Some(dir), Some(from)) = (cache.lexical_dir.as_deref(), cache.lexical_files_from) else {
         return Ok(());
     };
@@ -160,7 +161,7 @@ pub(crate) fn save_if_grown(
     if turns < from || !grown || !window_current || indexes.corpus.len() != turns {
         return Ok(());
     }
-    let Some(_guard) = index_files::begin_write(memory, namespace, covers, dir)? else {
+    let Some(_guard) = index_files::begin_write(view, namespace, covers, dir)? else {
         return Ok(());
     };
     let path = file_path(dir, namespace);

@@ -2,14 +2,14 @@
 //! writer lock under which derived data is written and purged.
 
 use std::{
-    collections::{HashSet, VecDeque},
+    collections::HashSet,
     io::Write,
     path::{Path, PathBuf},
     sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock},
 };
 
 use evicortex_compiler::Reranker;
-use evicortex_core::{Evidence, Namespace, TextDigest, Turn, TurnId};
+use evicortex_core::{Evidence, Namespace, Turn, TurnId};
 use evicortex_embed::{Encoder, Overlength};
 use evicortex_ledger::{EvidenceLedger, Ledger, LedgerPosition, OpenMode, ScanEvidence};
 use evicortex_postgres::PgLedger;
@@ -19,6 +19,8 @@ use crate::{
     EraseReceipt, EraseTarget, ExportError, ExportSummary, OpenError, ReadError, Stats,
     VerifyError, VerifyReport,
     background::BackgroundEmbedder,
+    dense::Dense,
+    derived_view::{DerivedView, WriteState},
     embedding_cache::EmbeddingCache,
     erase_documents::{orphaned_documents, target_documents},
     error::read_class,
@@ -110,62 +112,6 @@ struct OpenedLedger {
     dir: PathBuf,
     ledger: Box<dyn EvidenceLedger>,
     url: Option<String>,
-}
-
-/// The encoder a memory embeds with, and the content-addressed cache of its vectors.
-#[derive(Debug)]
-pub(crate) struct Dense {
-    pub(crate) encoder: Arc<dyn Encoder>,
-    pub(crate) cache: Arc<EmbeddingCache>,
-}
-
-/// What the writer lock guards besides mutual exclusion: the erasures made through this memory,
-/// so that a writer of derived data that read its texts before an erasure can drop the texts the
-/// erasure orphaned.
-#[derive(Debug, Default)]
-pub(crate) struct WriteState {
-    /// Erasures committed through this memory.
-    pub(crate) erasures: u64,
-    /// The texts each recent erasure orphaned, by erasure number (the oldest dropped first).
-    orphans: VecDeque<(u64, Vec<TextDigest>)>,
-}
-
-/// Erasures whose orphaned texts are remembered; a writer older than that rescans the ledger.
-const ORPHAN_LOG: usize = 256;
-
-impl WriteState {
-    /// The texts orphaned by erasures after erasure number `since`, or `None` when the log no
-    /// longer reaches back that far.
-    pub(crate) fn orphaned_since(&self, since: u64) -> Option<HashSet<TextDigest>> {
-        if self.erasures == since {
-            return Some(HashSet::new());
-        }
-        let oldest = self.orphans.front().map_or(self.erasures + 1, |(n, _)| *n);
-        if oldest > since + 1 {
-            return None;
-        }
-        Some(
-            self.orphans
-                .iter()
-                .filter(|(n, _)| *n > since)
-                .flat_map(|(_, texts)| texts.iter().copied())
-                .collect(),
-        )
-    }
-
-    /// Records an erasure. With `unknown` (some erased turn's document could not be read), the
-    /// log forgets every erasure so far: writers that read before it rescan the live ledger.
-    fn record(&mut self, receipt: &EraseReceipt, unknown: bool) {
-        self.erasures += 1;
-        if unknown {
-            self.orphans.clear();
-            return;
-        }
-        self.orphans.push_back((self.erasures, receipt.orphaned_texts.clone()));
-        while self.orphans.len() > ORPHAN_LOG {
-            self.orphans.pop_front();
-        }
-    }
 }
 
 /// How to open a [`Memory`]: the store directory, and optionally the encoder (dense retrieval,
@@ -393,8 +339,14 @@ impl MemoryBuilder {
             before_put: TestHook::default(),
         });
         if background {
-            let embedder =
-                BackgroundEmbedder::start(&memory.inner).map_err(OpenError::BackgroundEmbedder)?;
+            let weak = Arc::downgrade(&memory.inner);
+            let round: crate::background::Round = Box::new(move |after| {
+                let inner = weak.upgrade()?;
+                Some(Memory { inner }.background_round(after))
+            });
+            let encoders = memory.inner.dense.iter().chain(&memory.inner.also_dense);
+            let embedder = BackgroundEmbedder::start(encoders, round)
+                .map_err(OpenError::BackgroundEmbedder)?;
             memory.inner.embedder.set(embedder).expect("a new memory has no embedder yet");
         }
         Ok(memory)
@@ -406,9 +358,7 @@ impl MemoryBuilder {
             return Ok(());
         }
         let Some(first) = &self.encoder else {
-            return Err(OpenError::Encoders(
-                "also-encoders were given without a first one".into(),
-            ));
+            return Err(OpenError::Encoders("also-encoders were given without a first one".into()));
         };
         if self.also_encoders.len() > crate::MAX_ALSO_ENCODERS {
             return Err(OpenError::Encoders(format!(
@@ -656,7 +606,17 @@ impl Memory {
 
     /// The writer lock of derived data (see [`WriteState`]).
     pub(crate) fn lock_writes(&self) -> MutexGuard<'_, WriteState> {
-        self.inner.writes.lock().unwrap_or_else(PoisonError::into_inner)
+        self.view().lock_writes()
+    }
+
+    /// What the derived-data caches and files read of this memory.
+    pub(crate) fn view(&self) -> DerivedView<'_> {
+        DerivedView {
+            ledger: &*self.inner.ledger,
+            indexes: &self.inner.indexes,
+            writes: &self.inner.writes,
+            pg_dense: self.inner.pg_dense.as_deref(),
+        }
     }
 
     /// Recomputes every digest and the whole chain; names the first bad record.
@@ -694,23 +654,13 @@ impl Memory {
         self.inner.ledger.evidence(namespace)
     }
 
-    /// The redaction record of the latest erasure of a turn of `namespace`.
-    pub(crate) fn last_erasure(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
-        self.inner.ledger.last_erasure(namespace)
-    }
-
     /// The live turns of `namespace` numbered after `after` (all when `None`), in ledger order.
     pub fn evidence_after(
         &self,
         namespace: &Namespace,
         after: Option<TurnId>,
     ) -> Result<Vec<Evidence>, ReadError> {
-        let mut out = Vec::new();
-        self.inner.ledger.for_each_evidence(namespace, after, |e| {
-            out.push(e);
-            Ok::<(), ReadError>(())
-        })?;
-        Ok(out)
+        self.view().evidence_after(namespace, after)
     }
 
     /// The namespaces with at least one live turn, sorted.
@@ -752,30 +702,5 @@ mod tests {
     fn memory_is_send_and_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<Memory>();
-    }
-
-    #[test]
-    fn the_orphan_log_answers_only_as_far_back_as_it_reaches() {
-        let mut state = WriteState::default();
-        assert_eq!(state.orphaned_since(0), Some(HashSet::new()));
-        let receipt = |text: &str| EraseReceipt {
-            redaction: None,
-            erased: Vec::new(),
-            already_erased: 0,
-            orphaned_texts: vec![TextDigest::of(text)],
-        };
-        state.record(&receipt("a"), false);
-        state.record(&receipt("b"), false);
-        assert_eq!(state.orphaned_since(1), Some(HashSet::from([TextDigest::of("b")])));
-        assert_eq!(state.orphaned_since(0).map(|s| s.len()), Some(2));
-        for _ in 0..ORPHAN_LOG {
-            state.record(&receipt("c"), false);
-        }
-        assert_eq!(state.orphaned_since(0), None);
-        assert!(state.orphaned_since(state.erasures - 1).is_some());
-        // An erasure whose documents are unknown sends every earlier writer back to the ledger.
-        state.record(&receipt("d"), true);
-        assert_eq!(state.orphaned_since(state.erasures - 1), None);
-        assert_eq!(state.orphaned_since(state.erasures), Some(HashSet::new()));
     }
 }

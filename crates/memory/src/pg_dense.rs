@@ -14,17 +14,12 @@ use std::collections::{BTreeMap, HashSet};
 
 use evicortex_compiler::{Admission, Corpus};
 use evicortex_core::{Namespace, TurnId};
-use evicortex_postgres::{
-    EncoderSpace, HnswBuild, PgVectors, ServedBy, StoredVector, VectorStoreError,
-};
+use evicortex_postgres::{EncoderSpace, HnswBuild, PgVectors, ServedBy, StoredVector};
 use evicortex_vector::{
     IndexKind, PgvectorHnsw, VectorError, VectorHit, VectorIndexRead, WindowedIndex,
 };
 
-use crate::{
-    CompileError, DerivedStore, DerivedStoreError, EraseReceipt, ErrorClass, OpenError,
-    memory::Dense,
-};
+use crate::{CompileError, DerivedStore, DerivedStoreError, EraseReceipt, OpenError, dense::Dense};
 
 /// The beam of pgvector's HNSW searches (`hnsw.ef_search`, at least the list's length). With
 /// 128 (the store's floor) recall@50 against the exact scan was 0.9898 on 10k real LongMemEval
@@ -239,27 +234,10 @@ impl DerivedStore for PgDense {
             by_namespace.entry(&turn.namespace).or_default().push(turn.id);
         }
         for (namespace, turns) in by_namespace {
-            self.vectors
-                .remove(namespace, &turns)
-                .map_err(|e| DerivedStoreError::new(self.name(), vector_store_class(&e), e))?;
+            self.vectors.remove(namespace, &turns).map_err(|e| {
+                DerivedStoreError::new(self.name(), crate::error::vector_store_class(&e), e)
+            })?;
         }
         Ok(())
-    }
-}
-
-/// What kind of failure a vector store error is.
-pub(crate) fn vector_store_class(e: &VectorStoreError) -> ErrorClass {
-    match e {
-        VectorStoreError::Database { .. } | VectorStoreError::ScrubIncomplete { .. } => {
-            ErrorClass::Io
-        }
-        VectorStoreError::Extension { .. }
-        | VectorStoreError::ReadOnlyReplica { .. }
-        | VectorStoreError::UnknownEncoder { .. } => ErrorClass::BadInput,
-        VectorStoreError::EncoderMismatch { .. } | VectorStoreError::Inconsistent { .. } => {
-            ErrorClass::Integrity
-        }
-        VectorStoreError::Tls(e) => crate::error::postgres_tls_class(e),
-        _ => ErrorClass::Internal,
     }
 }

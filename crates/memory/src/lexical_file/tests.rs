@@ -10,7 +10,7 @@ use evicortex_compiler::{
 use evicortex_core::{Namespace, TokenBudget};
 
 use super::*;
-use crate::{CompileRequest, EraseTarget, IngestOptions, parse_jsonl};
+use crate::{CompileRequest, EraseTarget, IngestOptions, Memory, parse_jsonl};
 
 fn alice() -> Namespace {
     Namespace::new("alice").unwrap()
