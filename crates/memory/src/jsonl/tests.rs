@@ -26,10 +26,7 @@ fn parses_a_full_line_and_skips_blank_lines() {
 
 #[test]
 fn names_file_line_and_field() {
-    check_err(
-        "{",
-        "in.jsonl:1: malformed JSON: EOF while parsing an object at line 1 column 1",
-    );
+    check_err("{", "in.jsonl:1: malformed JSON: EOF while parsing an object at line 1 column 1");
     check_err(
         "[1]",
         "in.jsonl:1: malformed JSON: invalid type: sequence, expected a JSON object (one turn per line) at line 1 column 0",
@@ -80,10 +77,7 @@ fn an_unknown_field_with_an_empty_name_is_named_as_such() {
 fn an_unknown_field_with_a_control_character_is_named_in_its_json_form() {
     let input = OK.replacen('{', r#"{"ro\fle":"x","#, 1);
     let err = parse_jsonl("in.jsonl", input.as_bytes(), &IngestOptions::default()).unwrap_err();
-    assert!(
-        err.to_string().starts_with(r#"in.jsonl:1: field `"ro\fle"`: unknown field"#),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with(r#"in.jsonl:1: field `"ro\fle"`: unknown field"#), "{err}");
 }
 
 #[test]
@@ -98,10 +92,7 @@ fn reports_the_line_of_invalid_utf8() {
 fn refuses_text_over_the_limit_without_truncating() {
     let options = IngestOptions { max_text_bytes: 1, ..IngestOptions::default() };
     let err = parse_jsonl("f", OK.as_bytes(), &options).unwrap_err();
-    assert!(
-        matches!(err, IngestError::InvalidField { ref field, .. } if field == "text"),
-        "{err}"
-    );
+    assert!(matches!(err, IngestError::InvalidField { ref field, .. } if field == "text"), "{err}");
 }
 
 #[test]
@@ -115,14 +106,10 @@ fn default_namespace_fills_in_and_conflicts_are_refused() {
         default_namespace: Some(Namespace::new("b").unwrap()),
         ..IngestOptions::default()
     };
-    assert_eq!(
-        parse_jsonl("f", no_ns.as_bytes(), &options).unwrap()[0].namespace.as_str(),
-        "b"
-    );
+    assert_eq!(parse_jsonl("f", no_ns.as_bytes(), &options).unwrap()[0].namespace.as_str(), "b");
     let err = parse_jsonl("f", OK.as_bytes(), &options).unwrap_err();
     assert!(
-        err.to_string()
-            .contains("field `namespace`: is \"a\" but the namespace option says \"b\""),
+        err.to_string().contains("field `namespace`: is \"a\" but the namespace option says \"b\""),
         "{err}"
     );
 }
@@ -180,14 +167,10 @@ fn parsed_objects_get_the_same_refusals() {
             .unwrap();
     assert_eq!(with("meta", mixed), "meta.n[2]");
     let exact: Value =
-        serde_json::from_str(r#"{"n":[18446744073709551615,-9223372036854775808,0.1]}"#)
-            .unwrap();
+        serde_json::from_str(r#"{"n":[18446744073709551615,-9223372036854775808,0.1]}"#).unwrap();
     let mut o = base.clone();
     o.insert("meta".to_owned(), exact.clone());
-    assert_eq!(
-        Value::Object(turn_from_json(&o, &IngestOptions::default()).unwrap().meta),
-        exact
-    );
+    assert_eq!(Value::Object(turn_from_json(&o, &IngestOptions::default()).unwrap().meta), exact);
 }
 
 #[test]
