@@ -250,6 +250,7 @@ fn direct_class(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
         FetchError => fetch_class,
         evicortex_ledger::MigrateError => ErrorClass::of_migrate,
         crate::MigrateToPostgresError => crate::MigrateToPostgresError::class,
+        evicortex_postgres::SharedDataError => crate::shared_data::shared_data_class,
         evicortex_core::IdError => |_| ErrorClass::BadInput,
         evicortex_core::TimeError => |_| ErrorClass::BadInput,
         evicortex_compiler::ReaderTokenizerError => |_| ErrorClass::BadInput,

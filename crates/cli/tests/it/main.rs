@@ -46,6 +46,8 @@ mod permissions;
 mod postgres_front_ends;
 /// `--store postgres://<hot standby>`: reads what the primary wrote; writes refused, exit 2.
 mod postgres_replica;
+/// Several servers over one PostgreSQL database: keys, settings and erasure shared.
+mod postgres_shared;
 /// The evaluation's compiled contexts are `evicortex compile --json`'s, byte for byte.
 mod product_path;
 /// `evicortex serve --index-cache-mib`: a namespace bigger than the budget is reported.

@@ -1,0 +1,118 @@
+//! Several servers over one PostgreSQL database, each with a derived directory of its own (as
+//! on machines of their own): what one derives, the others find in the database. Needs a
+//! server: `scripts/postgres start`, then export the URL it prints as
+//! EVICORTEX_TEST_POSTGRES_URL.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::cli::{sigterm, spawn_serve};
+use crate::migrate_postgres::TestDb;
+
+/// `evicortex --store URL` with the derived files in `derived`.
+fn evicortex(url: &str, derived: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_evicortex"));
+    command.arg("--store").arg(url).env("EVICORTEX_DERIVED_DIR", derived);
+    command
+}
+
+fn ok(mut command: Command) -> String {
+    let out = command.output().expect("run evicortex");
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{command:?} failed:\n{stdout}\n{stderr}");
+    stdout.into_owned()
+}
+
+fn create_key(url: &str, derived: &Path, namespace: &str) -> String {
+    let mut keys = evicortex(url, derived);
+    keys.args(["keys", "create", "--namespace", namespace]);
+    let key = ok(keys).lines().last().expect("a key").trim().to_owned();
+    assert!(key.starts_with("evk_"), "{key}");
+    key
+}
+
+/// A lexical-only server on `url` with its derived files in `derived`.
+fn serve(url: &str, derived: &Path) -> (Child, String) {
+    let mut serve = evicortex(url, derived);
+    serve.args(["serve", "--listen", "127.0.0.1:0", "--lexical-only"]).stderr(Stdio::null());
+    spawn_serve(serve)
+}
+
+/// The status of `GET base/path` under `key`.
+fn status(base: &str, path: &str, key: &str) -> u16 {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let request = client.get(format!("{base}{path}")).bearer_auth(key);
+    runtime.block_on(async { request.send().await.expect("request").status().as_u16() })
+}
+
+fn stop(mut server: Child) {
+    sigterm(&server);
+    let exit = server.wait().expect("wait for the server");
+    assert!(exit.success(), "server exit after SIGTERM: {exit}");
+}
+
+#[test]
+fn a_key_made_through_one_process_works_on_every_server_and_a_revocation_reaches_them_all() {
+    let db = TestDb::new();
+    let (cli, a, b) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let key = create_key(&db.url, cli.path(), "alice");
+    let (server_a, base_a) = serve(&db.url, a.path());
+    let (server_b, base_b) = serve(&db.url, b.path());
+    // A key made after both servers started is found too: nothing is cached per process.
+    let late = create_key(&db.url, a.path(), "bob");
+    for base in [&base_a, &base_b] {
+        assert_eq!(status(base, "/v1/namespaces/alice/stats", &key), 200, "{base}");
+        assert_eq!(status(base, "/v1/namespaces/bob/stats", &late), 200, "{base}");
+        assert_eq!(status(base, "/v1/namespaces/bob/stats", &key), 403, "{base}");
+    }
+    for dir in [cli.path(), a.path(), b.path()] {
+        assert!(!dir.join("keys.sqlite").exists(), "a key file in {}", dir.display());
+    }
+
+    let mut list = evicortex(&db.url, b.path());
+    list.args(["keys", "list"]);
+    let listed = ok(list);
+    let key_id = listed
+        .lines()
+        .find(|line| line.ends_with("alice"))
+        .and_then(|line| line.split_whitespace().next())
+        .unwrap_or_else(|| panic!("alice's key is not listed:\n{listed}"))
+        .to_owned();
+    let mut revoke = evicortex(&db.url, b.path());
+    revoke.args(["keys", "revoke", &key_id]);
+    ok(revoke);
+    for base in [&base_a, &base_b] {
+        assert_eq!(status(base, "/v1/namespaces/alice/stats", &key), 401, "{base}");
+        assert_eq!(status(base, "/v1/namespaces/bob/stats", &late), 200, "{base}");
+    }
+    stop(server_a);
+    stop(server_b);
+}
+
+#[test]
+fn keys_an_earlier_version_kept_in_a_derived_directory_move_into_the_database() {
+    let db = TestDb::new();
+    // An embedded store's key file has the format an earlier version kept per machine.
+    let embedded = tempfile::tempdir().unwrap();
+    let mut made = Command::new(env!("CARGO_BIN_EXE_evicortex"));
+    made.arg("--store").arg(embedded.path()).args(["keys", "create", "--namespace", "carol"]);
+    let key = ok(made).lines().last().expect("a key").trim().to_owned();
+
+    let (old, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut claim = evicortex(&db.url, old.path());
+    claim.args(["keys", "list"]);
+    ok(claim);
+    fs_err::copy(embedded.path().join("keys.sqlite"), old.path().join("keys.sqlite")).unwrap();
+
+    let (server, base) = serve(&db.url, old.path());
+    assert!(!old.path().join("keys.sqlite").exists(), "the key file was left");
+    let (server_b, base_b) = serve(&db.url, other.path());
+    assert_eq!(status(&base, "/v1/namespaces/carol/stats", &key), 200);
+    assert_eq!(status(&base_b, "/v1/namespaces/carol/stats", &key), 200);
+    stop(server);
+    stop(server_b);
+}
