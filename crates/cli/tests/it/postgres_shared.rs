@@ -116,3 +116,45 @@ fn keys_an_earlier_version_kept_in_a_derived_directory_move_into_the_database() 
     stop(server);
     stop(server_b);
 }
+
+/// `evicortex --store URL args` with the derived files in `derived`, successful: its stdout.
+fn run_ok(url: &str, derived: &Path, args: &[&str]) -> String {
+    let mut command = evicortex(url, derived);
+    command.args(args);
+    ok(command)
+}
+
+#[test]
+fn the_encoder_list_and_overlength_policy_set_through_one_machine_hold_on_another() {
+    let db = TestDb::new();
+    let (a, b, old) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // An earlier version's list in a derived directory moves into the database when read there.
+    run_ok(&db.url, old.path(), &["keys", "list"]);
+    let listed = r#"{"format": "evicortex-encoders/1", "encoders": ["all-minilm-l6-v2", "all-mpnet-base-v2"]}"#;
+    fs_err::write(old.path().join("encoders.json"), listed).unwrap();
+    let both = r#"{"encoders":["all-minilm-l6-v2","all-mpnet-base-v2"]}"#;
+    assert_eq!(run_ok(&db.url, old.path(), &["encoders", "--json"]).trim(), both);
+    assert!(!old.path().join("encoders.json").exists(), "the list was left in the directory");
+    assert_eq!(run_ok(&db.url, b.path(), &["encoders", "--json"]).trim(), both);
+
+    run_ok(&db.url, a.path(), &["encoders", "--set", "all-minilm-l6-v2"]);
+    assert!(!a.path().join("encoders.json").exists(), "the list was written to the directory");
+    let one = r#"{"encoders":["all-minilm-l6-v2"]}"#;
+    for dir in [&a, &b, &old] {
+        assert_eq!(run_ok(&db.url, dir.path(), &["encoders", "--json"]).trim(), one);
+    }
+
+    // Embedded through A with windows: B, which has no local cache, embeds with windows too
+    // (under the default policy the long turn would be refused, exit code 2).
+    let input = a.path().join("long.jsonl");
+    let text = "The harbour ferry timetable changes every season, and the evening boats stop \
+                early. "
+        .repeat(30);
+    let turn = serde_json::json!({"namespace": "alice", "session": "s1", "turn": 0,
+        "role": "user", "text": text, "time": "2024-05-20T09:00:00Z"});
+    fs_err::write(&input, format!("{turn}\n")).unwrap();
+    run_ok(&db.url, a.path(), &["ingest", "--overlength", "window", input.to_str().unwrap()]);
+    let embedded = run_ok(&db.url, b.path(), &["embed"]);
+    assert!(embedded.contains(" 0 refused as overlength"), "{embedded}");
+}
