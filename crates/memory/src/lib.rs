@@ -55,6 +55,7 @@ mod derived;
 mod embedding_cache;
 mod encoder;
 mod erase_documents;
+mod erasure_watch;
 mod error;
 mod export;
 mod group_commit;

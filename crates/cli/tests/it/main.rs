@@ -24,6 +24,9 @@ mod faults;
 /// A failing disk under `evicortex serve`: 500, then 503 until a restart; a full one 507;
 /// nothing acknowledged lost.
 mod faults_http;
+/// Files holding a needle (the PostgreSQL crate's read-back helper).
+#[path = "../../../postgres/tests/support/files_holding.rs"]
+mod files_holding;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;
 /// The web inspector at `/ui` in headless Chromium against a real `evicortex serve`.

@@ -25,7 +25,7 @@ fn ok(mut command: Command) -> String {
     stdout.into_owned()
 }
 
-fn create_key(url: &str, derived: &Path, namespace: &str) -> String {
+pub(crate) fn create_key(url: &str, derived: &Path, namespace: &str) -> String {
     let mut keys = evicortex(url, derived);
     keys.args(["keys", "create", "--namespace", namespace]);
     let key = ok(keys).lines().last().expect("a key").trim().to_owned();
@@ -34,10 +34,11 @@ fn create_key(url: &str, derived: &Path, namespace: &str) -> String {
 }
 
 /// A lexical-only server on `url` with its derived files in `derived`.
-fn serve(url: &str, derived: &Path) -> (Child, String) {
+fn serve(url: &str, derived: &Path) -> (Running, String) {
     let mut serve = evicortex(url, derived);
     serve.args(["serve", "--listen", "127.0.0.1:0", "--lexical-only"]).stderr(Stdio::null());
-    spawn_serve(serve)
+    let (child, base) = spawn_serve(serve);
+    (Running(Some(child)), base)
 }
 
 /// The status of `GET base/path` under `key`.
@@ -48,9 +49,22 @@ fn status(base: &str, path: &str, key: &str) -> u16 {
     runtime.block_on(async { request.send().await.expect("request").status().as_u16() })
 }
 
-fn stop(mut server: Child) {
-    sigterm(&server);
-    let exit = server.wait().expect("wait for the server");
+/// A server process, killed if a failed assertion leaves it running.
+struct Running(Option<Child>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn stop(mut server: Running) {
+    let mut child = server.0.take().expect("a running server");
+    sigterm(&child);
+    let exit = child.wait().expect("wait for the server");
     assert!(exit.success(), "server exit after SIGTERM: {exit}");
 }
 
@@ -157,4 +171,96 @@ fn the_encoder_list_and_overlength_policy_set_through_one_machine_hold_on_anothe
     run_ok(&db.url, a.path(), &["ingest", "--overlength", "window", input.to_str().unwrap()]);
     let embedded = run_ok(&db.url, b.path(), &["embed"]);
     assert!(embedded.contains(" 0 refused as overlength"), "{embedded}");
+}
+
+/// `POST base/path` with `body` under `key`: the JSON answer of a success.
+fn post(base: &str, path: &str, key: &str, body: &serde_json::Value) -> serde_json::Value {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+    let request = client.post(format!("{base}{path}")).bearer_auth(key).json(body);
+    runtime.block_on(async {
+        let response = request.send().await.expect("request");
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.expect("json body");
+        assert!(status.is_success(), "{path}: {status} {body}");
+        body
+    })
+}
+
+/// The vectors (rows) in the embedding cache of the derived directory `dir`.
+fn cached_vectors(dir: &Path) -> i64 {
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+    let cache = rusqlite::Connection::open_with_flags(dir.join("embeddings.sqlite"), flags)
+        .expect("open the embedding cache");
+    cache.query_row("SELECT count(*) FROM vectors", [], |row| row.get(0)).expect("count vectors")
+}
+
+fn hybrid_server(url: &str, derived: &Path) -> (Running, String) {
+    let mut serve = evicortex(url, derived);
+    serve.args(["serve", "--listen", "127.0.0.1:0"]).stderr(Stdio::inherit());
+    let (child, base) = spawn_serve(serve);
+    (Running(Some(child)), base)
+}
+
+#[test]
+fn an_erasure_through_one_server_reaches_the_next_compile_and_the_files_of_another() {
+    let data = std::env::var_os("EVICORTEX_TEST_POSTGRES_DATA").map(std::path::PathBuf::from);
+    let data = data.unwrap_or_else(|| {
+        panic!(
+            "EVICORTEX_TEST_POSTGRES_DATA is not set: this test reads the test server's files \
+             back. Run `scripts/postgres start` and export the variables it prints"
+        )
+    });
+    let db = TestDb::new();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let secret = format!("erasure-probe {nanos}-{} my locker PIN is 4711", std::process::id());
+    let inputs = tempfile::tempdir().unwrap();
+    let input = inputs.path().join("turns.jsonl");
+    let lines: Vec<String> = [
+        ("s1", "My sister Ana lives in Porto and teaches the cello."),
+        ("s2", secret.as_str()),
+        ("s3", "The ferry to the island leaves at nine on Sundays."),
+    ]
+    .iter()
+    .map(|(session, text)| {
+        serde_json::json!({"namespace": "alice", "session": session, "turn": 0, "role": "user",
+            "text": text, "time": "2024-05-20T09:00:00Z"})
+        .to_string()
+    })
+    .collect();
+    fs_err::write(&input, lines.join("\n") + "\n").unwrap();
+    // Each machine embeds into its own cache before its server starts.
+    run_ok(&db.url, a.path(), &["ingest", input.to_str().unwrap()]);
+    fs_err::remove_file(&input).unwrap();
+    run_ok(&db.url, b.path(), &["embed"]);
+    assert_eq!((cached_vectors(a.path()), cached_vectors(b.path())), (3, 3));
+    let key = create_key(&db.url, a.path(), "alice");
+    let (server_a, base_a) = hybrid_server(&db.url, a.path());
+    let (server_b, base_b) = hybrid_server(&db.url, b.path());
+
+    let ask = serde_json::json!({"query": "What is my locker PIN?", "budget": 300,
+        "reader_tokenizer": "o200k_base"});
+    let compile = "/v1/namespaces/alice/compile";
+    let before = post(&base_b, compile, &key, &ask);
+    assert!(before["text"].as_str().unwrap().contains(&secret), "{before}");
+    assert!(post(&base_a, compile, &key, &ask)["text"].as_str().unwrap().contains(&secret));
+
+    let erased =
+        post(&base_a, "/v1/namespaces/alice/erase", &key, &serde_json::json!({"session": "s2"}));
+    assert_eq!(erased["erased"].as_array().map(Vec::len), Some(1), "{erased}");
+    let after = post(&base_b, compile, &key, &ask);
+    assert!(!after["text"].as_str().unwrap().contains(&secret), "B cited the erased turn: {after}");
+    // B's compile dropped the erased turn's vector from B's own cache, as A's erasure did.
+    assert_eq!((cached_vectors(a.path()), cached_vectors(b.path())), (2, 2));
+    for dir in [a.path(), b.path(), data.as_path()] {
+        let left = crate::files_holding::files_holding(dir, secret.as_bytes());
+        assert!(left.is_empty(), "the erased text is still in {left:?}");
+    }
+    stop(server_a);
+    stop(server_b);
+    let report: serde_json::Value =
+        serde_json::from_str(&run_ok(&db.url, b.path(), &["verify", "--json"])).unwrap();
+    assert_eq!((report["ok"].clone(), report["erased_turns"].clone()), (true.into(), 1.into()));
 }
