@@ -137,6 +137,10 @@ impl Memory {
     ) -> Result<EmbedReport, CatchUpError> {
         let dense = self.inner.dense.as_ref().ok_or(CatchUpError::NoEncoder)?;
         dense.cache.set_last_identity(&dense.encoder.identity_digest())?;
+        if let Some(pg) = &self.inner.pg_dense {
+            pg.record_overlength(dense.encoder.identity().overlength)
+                .map_err(|e| CatchUpError::Shared(Box::new(e)))?;
+        }
         // The leading encoder first: compile's abstention and context vectors rest on it.
         let mut report = self.catch_up_with(dense, namespace, after, limits, progress)?;
         for also in &self.inner.also_dense {

@@ -118,6 +118,9 @@ pub enum CompileError {
     /// Embedding the question failed, or a given question vector has another identity.
     #[error("embedding the question: {0}")]
     Embed(#[from] EmbedError),
+    /// Applying another process's erasures to this process's derived files failed.
+    #[error("applying erasures made through another process: {0}")]
+    Erasures(crate::DerivedStoreError),
     /// The question is longer than the encoder's maximum.
     #[error(
         "the question is {tokens} encoder tokens, over the encoder's maximum of {max_tokens}; \
@@ -154,6 +157,7 @@ impl CompileError {
             CompileError::EmbeddingCache(e) => e.class(),
             CompileError::VectorStore { source, .. } => crate::error::vector_store_class(source),
             CompileError::Embed(e) => crate::error::embed_class(e),
+            CompileError::Erasures(e) => e.class(),
         }
     }
 
@@ -223,6 +227,7 @@ impl Memory {
         };
 
         let started = Instant::now();
+        self.apply_erasures_elsewhere()?;
         let namespace = &query.namespace;
         let slot = self.inner.indexes.slot(namespace);
         let also: &[crate::dense::Dense] =

@@ -747,6 +747,13 @@ impl DerivedStore for EmbeddingCache {
 /// front ends default to it, so that a store embedded with windows is compiled with windows.
 /// `store` is a store directory or a PostgreSQL URL, whose cache is in its derived directory.
 pub fn last_overlength(store: &Path) -> Result<Option<Overlength>, EmbeddingCacheError> {
+    // A PostgreSQL store's policy is the database's, whichever server embedded last.
+    let recorded = crate::shared_data::recorded_overlength(store).map_err(|detail| {
+        EmbeddingCacheError::Io { path: store.to_owned(), source: std::io::Error::other(detail) }
+    })?;
+    if recorded.is_some() {
+        return Ok(recorded);
+    }
     let location = crate::StoreLocation::parse(store).map_err(|e| EmbeddingCacheError::Io {
         path: store.to_owned(),
         source: std::io::Error::other(e.to_string()),

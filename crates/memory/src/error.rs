@@ -132,6 +132,9 @@ pub enum CatchUpError {
     /// The embedding cache failed.
     #[error(transparent)]
     Cache(#[from] EmbeddingCacheError),
+    /// A PostgreSQL store's database failed while the overlength policy was recorded.
+    #[error("recording the overlength policy in the store's database")]
+    Shared(#[source] Box<evicortex_postgres::SharedDataError>),
 }
 
 /// A storage failure that front ends report apart from other I/O failures (HTTP: 507 and 503;
@@ -250,6 +253,7 @@ fn direct_class(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
         FetchError => fetch_class,
         evicortex_ledger::MigrateError => ErrorClass::of_migrate,
         crate::MigrateToPostgresError => crate::MigrateToPostgresError::class,
+        evicortex_postgres::SharedDataError => crate::shared_data::shared_data_class,
         evicortex_core::IdError => |_| ErrorClass::BadInput,
         evicortex_core::TimeError => |_| ErrorClass::BadInput,
         evicortex_compiler::ReaderTokenizerError => |_| ErrorClass::BadInput,
@@ -313,6 +317,7 @@ impl CatchUpError {
             CatchUpError::Read(e) => read_class(e),
             CatchUpError::Embed(e) => embed_class(e),
             CatchUpError::Cache(e) => e.class(),
+            CatchUpError::Shared(e) => crate::shared_data::shared_data_class(e),
         }
     }
 }

@@ -57,6 +57,7 @@ mod derived_view;
 mod embedding_cache;
 mod encoder;
 mod erase_documents;
+mod erasure_watch;
 mod error;
 mod export;
 mod group_commit;
@@ -74,6 +75,7 @@ mod request_config;
 mod request_failure;
 mod requests;
 mod rerankers;
+mod shared_data;
 mod stats;
 mod store_encoders;
 mod store_location;
@@ -186,6 +188,7 @@ pub use evicortex_reader::{LOCAL_READER_BUILT, load_local_reader};
 /// that they go through this one crate; hidden from its documentation, and not a stable API.
 #[doc(hidden)]
 pub mod front_end {
+    pub use crate::shared_data::shared_database;
     pub use crate::{
         compile_options::apply_compile_options,
         export::export_line,
@@ -203,6 +206,7 @@ pub mod front_end {
         turn_document,
     };
     pub use evicortex_ledger::{create_private_dir, restrict_sqlite_files};
+    pub use evicortex_postgres::{PgShared, SharedDataError, StoredKey};
     pub use evicortex_reader::{
         ChatApiError, ChatApiErrorBody, ChatChoice, ChatCompletionRequest, ChatCompletionResponse,
         ChatReplyMessage, ChatUsage, FinishReason,

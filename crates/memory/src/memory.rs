@@ -23,6 +23,7 @@ use crate::{
     derived_view::{DerivedView, WriteState},
     embedding_cache::EmbeddingCache,
     erase_documents::{orphaned_documents, target_documents},
+    erasure_watch::ErasureWatch,
     error::read_class,
     export::export_line,
     group_commit::{GroupCommit, GroupCommitStats},
@@ -57,10 +58,12 @@ pub(crate) struct Inner {
     /// Also-encoders whose dense lists compile fuses beside `dense`'s, in the same cache.
     pub(crate) also_dense: Vec<Dense>,
     /// The embedding cache, when the store has one (also in `dense` with an encoder).
-    cache: Option<Arc<EmbeddingCache>>,
+    pub(crate) cache: Option<Arc<EmbeddingCache>>,
     /// A PostgreSQL store's vectors in pgvector, where its dense candidates come from (with an
     /// encoder, or when the database already has them: erasures purge them).
     pub(crate) pg_dense: Option<Arc<PgDense>>,
+    /// On a PostgreSQL store: up to where other processes' erasures were applied here.
+    pub(crate) erasures: Option<ErasureWatch>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
     /// Every derived store, purged on erasure: the embedding cache (when the store has one), the
     /// compile indexes, and any store a caller attaches.
@@ -271,6 +274,11 @@ impl MemoryBuilder {
         let store_lock =
             if self.lock_store { Some(crate::StoreLock::acquire(&self.dir)?) } else { None };
         let OpenedLedger { dir, ledger, url } = self.open_ledger(OpenMode::ReadWrite)?;
+        // Read before the derived files are reconciled: a later erasure is applied by a compile.
+        let erasures = match &url {
+            Some(_) => Some(ErasureWatch::new(ledger.head().map_err(OpenError::Read)?)),
+            None => None,
+        };
         let cache = if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() {
             let cache = EmbeddingCache::open(&dir)?;
             cache.reconcile(&*ledger)?;
@@ -327,6 +335,7 @@ impl MemoryBuilder {
             also_dense,
             cache,
             pg_dense,
+            erasures,
             reranker: self.reranker.clone(),
             derived: RwLock::new(derived),
             writes: Mutex::default(),
@@ -422,6 +431,7 @@ impl MemoryBuilder {
             also_dense: Vec::new(),
             cache: None,
             pg_dense: None,
+            erasures: None,
             reranker: self.reranker.clone(),
             derived: RwLock::new(vec![indexes.clone()]),
             writes: Mutex::default(),

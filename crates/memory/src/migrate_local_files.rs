@@ -57,13 +57,37 @@ pub(crate) fn carry_embedding_cache(
     })
 }
 
-/// Carries the store's encoder list, checked as it is read, into `derived` unless one is there.
-pub(crate) fn carry_store_encoders(from: &Path, derived: &Path) -> Result<CarriedFile, CarryError> {
-    carry(from, derived, STORE_ENCODERS_FILE, |_, _| {
-        let names = crate::store_encoder_names(from).map_err(|e| format!("{e:#}"))?;
-        crate::set_store_encoders(derived, &names).map_err(|e| format!("{e:#}"))?;
-        Ok(CarriedFile::Copied)
-    })
+/// Carries the store's encoder list, checked as it is read, into the database `to` (its
+/// `store_settings`, which every server of the database reads) unless it holds one, and the
+/// overlength policy the store was last embedded with likewise.
+pub(crate) fn carry_store_encoders(from: &Path, to: &str) -> Result<CarriedFile, CarryError> {
+    let source = from.join(STORE_ENCODERS_FILE);
+    if !source.exists() {
+        return Ok(CarriedFile::Absent);
+    }
+    let shown = evicortex_postgres::redact_password(to);
+    let fail = |detail: String| CarryError {
+        from: source.clone(),
+        to: PathBuf::from(format!(
+            "{shown} (store_settings.{})",
+            crate::store_encoders::ENCODERS_SETTING
+        )),
+        detail,
+    };
+    let names = crate::store_encoder_names(from).map_err(|e| fail(format!("{e:#}")))?;
+    let db = evicortex_postgres::PgShared::connect(to).map_err(|e| fail(format!("{e:#}")))?;
+    let text = crate::store_encoders::list_json(&names);
+    let set = db
+        .set_setting_if_absent(crate::store_encoders::ENCODERS_SETTING, &text)
+        .map_err(|e| fail(format!("{e:#}")))?;
+    // The policy the carried vectors were embedded with, for servers without the local copy.
+    if let Some(policy) =
+        crate::embedding_cache::last_overlength(from).map_err(|e| fail(format!("{e:#}")))?
+    {
+        db.set_setting_if_absent(crate::shared_data::LAST_OVERLENGTH_SETTING, &policy.to_string())
+            .map_err(|e| fail(format!("{e:#}")))?;
+    }
+    Ok(if set { CarriedFile::Copied } else { CarriedFile::Kept })
 }
 
 /// The file `name` of `from` carried into `derived` by `copy(source, target)`, unless `from`

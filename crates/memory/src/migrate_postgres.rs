@@ -30,7 +30,8 @@ pub struct PostgresMigration {
     /// The embedding cache: copied, so that the vectors and the overlength policy the store was
     /// embedded with serve the database without embedding anything again.
     pub embedding_cache: CarriedFile,
-    /// The store's encoder list (`encoders.json`).
+    /// The store's encoder list (`encoders.json`), carried into the database's
+    /// `store_settings` with the overlength policy the store was last embedded with.
     pub encoders: CarriedFile,
 }
 
@@ -83,7 +84,7 @@ pub fn migrate_to_postgres(
     let copied = target.import_ledger(&ledger, progress)?;
     let check = evicortex_postgres::verify_migration(&ledger, &target)?;
     let embedding_cache = carry_embedding_cache(from, &derived_dir)?;
-    let encoders = carry_store_encoders(from, &derived_dir)?;
+    let encoders = carry_store_encoders(from, to)?;
     Ok(PostgresMigration { copied, check, derived_dir, embedding_cache, encoders })
 }
 

@@ -31,6 +31,8 @@ const EF_SEARCH: u32 = 256;
 #[derive(Debug)]
 pub(crate) struct PgDense {
     vectors: PgVectors,
+    /// Where a memory that embeds records its overlength policy (on the primary).
+    overlength: Option<crate::shared_data::SharedOverlength>,
 }
 
 impl PgDense {
@@ -53,7 +55,16 @@ impl PgDense {
         if !vectors.is_read_only() {
             vectors.remove_erased().map_err(OpenError::VectorStore)?;
         }
-        Ok(PgDense { vectors })
+        let overlength = crate::shared_data::SharedOverlength::connect(url)?;
+        Ok(PgDense { vectors, overlength })
+    }
+
+    /// Records `policy` in the database as the one the store was last embedded with.
+    pub(crate) fn record_overlength(
+        &self,
+        policy: evicortex_embed::Overlength,
+    ) -> Result<(), evicortex_postgres::SharedDataError> {
+        self.overlength.as_ref().map_or(Ok(()), |shared| shared.record(policy))
     }
 
     /// The vector store when the database has one, for a memory without an encoder: its
@@ -66,7 +77,7 @@ impl PgDense {
         if !vectors.is_read_only() {
             vectors.remove_erased().map_err(OpenError::VectorStore)?;
         }
-        Ok(Some(PgDense { vectors }))
+        Ok(Some(PgDense { vectors, overlength: None }))
     }
 
     /// Stores the local vectors of `turns` (every turn of `corpus` when `None`, minus those

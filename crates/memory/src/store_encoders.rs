@@ -1,6 +1,10 @@
 //! The store's encoder list: which catalogue encoders embed its turns and are fused by compile,
 //! the first one leading (abstention support, context vectors). Kept in `DIR/encoders.json`,
-//! written atomically; a store without the file uses the pinned default encoder alone.
+//! written atomically, or for a PostgreSQL store in its database (`store_settings`, the same
+//! JSON), so that every server of the database embeds and compiles with one list; a store
+//! without a list uses the pinned default encoder alone. A PostgreSQL store's derived
+//! directory holding an `encoders.json` of an earlier version, with no list in the database,
+//! has it moved into the database when it is next read on the primary.
 //!
 //! Every front end (CLI, HTTP, MCP, Python, the evaluation) opens a store with the encoders this
 //! file names, so that what was embedded and what compile reads never depend on who asks.
@@ -13,6 +17,7 @@ use std::{
 };
 
 use evicortex_embed::{DEFAULT_MODEL, EmbedError, Encoder, Overlength};
+use evicortex_postgres::PgShared;
 use serde::{Deserialize, Serialize};
 
 use crate::{ErrorClass, MAX_ALSO_ENCODERS};
@@ -21,6 +26,9 @@ use crate::{ErrorClass, MAX_ALSO_ENCODERS};
 pub const STORE_ENCODERS_FILE: &str = "encoders.json";
 
 const FORMAT: &str = "evicortex-encoders/1";
+
+/// The key of the list in a PostgreSQL store's `store_settings`.
+pub(crate) const ENCODERS_SETTING: &str = "encoders";
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,6 +65,9 @@ pub enum StoreEncodersError {
     /// could not be read.
     #[error("reading the store's embedding cache")]
     LastOverlength(#[from] crate::EmbeddingCacheError),
+    /// A PostgreSQL store's database failed or refused (a write on a standby).
+    #[error("the store's settings in its database")]
+    Shared(#[source] Box<evicortex_postgres::SharedDataError>),
     /// Loading a listed encoder failed (why is the source).
     #[error("encoder {name}")]
     Load {
@@ -77,6 +88,7 @@ impl StoreEncodersError {
             StoreEncodersError::Invalid(_) => ErrorClass::BadInput,
             StoreEncodersError::Load { source, .. } => crate::error::embed_class(source),
             StoreEncodersError::LastOverlength(e) => e.class(),
+            StoreEncodersError::Shared(e) => crate::shared_data::shared_data_class(e),
         }
     }
 }
@@ -105,9 +117,17 @@ pub fn check_store_encoders(names: &[String]) -> Result<(), StoreEncodersError> 
 }
 
 /// The catalogue names of the store's encoders, the leading one first: the list in
-/// `DIR/encoders.json`, or the pinned default alone when the store has no such file.
+/// `DIR/encoders.json` (a PostgreSQL store: in its database), or the pinned default alone when
+/// the store has none.
 pub fn store_encoder_names(dir: &Path) -> Result<Vec<String>, StoreEncodersError> {
-    let dir = &files_dir(dir)?;
+    if let Some(db) = shared(dir)? {
+        return names_in_database(&db, &files_dir(dir)?);
+    }
+    names_in_file(&files_dir(dir)?)
+}
+
+/// The list in `dir/encoders.json`, or the default alone without the file.
+fn names_in_file(dir: &Path) -> Result<Vec<String>, StoreEncodersError> {
     let path = dir.join(STORE_ENCODERS_FILE);
     let bytes = match fs_err::read(&path) {
         Ok(bytes) => bytes,
@@ -116,9 +136,41 @@ pub fn store_encoder_names(dir: &Path) -> Result<Vec<String>, StoreEncodersError
         }
         Err(source) => return Err(StoreEncodersError::Io { path, source }),
     };
-    let malformed = |detail: String| StoreEncodersError::Malformed { path: path.clone(), detail };
-    let file: EncodersFile =
-        serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+    parse_list(&bytes, &path)
+}
+
+/// The list in the database's `store_settings`; without one, the derived directory's file of an
+/// earlier version (moved into the database on the primary), else the default.
+fn names_in_database(db: &PgShared, derived: &Path) -> Result<Vec<String>, StoreEncodersError> {
+    let shared_err = |e| StoreEncodersError::Shared(Box::new(e));
+    let file = derived.join(STORE_ENCODERS_FILE);
+    if let Some(text) = db.setting(ENCODERS_SETTING).map_err(shared_err)? {
+        let path = PathBuf::from(format!("{} (store_settings.{ENCODERS_SETTING})", db.url()));
+        let names = parse_list(text.as_bytes(), &path)?;
+        if file.exists() && !db.is_replica() {
+            // An earlier version's file, which the database's list overrides: not left to
+            // mislead whoever reads the directory.
+            fs_err::remove_file(&file)
+                .map_err(|source| StoreEncodersError::Io { path: file, source })?;
+        }
+        return Ok(names);
+    }
+    let names = names_in_file(derived)?;
+    if file.exists() && !db.is_replica() {
+        let text = list_json(&names);
+        db.set_setting_if_absent(ENCODERS_SETTING, &text).map_err(shared_err)?;
+        fs_err::remove_file(&file)
+            .map_err(|source| StoreEncodersError::Io { path: file, source })?;
+        // What the database holds now, should another process have moved its own list first.
+        return names_in_database(db, derived);
+    }
+    Ok(names)
+}
+
+fn parse_list(bytes: &[u8], path: &Path) -> Result<Vec<String>, StoreEncodersError> {
+    let malformed =
+        |detail: String| StoreEncodersError::Malformed { path: path.to_owned(), detail };
+    let file: EncodersFile = serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
     if file.format != FORMAT {
         return Err(malformed(format!("format {:?}, expected {FORMAT:?}", file.format)));
     }
@@ -126,18 +178,45 @@ pub fn store_encoder_names(dir: &Path) -> Result<Vec<String>, StoreEncodersError
     Ok(file.encoders)
 }
 
+/// The list as stored: its JSON text, newline-terminated.
+pub(crate) fn list_json(names: &[String]) -> String {
+    let file = EncodersFile { format: FORMAT.to_owned(), encoders: names.to_vec() };
+    let mut text = serde_json::to_string_pretty(&file).expect("an encoder list serialises");
+    text.push('\n');
+    text
+}
+
+/// The database `store` shares with the other processes, for a PostgreSQL store.
+fn shared(store: &Path) -> Result<Option<PgShared>, StoreEncodersError> {
+    crate::shared_data::shared_database(store).map_err(|e| StoreEncodersError::Io {
+        path: store.to_owned(),
+        source: std::io::Error::other(format!("{e:#}")),
+    })
+}
+
 /// Names the store's encoders (checked first), replacing the list atomically: a crash leaves
 /// the old list or the new one. Vectors of encoders no longer listed stay in the embedding
 /// cache, keyed by their identity, and serve again if the encoder is listed again.
 pub fn set_store_encoders(dir: &Path, names: &[String]) -> Result<(), StoreEncodersError> {
     check_store_encoders(names)?;
+    if let Some(db) = shared(dir)? {
+        let text = list_json(names);
+        db.set_setting(ENCODERS_SETTING, &text)
+            .map_err(|e| StoreEncodersError::Shared(Box::new(e)))?;
+        // An earlier version's file would only mislead whoever reads the directory.
+        let file = files_dir(dir)?.join(STORE_ENCODERS_FILE);
+        return match fs_err::remove_file(&file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(StoreEncodersError::Io { path: file, source: e })
+            }
+            _ => Ok(()),
+        };
+    }
     let dir = &files_dir(dir)?;
     let path = dir.join(STORE_ENCODERS_FILE);
     let io = |source| StoreEncodersError::Io { path: path.clone(), source };
     evicortex_ledger::create_private_dir(dir).map_err(io)?;
-    let file = EncodersFile { format: FORMAT.to_owned(), encoders: names.to_vec() };
-    let mut text = serde_json::to_string_pretty(&file).expect("an encoder list serialises");
-    text.push('\n');
+    let text = list_json(names);
     let tmp = dir.join(format!("{STORE_ENCODERS_FILE}.tmp"));
     let mut out = fs_err::File::create(&tmp).map_err(io)?;
     // Like every file of the store: the owner's alone.

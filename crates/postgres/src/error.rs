@@ -131,3 +131,17 @@ macro_rules! storage_failure_of {
 }
 
 storage_failure_of!(AppendError, EraseError, ReadError, VerifyError);
+
+/// A failed connection as [`ConnectError`]: the string, TLS, or the server (refused or silent).
+pub(crate) fn connect_error(failure: crate::connect::ConnectFailure, shown: &str) -> ConnectError {
+    use crate::connect::ConnectFailure;
+    let url = shown.to_owned();
+    match failure {
+        ConnectFailure::InvalidUrl(source) => ConnectError::InvalidUrl { url, source },
+        ConnectFailure::Tls(e) => ConnectError::Tls(e),
+        ConnectFailure::Server(source) if source.as_db_error().is_some() => {
+            ConnectError::Refused { url, source }
+        }
+        ConnectFailure::Server(source) => ConnectError::Unreachable { url, source },
+    }
+}

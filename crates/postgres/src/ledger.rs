@@ -12,7 +12,7 @@ use evicortex_ledger::{
 use crate::{
     ConnectError, DatabaseError,
     client_pool::{ClientGuard, ClientPool, Setup},
-    connect::{ConnectFailure, connect},
+    connect::connect,
     head, redact_password, schema,
     table::{PgTable, SCRUB_PENDING},
 };
@@ -53,18 +53,8 @@ impl PgLedger {
     /// the handle refuses appends, imports and erasures (see [`PgLedger::is_replica`]).
     pub fn connect(url: &str) -> Result<PgLedger, ConnectError> {
         let shown = redact_password(url);
-        let mut client = connect(url, &shown).map_err(|failure| match failure {
-            ConnectFailure::InvalidUrl(source) => {
-                ConnectError::InvalidUrl { url: shown.clone(), source }
-            }
-            ConnectFailure::Tls(e) => ConnectError::Tls(e),
-            ConnectFailure::Server(source) if source.as_db_error().is_some() => {
-                ConnectError::Refused { url: shown.clone(), source }
-            }
-            ConnectFailure::Server(source) => {
-                ConnectError::Unreachable { url: shown.clone(), source }
-            }
-        })?;
+        let mut client =
+            connect(url, &shown).map_err(|failure| crate::error::connect_error(failure, &shown))?;
         let replica: bool = client
             .query_one("SELECT pg_is_in_recovery()", &[])
             .map_err(|source| DatabaseError {
@@ -210,7 +200,7 @@ impl EvidenceLedger for PgLedger {
 /// An acknowledged append must survive a crash of the server: a database or role whose default
 /// waits for no flush is overridden for this session (stronger settings, which wait for
 /// standbys, are kept). Run on every connection of the pool.
-fn durable_commit(client: &mut postgres::Client) -> Result<(), postgres::Error> {
+pub(crate) fn durable_commit(client: &mut postgres::Client) -> Result<(), postgres::Error> {
     let commit: String =
         client.query_one("SELECT current_setting('synchronous_commit')", &[])?.get(0);
     if commit == "off" {

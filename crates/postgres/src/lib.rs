@@ -50,6 +50,7 @@ mod record_row;
 mod redacted_url;
 mod retention_check;
 mod schema;
+mod shared;
 mod summary_reads;
 mod table;
 mod tls;
@@ -73,5 +74,6 @@ pub use crate::{
     migration_check::{MigrationCheck, MigrationCheckError, verify_migration},
     redacted_url::{database_identity, redact_password},
     schema::SCHEMA_VERSION,
+    shared::{PgShared, SharedDataError, StoredKey},
     tls_error::{TlsError, TlsFailure},
 };

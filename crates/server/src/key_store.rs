@@ -1,4 +1,7 @@
-//! API keys: created once, shown once, stored only as a BLAKE3 hash in `DIR/keys.sqlite`.
+//! API keys: created once, shown once, stored only as a BLAKE3 hash: in `DIR/keys.sqlite` for
+//! a store directory, in the database's `api_keys` table for a PostgreSQL store, so that a key
+//! made through one process (`evicortex keys create`, any server) is valid on every server of
+//! that database and a revocation reaches them all at their next request.
 //!
 //! A key is 32 bytes from the operating system's CSPRNG, so an unsalted fast hash is enough: there
 //! is nothing to brute-force. The store keeps the hash, the namespace the key is scoped to and
@@ -8,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use evicortex::Namespace;
+use evicortex::front_end::{PgShared, SharedDataError, StoredKey};
 use rand::TryRngCore;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -93,6 +97,18 @@ pub enum KeyStoreError {
         /// What is wrong.
         detail: String,
     },
+    /// The store's database failed or refused (a PostgreSQL store keeps its keys there).
+    #[error("the key table in {0}")]
+    Shared(#[source] SharedDataError),
+    /// The store could not be located or its database reached.
+    #[error("opening the key store of {path}")]
+    Open {
+        /// The store as given (a PostgreSQL URL without its password).
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: evicortex::OpenError,
+    },
     /// `revoke` named no stored key.
     #[error("no key with id {key_id}")]
     UnknownKey {
@@ -119,19 +135,47 @@ impl KeyStoreError {
             KeyStoreError::Random(_) => evicortex::ErrorClass::Internal,
             KeyStoreError::Corrupted { .. } => evicortex::ErrorClass::Integrity,
             KeyStoreError::UnknownKey { .. } => evicortex::ErrorClass::BadInput,
+            KeyStoreError::Shared(e) => {
+                evicortex::ErrorClass::of(e).unwrap_or(evicortex::ErrorClass::Io)
+            }
+            KeyStoreError::Open { source, .. } => source.class(),
         }
     }
 }
 
-/// The key store of one store directory. Cheap to share: lookups take a short lock on one
-/// SQLite connection.
+/// The key store of one store. Cheap to share: lookups take a short lock on one SQLite
+/// connection, or a connection of the database's pool.
 #[derive(Debug)]
 pub struct KeyStore {
     path: PathBuf,
-    conn: Mutex<Connection>,
+    keys: Keys,
+}
+
+#[derive(Debug)]
+enum Keys {
+    File(Mutex<Connection>),
+    Database(PgShared),
 }
 
 impl KeyStore {
+    /// The key store of the store `store` names (as `--store` does): `keys.sqlite` in a store
+    /// directory, the database's key table for a PostgreSQL URL. A PostgreSQL store's derived
+    /// directory that still holds a `keys.sqlite` of an earlier version has its keys moved
+    /// into the database (then the file is removed), so that they keep working on every
+    /// server.
+    pub fn open_store(store: &Path) -> Result<KeyStore, KeyStoreError> {
+        let open = |source| KeyStoreError::Open { path: store.to_owned(), source };
+        let Some(shared) = evicortex::front_end::shared_database(store).map_err(open)? else {
+            return KeyStore::open(&evicortex::store_files_dir(store).map_err(open)?);
+        };
+        let keys = KeyStore { path: PathBuf::from(shared.url()), keys: Keys::Database(shared) };
+        if !keys.is_replica() {
+            let derived = evicortex::store_files_dir(store).map_err(open)?;
+            crate::key_import::move_key_file_into(&derived, &keys)?;
+        }
+        Ok(keys)
+    }
+
     /// Opens (creating if needed) `dir/keys.sqlite`; the directory and the file are made private to
     /// their owner (0700, 0600).
     pub fn open(dir: &Path) -> Result<KeyStore, KeyStoreError> {
@@ -157,7 +201,34 @@ impl KeyStore {
              ) STRICT;",
         )
         .map_err(sql)?;
-        Ok(KeyStore { path, conn: Mutex::new(conn) })
+        Ok(KeyStore { path, keys: Keys::File(Mutex::new(conn)) })
+    }
+
+    fn is_replica(&self) -> bool {
+        matches!(&self.keys, Keys::Database(db) if db.is_replica())
+    }
+
+    /// Stores a key row as it is (a key moved from a key file); whether it was new.
+    pub(crate) fn insert(&self, key: &StoredKey) -> Result<bool, KeyStoreError> {
+        match &self.keys {
+            Keys::File(conn) => {
+                let conn = conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                conn.execute(
+                    "INSERT OR IGNORE INTO api_keys (key_hash, key_id, namespace, admin, created_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        key.key_hash.as_slice(),
+                        key.key_id,
+                        key.namespace,
+                        i64::from(key.admin),
+                        key.created_at
+                    ],
+                )
+                .map(|n| n == 1)
+                .map_err(|source| self.sqlite(source))
+            }
+            Keys::Database(db) => db.insert_key(key).map_err(KeyStoreError::Shared),
+        }
     }
 
     /// Creates a key of `scope`, commits its hash, and returns the plaintext once.
@@ -170,16 +241,21 @@ impl KeyStore {
         let hash = blake3::hash(secret.as_bytes());
         let key_id = key_id_of(&hash);
         let (namespace, admin) = match scope {
-            KeyScope::Admin => (None, 1),
-            KeyScope::Namespace(ns) => (Some(ns.as_str()), 0),
+            KeyScope::Admin => (None, true),
+            KeyScope::Namespace(ns) => (Some(ns.as_str()), false),
         };
         let created_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-        let conn = self.lock();
-        conn.execute(
-            "INSERT INTO api_keys (key_hash, key_id, namespace, admin, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![hash.as_bytes().as_slice(), key_id, namespace, admin, created_at],
-        )
-        .map_err(|source| self.sqlite(source))?;
+        let row = StoredKey {
+            key_hash: *hash.as_bytes(),
+            key_id: key_id.clone(),
+            namespace: namespace.map(str::to_owned),
+            admin,
+            created_at,
+        };
+        // 32 random bytes: a hash already stored would mean a broken generator.
+        if !self.insert(&row)? {
+            return Err(KeyStoreError::Random("the new key's hash is already stored".to_owned()));
+        }
         Ok(NewKey { secret, key_id })
     }
 
@@ -187,15 +263,21 @@ impl KeyStore {
     /// hashes inside SQLite, so the timing says nothing about the secret.
     pub fn scope_of(&self, secret: &str) -> Result<Option<KeyScope>, KeyStoreError> {
         let hash = blake3::hash(secret.as_bytes());
-        let row: Option<(Option<String>, i64)> = self
-            .lock()
-            .query_row(
-                "SELECT namespace, admin FROM api_keys WHERE key_hash = ?1",
-                params![hash.as_bytes().as_slice()],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()
-            .map_err(|source| self.sqlite(source))?;
+        let row: Option<(Option<String>, i64)> = match &self.keys {
+            Keys::File(_) => self
+                .lock()
+                .query_row(
+                    "SELECT namespace, admin FROM api_keys WHERE key_hash = ?1",
+                    params![hash.as_bytes().as_slice()],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()
+                .map_err(|source| self.sqlite(source))?,
+            Keys::Database(db) => db
+                .find_key(hash.as_bytes())
+                .map_err(KeyStoreError::Shared)?
+                .map(|key| (key.namespace, i64::from(key.admin))),
+        };
         let Some((namespace, admin)) = row else { return Ok(None) };
         let corrupted = |detail: String| KeyStoreError::Corrupted {
             path: self.path.clone(),
@@ -214,6 +296,18 @@ impl KeyStore {
 
     /// Every stored key, oldest first, without secrets.
     pub fn list(&self) -> Result<Vec<KeyListing>, KeyStoreError> {
+        if let Keys::Database(db) = &self.keys {
+            let keys = db.list_keys().map_err(KeyStoreError::Shared)?;
+            return Ok(keys
+                .into_iter()
+                .map(|k| KeyListing {
+                    key_id: k.key_id,
+                    namespace: k.namespace,
+                    admin: k.admin,
+                    created_at: k.created_at,
+                })
+                .collect());
+        }
         let conn = self.lock();
         let mut stmt = conn
             .prepare("SELECT key_id, namespace, admin, created_at FROM api_keys ORDER BY created_at, key_id")
@@ -233,25 +327,35 @@ impl KeyStore {
 
     /// Deletes the key whose public id is `key_id`.
     pub fn revoke(&self, key_id: &str) -> Result<(), KeyStoreError> {
-        let deleted = self
-            .lock()
-            .execute("DELETE FROM api_keys WHERE key_id = ?1", params![key_id])
-            .map_err(|source| self.sqlite(source))?;
+        let deleted = match &self.keys {
+            Keys::File(_) => self
+                .lock()
+                .execute("DELETE FROM api_keys WHERE key_id = ?1", params![key_id])
+                .map_err(|source| self.sqlite(source))?,
+            Keys::Database(db) => {
+                let n = db.delete_key(key_id).map_err(KeyStoreError::Shared)?;
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }
+        };
         if deleted == 0 {
             return Err(KeyStoreError::UnknownKey { key_id: key_id.to_owned() });
         }
         Ok(())
     }
 
-    /// The key store file.
+    /// The key store file, or the database (its URL without the password).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The key file's connection; only [`Keys::File`] calls it.
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        let Keys::File(conn) = &self.keys else {
+            unreachable!("only a key file's statements lock its connection")
+        };
         // A panic while holding the lock cannot leave the connection half-used: every statement
         // is a single autocommit statement. So a poisoned lock is safe to keep using.
-        self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn sqlite(&self, source: rusqlite::Error) -> KeyStoreError {

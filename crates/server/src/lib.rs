@@ -46,6 +46,7 @@ mod export_body;
 mod facade_error;
 mod http_server;
 mod json_body;
+mod key_import;
 mod key_store;
 mod mcp;
 mod openapi;

@@ -51,7 +51,7 @@ pub enum KeysCommand {
 
 /// Runs `evicortex keys` on the store in `store`.
 pub fn run(store: &Path, args: &KeysArgs) -> anyhow::Result<()> {
-    let keys = KeyStore::open(&evicortex::store_files_dir(store)?)
+    let keys = KeyStore::open_store(store)
         .with_context(|| format!("opening the key store in {}", store.display()))?;
     match &args.command {
         KeysCommand::Create { namespace, admin } => {

@@ -102,15 +102,15 @@ fn to_postgres(from: &Path, url: &str, json: bool) -> anyhow::Result<()> {
             )?;
         }
         outln!("copied: both ledgers verify with the same records, head and chain head")?;
-        let derived = migration.derived_dir.display();
-        for (what, carried) in
-            [("embedding cache", migration.embedding_cache), ("encoder list", migration.encoders)]
-        {
+        let derived = migration.derived_dir.display().to_string();
+        let database = "the database".to_owned();
+        for (what, carried, to) in [
+            ("embedding cache", migration.embedding_cache, &derived),
+            ("encoder list", migration.encoders, &database),
+        ] {
             match carried {
-                evicortex::CarriedFile::Copied => outln!("{what}: copied to {derived}")?,
-                evicortex::CarriedFile::Kept => {
-                    outln!("{what}: {derived} already holds one; kept it")?
-                }
+                evicortex::CarriedFile::Copied => outln!("{what}: copied to {to}")?,
+                evicortex::CarriedFile::Kept => outln!("{what}: {to} already holds one; kept it")?,
                 evicortex::CarriedFile::Absent => outln!("{what}: none in {}", from.display())?,
             }
         }

@@ -202,7 +202,7 @@ impl RetrievalArgs {
 /// Runs the server on the store in `store` until SIGTERM or Ctrl-C, then drains and exits.
 pub fn run(store: &Path, args: &ServeArgs) -> anyhow::Result<()> {
     let memory = args.retrieval.open(store)?;
-    let keys = KeyStore::open(&evicortex::store_files_dir(store)?)
+    let keys = KeyStore::open_store(store)
         .with_context(|| format!("opening the key store in {}", store.display()))?;
     if keys.list().context("listing the API keys")?.is_empty() {
         eprintln!(

@@ -26,6 +26,9 @@ mod faults;
 /// A failing disk under `evicortex serve`: 500, then 503 until a restart; a full one 507;
 /// nothing acknowledged lost.
 mod faults_http;
+/// Files holding a needle (the PostgreSQL crate's read-back helper).
+#[path = "../../../postgres/tests/support/files_holding.rs"]
+mod files_holding;
 /// Ingest: good input, idempotence, and every kind of bad input with its exit code and message.
 mod ingest;
 /// The web inspector at `/ui` in headless Chromium against a real `evicortex serve`.
@@ -48,6 +51,8 @@ mod permissions;
 mod postgres_front_ends;
 /// `--store postgres://<hot standby>`: reads what the primary wrote; writes refused, exit 2.
 mod postgres_replica;
+/// Several servers over one PostgreSQL database: keys, settings and erasure shared.
+mod postgres_shared;
 /// The evaluation's compiled contexts are `evicortex compile --json`'s, byte for byte.
 mod product_path;
 /// `evicortex serve --index-cache-mib`: a namespace bigger than the budget is reported.

@@ -10,6 +10,9 @@ mod concurrency;
 mod connect;
 mod erase;
 mod erase_readback;
+/// Files holding a needle, read back after an erasure.
+#[path = "../support/files_holding.rs"]
+mod files_holding;
 /// Several batches committed together, each under its own savepoint.
 mod group_commit;
 mod migrate;
