@@ -66,6 +66,7 @@ mod index_files;
 mod jsonl;
 mod lexical_file;
 mod memory;
+mod memory_builder;
 mod migrate;
 mod migrate_local_files;
 mod migrate_postgres;
@@ -107,7 +108,8 @@ pub use crate::{
     index_cache::DEFAULT_INDEX_CACHE_BYTES,
     jsonl::{DEFAULT_MAX_TEXT_BYTES, FieldError, IngestError, IngestOptions, parse_jsonl},
     lexical_file::{DEFAULT_LEXICAL_FILES_FROM, LEXICAL_INDEX_DIR},
-    memory::{LEDGER_FILE, Memory, MemoryBuilder},
+    memory::{LEDGER_FILE, Memory},
+    memory_builder::MemoryBuilder,
     migrate::migrate_store,
     migrate_local_files::{CarriedFile, CarryError},
     migrate_postgres::{MigrateToPostgresError, PostgresMigration, migrate_to_postgres},

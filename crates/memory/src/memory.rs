@@ -2,7 +2,6 @@
 //! writer lock under which derived data is written and purged.
 
 use std::{
-    collections::HashSet,
     io::Write,
     path::{Path, PathBuf},
     sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock},
@@ -10,13 +9,12 @@ use std::{
 
 use evicortex_compiler::Reranker;
 use evicortex_core::{Evidence, Namespace, Turn, TurnId};
-use evicortex_embed::{Encoder, Overlength};
-use evicortex_ledger::{EvidenceLedger, Ledger, LedgerPosition, OpenMode, ScanEvidence};
-use evicortex_postgres::PgLedger;
+use evicortex_embed::Encoder;
+use evicortex_ledger::{EvidenceLedger, LedgerPosition, ScanEvidence};
 
 use crate::{
-    AppendError, AppendReceipt, DerivedStore, DerivedStoreError, EMBEDDINGS_FILE, EraseError,
-    EraseReceipt, EraseTarget, ExportError, ExportSummary, OpenError, ReadError, Stats,
+    AppendError, AppendReceipt, DerivedStore, DerivedStoreError, EraseError, EraseReceipt,
+    EraseTarget, ExportError, ExportSummary, MemoryBuilder, OpenError, ReadError, Stats,
     VerifyError, VerifyReport,
     background::BackgroundEmbedder,
     dense::Dense,
@@ -27,9 +25,8 @@ use crate::{
     error::read_class,
     export::export_line,
     group_commit::{GroupCommit, GroupCommitStats},
-    index_cache::{DEFAULT_INDEX_CACHE_BYTES, IndexCache},
+    index_cache::IndexCache,
     pg_dense::PgDense,
-    store_location::{StoreLocation, claim_derived_dir},
     token_precount::Precounts,
 };
 
@@ -67,18 +64,18 @@ pub(crate) struct Inner {
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
     /// Every derived store, purged on erasure: the embedding cache (when the store has one), the
     /// compile indexes, and any store a caller attaches.
-    derived: RwLock<Vec<Arc<dyn DerivedStore>>>,
+    pub(crate) derived: RwLock<Vec<Arc<dyn DerivedStore>>>,
     pub(crate) writes: Mutex<WriteState>,
     pub(crate) indexes: Arc<IndexCache>,
     /// Concurrent appends committed together.
-    appends: GroupCommit,
+    pub(crate) appends: GroupCommit,
     /// The thread that embeds appended turns, when asked for.
-    embedder: OnceLock<BackgroundEmbedder>,
+    pub(crate) embedder: OnceLock<BackgroundEmbedder>,
     /// The background counts of reader tokens (see [`crate::token_precount`]).
     pub(crate) precounts: Arc<Precounts>,
     /// The store's writer lock, held for as long as this memory lives
     /// ([`MemoryBuilder::lock_store`]).
-    _store_lock: Option<crate::StoreLock>,
+    pub(crate) _store_lock: Option<crate::StoreLock>,
     /// Fault injection: runs between the erasure check and the write of derived data.
     #[cfg(test)]
     pub(crate) before_put: TestHook,
@@ -109,361 +106,12 @@ impl std::fmt::Debug for TestHook {
     }
 }
 
-/// A store's ledger, where its derived files go, and its PostgreSQL URL (with the password,
-/// for further connections) when it is a database.
-struct OpenedLedger {
-    dir: PathBuf,
-    ledger: Box<dyn EvidenceLedger>,
-    url: Option<String>,
-}
-
-/// How to open a [`Memory`]: the store directory, and optionally the encoder (dense retrieval,
-/// embedding of turns) and the reranker.
-///
-/// ```no_run
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// // The second stage: all-mpnet-base-v2 scores the fused top 16 by cosine
-/// // (`evicortex model fetch all-mpnet-base-v2` installs it).
-/// let spec: evicortex::RerankerSpec = "mpnet-cosine".parse()?;
-/// let memory = evicortex::Memory::builder("store")
-///     .encoder(evicortex::load_pinned_encoder(evicortex::Overlength::Refuse)?)
-///     .loaded_reranker(evicortex::load_reranker(&spec)?)
-///     .open()?;
-/// assert!(memory.has_encoder() && memory.reranker().is_some());
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone)]
-pub struct MemoryBuilder {
-    dir: PathBuf,
-    derived_dir: Option<PathBuf>,
-    encoder: Option<Arc<dyn Encoder>>,
-    also_encoders: Vec<Arc<dyn Encoder>>,
-    reranker: Option<Arc<dyn Reranker>>,
-    reranker_store: Option<Arc<dyn DerivedStore>>,
-    index_cache_bytes: usize,
-    background_embedding: bool,
-    /// `None`: not chosen, the store's default ([`MemoryBuilder::ann`]).
-    ann: Option<Option<crate::AnnSettings>>,
-    lexical_files_from: Option<usize>,
-    lock_store: bool,
-}
-
-impl MemoryBuilder {
-    /// For a PostgreSQL store: the local directory of its derived files, instead of the one
-    /// [`StoreLocation::parse`] derives from the environment. Ignored for a directory store.
-    pub fn derived_dir(&mut self, dir: impl AsRef<Path>) -> &mut MemoryBuilder {
-        self.derived_dir = Some(dir.as_ref().to_owned());
-        self
-    }
-
-    /// The encoder that embeds turns ([`Memory::catch_up`]) and questions: dense retrieval
-    /// needs one. Its vectors live in the store's embedding cache, keyed by its identity.
-    pub fn encoder(&mut self, encoder: Arc<dyn Encoder>) -> &mut MemoryBuilder {
-        self.encoder = Some(encoder);
-        self
-    }
-
-    /// The encoders of [`crate::load_store_encoders`]: the first as [`MemoryBuilder::encoder`],
-    /// the others fused beside it ([`MemoryBuilder::also_encoder`]). Replaces any set before.
-    pub fn encoders(&mut self, encoders: Vec<Arc<dyn Encoder>>) -> &mut MemoryBuilder {
-        let mut encoders = encoders.into_iter();
-        self.encoder = encoders.next();
-        self.also_encoders = encoders.collect();
-        self
-    }
-
-    /// The store's encoders ([`crate::load_store_encoders`]) with `overlength`, else the policy
-    /// the store was last embedded with, else refuse:
-    /// how every front end opens a store for dense retrieval. Returns the policy used.
-    pub fn store_encoders(
-        &mut self,
-        overlength: Option<Overlength>,
-    ) -> Result<Overlength, crate::StoreEncodersError> {
-        let overlength = match overlength {
-            Some(policy) => policy,
-            None => {
-                crate::embedding_cache::last_overlength(&self.dir)?.unwrap_or(Overlength::Refuse)
-            }
-        };
-        self.encoders(crate::load_store_encoders(&self.dir, overlength)?);
-        Ok(overlength)
-    }
-
-    /// An also-encoder whose dense list compile fuses beside the first encoder's (for example
-    /// all-mpnet-base-v2 beside all-MiniLM-L6-v2), at most
-    /// [`MAX_ALSO_ENCODERS`](crate::MAX_ALSO_ENCODERS). Its vectors live in the same embedding
-    /// cache under its own identity; [`Memory::catch_up`] and the background embedder embed
-    /// with every encoder. Needs [`MemoryBuilder::encoder`].
-    pub fn also_encoder(&mut self, encoder: Arc<dyn Encoder>) -> &mut MemoryBuilder {
-        self.also_encoders.push(encoder);
-        self
-    }
-
-    /// The reranker compile uses when the configuration turns reranking on.
-    pub fn reranker(&mut self, reranker: Arc<dyn Reranker>) -> &mut MemoryBuilder {
-        self.reranker = Some(reranker);
-        self.reranker_store = None;
-        self
-    }
-
-    /// A reranker from [`crate::load_reranker`], with the store of what it derives from turns
-    /// (the second stage's candidate vectors), which erasures then purge like every derived
-    /// store.
-    pub fn loaded_reranker(&mut self, loaded: crate::LoadedReranker) -> &mut MemoryBuilder {
-        self.reranker = Some(loaded.reranker);
-        self.reranker_store = loaded.derived;
-        self
-    }
-
-    /// Embeds appended turns on a thread of the memory's own, so that [`Memory::append`]
-    /// returns as soon as the turns are durable. Needs an encoder. Until a turn is embedded it
-    /// is a lexical candidate only, and compiled contexts say how many turns wait
-    /// ([`Coverage::dense_pending`](crate::Coverage)).
-    pub fn background_embedding(&mut self) -> &mut MemoryBuilder {
-        self.background_embedding = true;
-        self
-    }
-
-    /// The most memory the compile indexes of all namespaces may take together (estimated), the
-    /// least recently compiled namespaces being dropped first; default
-    /// [`DEFAULT_INDEX_CACHE_BYTES`]. Changes speed, not results.
-    pub fn index_cache_bytes(&mut self, bytes: usize) -> &mut MemoryBuilder {
-        self.index_cache_bytes = bytes;
-        self
-    }
-
-    /// When compile searches a namespace's vectors through an approximate index instead of
-    /// scanning every one: an HNSW graph persisted in `DIR/vector-index/` (for example
-    /// [`crate::AnnSettings::default`]: from [`crate::DEFAULT_ANN_THRESHOLD`] vectors) or the
-    /// sign sketch of the exact index ([`crate::AnnSettings::sketch_from`]); `None`: every vector
-    /// is scanned exactly whatever the size. Default for an embedded store: the sign sketch from
-    /// [`crate::DEFAULT_SKETCH_FROM`] vectors, whose audit (`evicortex-bench ann run --sketch`)
-    /// passed its recall@50 >= 0.99 gate at every size up to 1M, unfiltered and filtered; for a
-    /// PostgreSQL store, `None` (its searches are pgvector's). Compiled contexts record which
-    /// index served ([`crate::DenseIndexRef`]).
-    pub fn ann(&mut self, settings: Option<crate::AnnSettings>) -> &mut MemoryBuilder {
-        self.ann = Some(settings);
-        self
-    }
-
-    /// The turns from which a namespace's lexical indexes (turn and context-window BM25) are
-    /// written to `DIR/lexical-index/` and loaded by the next process instead of rebuilt
-    /// (default [`crate::DEFAULT_LEXICAL_FILES_FROM`]; `None`: never written, and those there
-    /// are not read either, though an erasure still removes them).
-    pub fn lexical_files_from(&mut self, turns: Option<usize>) -> &mut MemoryBuilder {
-        self.lexical_files_from = turns;
-        self
-    }
-
-    /// Takes the store's writer lock ([`crate::StoreLock`]) when opening, and holds it for as
-    /// long as the memory lives: a second process that opens the store so is refused at once
-    /// ([`crate::StoreLockError::Busy`], naming the holder), before anything is written. Every
-    /// door that writes (the servers, MCP, Python) opens its memory so.
-    pub fn lock_store(&mut self) -> &mut MemoryBuilder {
-        self.lock_store = true;
-        self
-    }
-
-    /// Opens the store, creating the directory and an empty ledger if absent. Refuses a store
-    /// whose ledger fails the open-time integrity check. The embedding cache (when there is an
-    /// encoder, or when the store already has one) is opened and reconciled with the ledger:
-    /// vectors of texts that an interrupted erasure left behind are dropped.
-    pub fn open(&self) -> Result<Memory, OpenError> {
-        self.check_encoders()?;
-        // Before anything is opened: reconciling derived files writes them.
-        let store_lock =
-            if self.lock_store { Some(crate::StoreLock::acquire(&self.dir)?) } else { None };
-        let OpenedLedger { dir, ledger, url } = self.open_ledger(OpenMode::ReadWrite)?;
-        // Read before the derived files are reconciled: a later erasure is applied by a compile.
-        let erasures = match &url {
-            Some(_) => Some(ErasureWatch::new(ledger.head().map_err(OpenError::Read)?)),
-            None => None,
-        };
-        let cache = if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() {
-            let cache = EmbeddingCache::open(&dir)?;
-            cache.reconcile(&*ledger)?;
-            Some(Arc::new(cache))
-        } else {
-            None
-        };
-        let dense = match (&self.encoder, &cache) {
-            (Some(encoder), Some(cache)) => {
-                cache.register_identity(encoder.identity())?;
-                Some(Dense { encoder: Arc::clone(encoder), cache: Arc::clone(cache) })
-            }
-            _ => None,
-        };
-        let mut also_dense = Vec::with_capacity(self.also_encoders.len());
-        if let Some(cache) = &cache {
-            for encoder in &self.also_encoders {
-                cache.register_identity(encoder.identity())?;
-                also_dense.push(Dense { encoder: Arc::clone(encoder), cache: Arc::clone(cache) });
-            }
-        }
-        let pg_dense = match &url {
-            Some(url) if dense.is_some() => {
-                let encoders: Vec<&Dense> = dense.iter().chain(&also_dense).collect();
-                Some(Arc::new(PgDense::connect(url, &encoders)?))
-            }
-            Some(url) => PgDense::connect_existing(url)?.map(Arc::new),
-            None => None,
-        };
-        crate::ann::reconcile(&dir.join(crate::VECTOR_INDEX_DIR), &*ledger)?;
-        crate::lexical_file::reconcile(&dir.join(crate::LEXICAL_INDEX_DIR), &*ledger)?;
-        let ann = self.ann.unwrap_or_else(|| {
-            url.is_none().then(|| crate::AnnSettings::sketch_from(crate::DEFAULT_SKETCH_FROM))
-        });
-        let indexes = Arc::new(IndexCache::new(
-            self.index_cache_bytes,
-            ann,
-            Some(&dir),
-            self.lexical_files_from,
-        ));
-        let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];
-        if let Some(cache) = &cache {
-            derived.push(cache.clone());
-        }
-        derived.extend(self.reranker_store.clone());
-        if let Some(pg_dense) = &pg_dense {
-            derived.push(pg_dense.clone());
-        }
-        let background = self.background_embedding && dense.is_some();
-        let memory = Memory::from_inner(Inner {
-            dir,
-            ledger,
-            dense,
-            also_dense,
-            cache,
-            pg_dense,
-            erasures,
-            reranker: self.reranker.clone(),
-            derived: RwLock::new(derived),
-            writes: Mutex::default(),
-            indexes,
-            appends: GroupCommit::default(),
-            embedder: OnceLock::new(),
-            precounts: Arc::default(),
-            _store_lock: store_lock,
-            #[cfg(test)]
-            before_put: TestHook::default(),
-        });
-        if background {
-            let weak = Arc::downgrade(&memory.inner);
-            let round: crate::background::Round = Box::new(move |after| {
-                let inner = weak.upgrade()?;
-                Some(Memory { inner }.background_round(after))
-            });
-            let encoders = memory.inner.dense.iter().chain(&memory.inner.also_dense);
-            let embedder = BackgroundEmbedder::start(encoders, round)
-                .map_err(OpenError::BackgroundEmbedder)?;
-            memory.inner.embedder.set(embedder).expect("a new memory has no embedder yet");
-        }
-        Ok(memory)
-    }
-
-    /// Also-encoders need a first one, are few, and are each another identity.
-    fn check_encoders(&self) -> Result<(), OpenError> {
-        if self.also_encoders.is_empty() {
-            return Ok(());
-        }
-        let Some(first) = &self.encoder else {
-            return Err(OpenError::Encoders("also-encoders were given without a first one".into()));
-        };
-        if self.also_encoders.len() > crate::MAX_ALSO_ENCODERS {
-            return Err(OpenError::Encoders(format!(
-                "{} encoders given; a compile fuses at most {}",
-                self.also_encoders.len() + 1,
-                crate::MAX_ALSO_ENCODERS + 1
-            )));
-        }
-        let mut seen = HashSet::new();
-        for encoder in std::iter::once(first).chain(&self.also_encoders) {
-            if !seen.insert(encoder.identity_digest()) {
-                return Err(OpenError::Encoders(format!(
-                    "the encoder {} is given twice",
-                    encoder.identity().model
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Opens the ledger of the store `self.dir` names (see [`StoreLocation::parse`]) and returns it
-    /// with the directory of the derived files. A directory store is created when absent (unless
-    /// only inspected); a PostgreSQL store's derived directory is created and claimed for its
-    /// database. A PostgreSQL server that does not answer is an error naming it: never a fallback
-    /// to an embedded ledger.
-    fn open_ledger(&self, mode: OpenMode) -> Result<OpenedLedger, OpenError> {
-        let location = match (StoreLocation::parse(&self.dir)?, &self.derived_dir) {
-            (StoreLocation::Postgres { url, .. }, Some(derived)) => {
-                StoreLocation::Postgres { url, derived: derived.clone() }
-            }
-            (location, _) => location,
-        };
-        match location {
-            StoreLocation::Directory(dir) => {
-                if mode == OpenMode::ReadWrite {
-                    evicortex_ledger::create_private_dir(&dir)
-                        .map_err(|source| OpenError::CreateDir { path: dir.clone(), source })?;
-                }
-                let ledger = Ledger::open_with(&dir.join(LEDGER_FILE), mode)?;
-                Ok(OpenedLedger { dir, ledger: Box::new(ledger), url: None })
-            }
-            StoreLocation::Postgres { url, derived } => {
-                let ledger = PgLedger::connect(&url)?;
-                claim_derived_dir(&derived, &url)?;
-                Ok(OpenedLedger { dir: derived, ledger: Box::new(ledger), url: Some(url) })
-            }
-        }
-    }
-
-    /// Opens an existing store for inspection: nothing can be written, and a failed open-time
-    /// check is reported by [`Memory::open_problem`] instead of refusing, so that
-    /// [`Memory::verify`] can name the first bad record. No derived store is opened.
-    pub fn open_read_only(&self) -> Result<Memory, OpenError> {
-        let OpenedLedger { dir, ledger, .. } = self.open_ledger(OpenMode::Inspect)?;
-        let indexes =
-            Arc::new(IndexCache::new(self.index_cache_bytes, self.ann.flatten(), None, None));
-        Ok(Memory::from_inner(Inner {
-            dir,
-            ledger,
-            dense: None,
-            also_dense: Vec::new(),
-            cache: None,
-            pg_dense: None,
-            erasures: None,
-            reranker: self.reranker.clone(),
-            derived: RwLock::new(vec![indexes.clone()]),
-            writes: Mutex::default(),
-            indexes,
-            appends: GroupCommit::default(),
-            embedder: OnceLock::new(),
-            precounts: Arc::default(),
-            _store_lock: None,
-            #[cfg(test)]
-            before_put: TestHook::default(),
-        }))
-    }
-}
-
 impl Memory {
     /// How to open the store in `dir` with an encoder or a reranker. `dir` may also be a
     /// `postgres://` or `postgresql://` URL: the ledger is then that database, and the derived
-    /// files live in a local directory ([`StoreLocation::parse`]).
+    /// files live in a local directory ([`crate::StoreLocation::parse`]).
     pub fn builder(dir: impl AsRef<Path>) -> MemoryBuilder {
-        MemoryBuilder {
-            dir: dir.as_ref().to_owned(),
-            derived_dir: None,
-            encoder: None,
-            also_encoders: Vec::new(),
-            reranker: None,
-            reranker_store: None,
-            index_cache_bytes: DEFAULT_INDEX_CACHE_BYTES,
-            background_embedding: false,
-            ann: None,
-            lexical_files_from: Some(crate::DEFAULT_LEXICAL_FILES_FROM),
-            lock_store: false,
-        }
+        MemoryBuilder::new(dir.as_ref())
     }
 
     /// Opens the store in `dir` without an encoder (lexical retrieval only; turns are stored but
@@ -477,7 +125,7 @@ impl Memory {
         Memory::builder(dir).open_read_only()
     }
 
-    fn from_inner(inner: Inner) -> Memory {
+    pub(crate) fn from_inner(inner: Inner) -> Memory {
         Memory { inner: Arc::new(inner) }
     }
 
