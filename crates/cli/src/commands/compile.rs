@@ -180,13 +180,14 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     let dense = config.dense;
     let lock = store_for_compile(store, &config)?;
     let mut builder = Memory::builder(store);
+    // A usage error before anything is read from the store (a database's settings included).
+    use_ann(&mut builder, store, args.ann_from, args.ann_index)?;
     if config.rerank != RerankConfig::Off {
         builder.loaded_reranker(load_reranker(&args.reranker)?);
     }
     if dense != DenseConfig::Off {
         builder.store_encoders(args.overlength).context("loading the store's encoders")?;
     }
-    use_ann(&mut builder, store, args.ann_from, args.ann_index)?;
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;
     if lock.is_some() {
