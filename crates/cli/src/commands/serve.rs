@@ -166,6 +166,8 @@ impl RetrievalArgs {
         let mut builder = Memory::builder(store);
         // Held by the memory for as long as the server runs.
         builder.lock_store();
+        // A usage error before anything is read from the store (a database's settings included).
+        crate::commands::compile::use_ann(&mut builder, store, self.ann_from, self.ann_index)?;
         let overlength = if self.lexical_only {
             eprintln!("retrieval: lexical only (--lexical-only); dense retrieval is off");
             None
@@ -178,7 +180,6 @@ impl RetrievalArgs {
         if let Some(spec) = &self.reranker {
             builder.loaded_reranker(crate::commands::compile::load_reranker(spec)?);
         }
-        crate::commands::compile::use_ann(&mut builder, store, self.ann_from, self.ann_index)?;
         if let Some(mib) = self.index_cache_mib {
             let bytes = usize::try_from(mib.saturating_mul(1 << 20))
                 .map_err(|_| UsageError("--index-cache-mib: too large".to_owned()))?;
