@@ -435,7 +435,10 @@ export interface components {
         };
         /** @description What went wrong. */
         ChatError: {
-            /** @description `model_not_found`, `context_length_exceeded`, `no_reader`, `queue_full`, ... */
+            /**
+             * @description `model_not_found`, `context_length_exceeded`, `no_reader`, `rate_limit_exceeded`,
+             *     `queue_timeout`.
+             */
             code?: string | null;
             message: string;
             /** @description The request field concerned. */

@@ -115,7 +115,8 @@ pub(crate) struct ChatError {
     kind: String,
     /// The request field concerned.
     param: Option<String>,
-    /// `model_not_found`, `context_length_exceeded`, `no_reader`, `queue_full`, ...
+    /// `model_not_found`, `context_length_exceeded`, `no_reader`, `rate_limit_exceeded`,
+    /// `queue_timeout`.
     code: Option<String>,
 }
 
