@@ -16,13 +16,13 @@ use crate::cli::{sigterm, spawn_serve};
 use crate::migrate_postgres::TestDb;
 
 /// `evicortex --store URL` with the derived files in `derived`.
-fn evicortex(url: &str, derived: &Path) -> Command {
+pub(crate) fn evicortex(url: &str, derived: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_evicortex"));
     command.arg("--store").arg(url).env("EVICORTEX_DERIVED_DIR", derived);
     command
 }
 
-fn ok(mut command: Command) -> String {
+pub(crate) fn ok(mut command: Command) -> String {
     let out = command.output().expect("run evicortex");
     let (stdout, stderr) =
         (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

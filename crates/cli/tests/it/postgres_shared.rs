@@ -9,21 +9,7 @@ use std::time::Duration;
 
 use crate::cli::{sigterm, spawn_serve};
 use crate::migrate_postgres::TestDb;
-
-/// `evicortex --store URL` with the derived files in `derived`.
-fn evicortex(url: &str, derived: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_evicortex"));
-    command.arg("--store").arg(url).env("EVICORTEX_DERIVED_DIR", derived);
-    command
-}
-
-fn ok(mut command: Command) -> String {
-    let out = command.output().expect("run evicortex");
-    let (stdout, stderr) =
-        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{command:?} failed:\n{stdout}\n{stderr}");
-    stdout.into_owned()
-}
+use crate::postgres_front_ends::{evicortex, ok};
 
 pub(crate) fn create_key(url: &str, derived: &Path, namespace: &str) -> String {
     let mut keys = evicortex(url, derived);
