@@ -147,6 +147,11 @@ pub enum StorageCondition {
     /// The ledger refuses writes after an earlier write failed with an I/O error, until the store
     /// is opened again (the server restarted); reads still work.
     WritesRefused,
+    /// The database server of a PostgreSQL store is out of reach for now: the connection was
+    /// dropped or refused, the server is shutting down or starting, or a statement ran past its
+    /// timeout. The transaction was rolled back; the same request succeeds once the server
+    /// answers (the connection pool reconnects).
+    DatabaseUnavailable,
 }
 
 impl StorageCondition {
@@ -162,6 +167,7 @@ impl StorageCondition {
                 None => e
                     .downcast_ref::<rusqlite::Error>()
                     .and_then(sqlite_condition)
+                    .or_else(|| postgres_condition(e))
                     .or_else(|| e.downcast_ref::<std::io::Error>().and_then(io_condition)),
             };
             if condition.is_some() {
@@ -199,6 +205,13 @@ fn ledger_storage_error<'e>(e: &'e (dyn Error + 'static)) -> Option<&'e StorageE
 fn sqlite_condition(e: &rusqlite::Error) -> Option<StorageCondition> {
     (e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull))
         .then_some(StorageCondition::DiskFull)
+}
+
+fn postgres_condition(e: &(dyn Error + 'static)) -> Option<StorageCondition> {
+    evicortex_postgres::ServerCondition::of(e).map(|condition| match condition {
+        evicortex_postgres::ServerCondition::DiskFull => StorageCondition::DiskFull,
+        evicortex_postgres::ServerCondition::Unavailable => StorageCondition::DatabaseUnavailable,
+    })
 }
 
 fn io_condition(e: &std::io::Error) -> Option<StorageCondition> {

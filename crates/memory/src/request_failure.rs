@@ -49,8 +49,11 @@ impl RequestFailure {
     /// The failure `err` (any facade error, or one wrapping it) reports.
     pub fn of(err: &(dyn Error + 'static)) -> RequestFailure {
         let class = ErrorClass::of(err).unwrap_or(ErrorClass::Internal);
-        let mut failure =
-            RequestFailure { class, kind: None, field: None, message: err.to_string() };
+        // Bad input says what is wrong in its own words; a failure of the machinery carries its
+        // causes (a database's own message sits under its client's "db error").
+        let message =
+            if class == ErrorClass::BadInput { err.to_string() } else { with_unsaid_causes(err) };
+        let mut failure = RequestFailure { class, kind: None, field: None, message };
         if let Some(e) = err.downcast_ref::<AppendError>() {
             failure.blame_append(e);
         } else if let Some(EraseError::Ledger(e)) = err.downcast_ref::<EraseError>() {
@@ -102,6 +105,20 @@ impl RequestFailure {
     }
 }
 
+/// `err`'s text, then the text of each of its causes that the message does not say yet.
+fn with_unsaid_causes(err: &(dyn Error + 'static)) -> String {
+    let mut message = err.to_string();
+    let mut cause = err.source();
+    while let Some(e) = cause {
+        let said = e.to_string();
+        if !message.contains(&said) {
+            message = format!("{message}: {said}");
+        }
+        cause = e.source();
+    }
+    message
+}
+
 /// The question, the budget and the tokenizer are fields of a compile or answer request; any
 /// other field a compile names is a setting of its configuration.
 fn request_or_setting(field: String) -> BlamedField {
@@ -128,5 +145,26 @@ mod tests {
         assert_eq!(failure.field, Some(BlamedField::Setting("lexical.top_k".into())));
         let question = RequestFailure::of(&CompileError::EmptyQuestion);
         assert_eq!(question.field, Some(BlamedField::Request("query".into())));
+    }
+
+    #[test]
+    fn a_storage_failure_says_each_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("ERROR: canceling statement due to statement timeout")]
+        struct Server;
+        #[derive(Debug, thiserror::Error)]
+        #[error("db error")]
+        struct Client(#[source] Server);
+        let storage = evicortex_ledger::StorageError::Database {
+            server: "postgres://db".into(),
+            op: "appending",
+            source: Box::new(Client(Server)),
+        };
+        let failure = RequestFailure::of(&AppendError::Storage(storage));
+        assert_eq!(
+            failure.message,
+            "PostgreSQL ledger at postgres://db: appending: db error: ERROR: canceling statement \
+             due to statement timeout"
+        );
     }
 }

@@ -132,6 +132,46 @@ macro_rules! storage_failure_of {
 
 storage_failure_of!(AppendError, EraseError, ReadError, VerifyError);
 
+/// What a failure of the database server means for the caller, where it means more than "it
+/// failed".
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ServerCondition {
+    /// The server's disk is full (SQLSTATE 53100): the transaction was rolled back.
+    DiskFull,
+    /// The server is out of reach for now: the connection was dropped or refused, the server is
+    /// shutting down or starting, too many connections, or a statement ran past its timeout.
+    /// The transaction was rolled back; the pool reconnects on the next call.
+    Unavailable,
+}
+
+impl ServerCondition {
+    /// The condition `e` reports, when it is a client error ([`postgres::Error`]) that names one.
+    pub fn of(e: &(dyn std::error::Error + 'static)) -> Option<ServerCondition> {
+        use postgres::error::SqlState;
+        let e = e.downcast_ref::<postgres::Error>()?;
+        let Some(code) = e.code() else {
+            // No SQLSTATE: the client's own failure; the connection's (closed, or a socket
+            // error such as a refused connection) is the server being away.
+            let socket = std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
+            return (e.is_closed() || socket).then_some(ServerCondition::Unavailable);
+        };
+        let unavailable = [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::QUERY_CANCELED,
+            SqlState::TOO_MANY_CONNECTIONS,
+        ];
+        if *code == SqlState::DISK_FULL {
+            Some(ServerCondition::DiskFull)
+        } else if code.code().starts_with("08") || unavailable.contains(code) {
+            Some(ServerCondition::Unavailable)
+        } else {
+            None
+        }
+    }
+}
+
 /// A failed connection as [`ConnectError`]: the string, TLS, or the server (refused or silent).
 pub(crate) fn connect_error(failure: crate::connect::ConnectFailure, shown: &str) -> ConnectError {
     use crate::connect::ConnectFailure;

@@ -68,7 +68,7 @@ pub use crate::vectors::{
     VectorStoreError,
 };
 pub use crate::{
-    error::{ConnectError, DatabaseError},
+    error::{ConnectError, DatabaseError, ServerCondition},
     import::{ImportError, ImportReport},
     ledger::PgLedger,
     migration_check::{MigrationCheck, MigrationCheckError, verify_migration},

@@ -21,7 +21,8 @@ impl FromRequestParts<AppState> for Caller {
         let scope = tokio::task::spawn_blocking(move || state.keys().scope_of(&secret))
             .await
             .map_err(|e| ApiError::Storage { message: format!("key lookup task: {e}") })?
-            .map_err(|e| ApiError::Storage { message: e.to_string() })?;
+            // A database out of reach is 503, as for every other request that needs it.
+            .map_err(|e| crate::facade_error(&e))?;
         scope.map(Caller).ok_or(ApiError::InvalidKey)
     }
 }

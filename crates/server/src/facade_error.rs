@@ -1,7 +1,7 @@
 //! The API error of a facade error: the facade's [`RequestFailure`] decides the status, in one
 //! match; bad input names the field to blame (`turns[2].time`, `options.rerank.depth`, `query`),
 //! and a storage failure is 507 on a full disk, 503 while the ledger refuses writes until a
-//! restart, else 500.
+//! restart or its database server is out of reach, else 500.
 
 use std::error::Error;
 
@@ -32,7 +32,9 @@ pub fn facade_error(err: &(dyn Error + 'static)) -> ApiError {
         ErrorClass::ModelMissing => ApiError::Unavailable { message },
         _ => match StorageCondition::of(err) {
             Some(StorageCondition::DiskFull) => ApiError::InsufficientStorage { message },
-            Some(StorageCondition::WritesRefused) => ApiError::Unavailable { message },
+            Some(StorageCondition::WritesRefused | StorageCondition::DatabaseUnavailable) => {
+                ApiError::Unavailable { message }
+            }
             None => ApiError::Storage { message },
         },
     }

@@ -47,6 +47,9 @@ mod model_embed;
 /// Store files private to their owner whatever the umask.
 #[cfg(unix)]
 mod permissions;
+/// Faults of a PostgreSQL store's database: dropped connections, a statement timeout, a crash
+/// and restart, a full disk, a failover; 503 or 507 and exit 3, nothing acknowledged lost.
+mod postgres_faults;
 /// `serve` and `mcp` on a PostgreSQL store: append, compile from pgvector, erase, verify.
 mod postgres_front_ends;
 /// `--store postgres://<hot standby>`: reads what the primary wrote; writes refused, exit 2.

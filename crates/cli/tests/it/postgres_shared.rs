@@ -20,7 +20,7 @@ pub(crate) fn create_key(url: &str, derived: &Path, namespace: &str) -> String {
 }
 
 /// A lexical-only server on `url` with its derived files in `derived`.
-fn serve(url: &str, derived: &Path) -> (Running, String) {
+pub(crate) fn serve(url: &str, derived: &Path) -> (Running, String) {
     let mut serve = evicortex(url, derived);
     serve.args(["serve", "--listen", "127.0.0.1:0", "--lexical-only"]).stderr(Stdio::null());
     let (child, base) = spawn_serve(serve);
@@ -36,7 +36,7 @@ fn status(base: &str, path: &str, key: &str) -> u16 {
 }
 
 /// A server process, killed if a failed assertion leaves it running.
-struct Running(Option<Child>);
+pub(crate) struct Running(Option<Child>);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -47,7 +47,7 @@ impl Drop for Running {
     }
 }
 
-fn stop(mut server: Running) {
+pub(crate) fn stop(mut server: Running) {
     let mut child = server.0.take().expect("a running server");
     sigterm(&child);
     let exit = child.wait().expect("wait for the server");
