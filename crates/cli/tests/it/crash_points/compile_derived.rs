@@ -3,7 +3,10 @@
 //! --ann-index graph`), a compile holding the store's lock embeds the namespace's pending turns,
 //! then writes the lexical index file and the graph file. Before each run the store holds no
 //! index file, stale ones (turns appended since, not yet embedded), the complete ones, or a
-//! truncated one (what a file system without atomic rename could leave). After the kill,
+//! truncated one (what a file system without atomic rename could leave). The writes take
+//! milliseconds at the end of a run of seconds: most runs that start with no file are killed a
+//! random few milliseconds after the temporary file of one writer (picked at random) appears,
+//! the others at a random moment. After the kill,
 //! `verify` passes, the next compile runs to its end and leaves no temporary file, and its
 //! context equals, byte for byte, that of a clean copy of the store (its ledger and embedding
 //! cache without index files) compiled from scratch; so do the index files after a run that
@@ -12,7 +15,7 @@
 use std::{
     path::{Path, PathBuf},
     process::Stdio,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use evicortex::{CatchUpLimits, LEXICAL_INDEX_DIR, Memory, Overlength, VECTOR_INDEX_DIR};
@@ -28,6 +31,8 @@ const TURNS: usize = evicortex::DEFAULT_LEXICAL_FILES_FROM + 52;
 /// Turns appended (unembedded) before a run that starts with stale files.
 const APPENDED: usize = 4;
 const NO_FILE: &str = "no file";
+const STALE: &str = "stale files, turns to embed";
+const COMPLETE: &str = "the complete files";
 const COMPILE: &[&str] = &[
     "compile",
     "--namespace",
@@ -61,13 +66,13 @@ pub fn derived_files(mut rng: StdRng, wanted: usize) -> Row {
 
     let mut row = Row::new();
     let mut window = Window::new(3_000.0, 50.0, 60_000.0);
-    // How long a compile that writes both files from scratch runs, measured by completed runs.
-    let mut build_run: Option<Duration> = None;
+    // From a temporary file's appearance to the kill of an aimed run.
+    let mut in_write = Window::new(5.0, 0.1, 500.0);
     let mut appended = 0;
     let mut run = 0;
     while row.kills < wanted {
         row.check_progress(run, wanted);
-        let start = match if build_run.is_none() { 0 } else { rng.random_range(0..10) } {
+        let start = match rng.random_range(0..10) {
             0..5 => {
                 for file in index_files(&store) {
                     fs_err::remove_file(file).unwrap();
@@ -80,9 +85,9 @@ pub fn derived_files(mut rng: StdRng, wanted: usize) -> Row {
                     .collect();
                 Memory::open(&store).unwrap().append(&turns(&lines)).unwrap();
                 appended += APPENDED;
-                "stale files, turns to embed"
+                STALE
             }
-            7..8 => "the complete files",
+            7..8 => COMPLETE,
             _ => {
                 let files = index_files(&store);
                 let file = &files[rng.random_range(0..files.len())];
@@ -92,22 +97,20 @@ pub fn derived_files(mut rng: StdRng, wanted: usize) -> Row {
             }
         };
         let before = inodes(&store);
-        let spawned = Instant::now();
         let mut child =
             command(&store, COMPILE).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-        // The files are written at the end of a run, in milliseconds: most kills of runs that
-        // write both are aimed at the end of such a run, the others spread over the run.
-        let delay = match build_run {
-            None => {
-                child.wait().unwrap();
-                Duration::ZERO
+        // The files are written at the end of a run of seconds, in milliseconds: most runs
+        // that start with none are killed a random few milliseconds after a writer's temporary
+        // file appears, the others at a random moment of the run.
+        let aimed = start == NO_FILE && rng.random_bool(0.6);
+        if aimed {
+            let folder = [LEXICAL_INDEX_DIR, VECTOR_INDEX_DIR][rng.random_range(0..2)];
+            if temporary_appears(&store.join(folder), &mut child) {
+                std::thread::sleep(in_write.sample(&mut rng));
             }
-            Some(typical) if start == NO_FILE && rng.random_bool(0.6) => {
-                typical.mul_f64(rng.random_range(0.8..1.02))
-            }
-            Some(_) => window.sample(&mut rng),
-        };
-        std::thread::sleep(delay.saturating_sub(spawned.elapsed()));
+        } else {
+            std::thread::sleep(window.sample(&mut rng));
+        }
         let running = child.try_wait().unwrap().is_none();
         let at_kill = FilesState::read(&store, &before);
         child.kill().unwrap();
@@ -119,26 +122,30 @@ pub fn derived_files(mut rng: StdRng, wanted: usize) -> Row {
         let left: Vec<PathBuf> =
             index_entries(&store).into_iter().filter(|p| is_temporary(p)).collect();
         assert!(left.is_empty(), "run {run}: temporary files left after a compile: {left:?}");
-        if start == "stale files, turns to embed" {
+        if start == STALE {
             reference = Reference::compute(&store, dir.path());
         }
         reference.check(&store, &context, run, start);
 
+        if aimed {
+            in_write.scale(if matches!(at_kill, FilesState::Writing(_)) { 1.05 } else { 0.8 });
+        }
         if running {
             row.kill(match (start, at_kill) {
-                (_, FilesState::Writing) => "inside a file write",
+                (_, FilesState::Writing(file)) => file,
                 (_, FilesState::Written) => "after a file was written",
-                ("the complete files", FilesState::Before) => "loading the complete files",
-                (_, FilesState::Before) => "before writing (open, catch-up, build)",
+                (COMPLETE, FilesState::Before) => "loading the complete files",
+                (STALE, FilesState::Before) => "before writing, turns to embed (catch-up, build)",
+                (_, FilesState::Before) => "before writing (open, build)",
             });
-            window.scale(if at_kill == FilesState::Before { 1.1 } else { 1.0 });
-        } else {
-            if start == NO_FILE {
-                let took = spawned.elapsed();
-                build_run = Some(build_run.map_or(took, |t| t.mul_f64(0.7) + took.mul_f64(0.3)));
+            if !aimed {
+                window.scale(if at_kill == FilesState::Before { 1.1 } else { 1.0 });
             }
+        } else {
             row.completed += 1;
-            window.scale(0.8);
+            if !aimed {
+                window.scale(0.8);
+            }
         }
         run += 1;
     }
@@ -238,16 +245,20 @@ fn named_files(store: &Path) -> Vec<(String, Vec<u8>)> {
 enum FilesState {
     /// The index files are as they were before the run.
     Before,
-    /// A temporary file of a writer exists.
-    Writing,
+    /// A temporary file of a writer exists: where the kill landed.
+    Writing(&'static str),
     /// An index file was written (renamed into place) since the run started.
     Written,
 }
 
 impl FilesState {
     fn read(store: &Path, before: &[(PathBuf, u64)]) -> FilesState {
-        if index_entries(store).iter().any(|p| is_temporary(p)) {
-            return FilesState::Writing;
+        if let Some(tmp) = index_entries(store).into_iter().find(|p| is_temporary(p)) {
+            return FilesState::Writing(if tmp.parent().unwrap().ends_with(LEXICAL_INDEX_DIR) {
+                "inside the lexical file's write"
+            } else {
+                "inside the graph file's write"
+            });
         }
         // A file written since the start is a new one or a replaced one (renamed over: a new
         // inode).
@@ -263,4 +274,19 @@ fn inodes(store: &Path) -> Vec<(PathBuf, u64)> {
         .into_iter()
         .filter_map(|p| Some((p.clone(), fs_err::metadata(&p).ok()?.ino())))
         .collect()
+}
+
+/// Waits until a temporary file of an index writer appears in `folder` (`true`) or `child`
+/// exits.
+fn temporary_appears(folder: &Path, child: &mut std::process::Child) -> bool {
+    loop {
+        let entries = fs_err::read_dir(folder).into_iter().flatten().flatten();
+        if entries.map(|e| e.path()).any(|p| is_temporary(&p)) {
+            return true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }
