@@ -65,6 +65,7 @@ pub fn to_postgres(mut rng: StdRng, wanted: usize) -> Row {
         let changed: Vec<_> = changed_files(&source, &store_files(&store));
         assert!(changed.is_empty(), "run {run}: the source store's files changed: {changed:?}");
         ok(&store, &["verify"]);
+        let carrying = !temporaries(&derived).is_empty();
         let again = migrate(&store, &db.url, &derived, &[]);
         let place = match again.code {
             0 => {
@@ -74,6 +75,8 @@ pub fn to_postgres(mut rng: StdRng, wanted: usize) -> Row {
             2 if again.stderr.contains("is not empty") => {
                 if derived.join(evicortex::EMBEDDINGS_FILE).exists() {
                     "after the embedding cache was carried"
+                } else if carrying {
+                    "while the embedding cache was copied (its temporary file)"
                 } else {
                     "after the ledger's commit, before the cache was carried"
                 }
@@ -81,11 +84,7 @@ pub fn to_postgres(mut rng: StdRng, wanted: usize) -> Row {
             code => panic!("run {run}: migrate again: exit {code}\n{}", again.stderr),
         };
         let target = verify_json(&ok_url(&db.url, &derived, &["verify", "--json"]));
-        let left: Vec<_> = fs_err::read_dir(&derived)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "tmp"))
-            .collect();
+        let left = temporaries(&derived);
         assert!(left.is_empty(), "run {run} ({place}): temporary files left: {left:?}");
         assert_eq!(target, verified, "run {run}: the database's ledger differs from the source's");
         if running {
@@ -134,4 +133,10 @@ fn changed_files(before: &[(PathBuf, Vec<u8>)], after: &[(PathBuf, Vec<u8>)]) ->
         after.iter().filter(|(p, _)| !before.iter().any(|(q, _)| p == q)).map(|(p, _)| p.clone()),
     );
     changed
+}
+
+/// The temporary files in `derived` (a missing folder holds none).
+fn temporaries(derived: &Path) -> Vec<PathBuf> {
+    let entries = fs_err::read_dir(derived).into_iter().flatten().flatten();
+    entries.map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "tmp")).collect()
 }
