@@ -46,15 +46,31 @@ pub(crate) fn carry_embedding_cache(
     derived: &Path,
 ) -> Result<CarriedFile, CarryError> {
     carry(from, derived, EMBEDDINGS_FILE, |source, target| {
-        let tmp = derived.join(format!(".{EMBEDDINGS_FILE}.migrating"));
-        remove_if_present(&tmp).map_err(|e| e.to_string())?;
+        let tmp = derived.join(CARRY_TEMPORARY);
+        let lock = create_locked(&tmp).map_err(|e| e.to_string())?;
         let placed = snapshot(source, &tmp)
             .and_then(|()| link_into_place(&tmp, target).map_err(|e| e.to_string()));
         let cleanup = remove_if_present(&tmp).map_err(|e| e.to_string());
+        drop(lock);
         let placed = placed?;
         cleanup?;
         Ok(placed)
     })
+}
+
+/// The temporary copy of the embedding cache in the derived directory, named as the index
+/// files' temporary files are: its writer holds an exclusive `flock` on it until it is removed,
+/// and every process that claims the directory removes one whose lock nobody holds (left by a
+/// migration killed while carrying the cache), as the index folders' open-time sweep does.
+pub(crate) const CARRY_TEMPORARY: &str = ".embeddings.sqlite-migrating.tmp";
+
+/// Creates the empty file `path` (`VACUUM INTO` writes into an empty file) and locks it; an
+/// existing one is another migration's, still carrying (an abandoned one was removed when the
+/// directory was claimed).
+fn create_locked(path: &Path) -> io::Result<fs_err::File> {
+    let file = fs_err::OpenOptions::new().write(true).create_new(true).open(path)?;
+    file.file().lock()?;
+    Ok(file)
 }
 
 /// Carries the store's encoder list, checked as it is read, into the database `to` (its

@@ -94,7 +94,16 @@ fn default_derived_dir(url: &str) -> Result<PathBuf, OpenError> {
 /// Creates the derived directory of the database `url` (owner-only) and checks that it is
 /// that database's: a directory recorded for another database, or holding an embedded ledger,
 /// is refused, so one database's vectors and indexes never answer for another's.
+/// Then removes the temporary files nobody holds: the copy of an embedding cache that a
+/// migration killed while carrying it left (its vectors, which no erasure would reach).
 pub(crate) fn claim_derived_dir(derived: &Path, url: &str) -> Result<(), OpenError> {
+    claim(derived, url)?;
+    evicortex_vector::remove_abandoned_temporaries(derived)
+        .map_err(|source| OpenError::IndexFile { source })?;
+    Ok(())
+}
+
+fn claim(derived: &Path, url: &str) -> Result<(), OpenError> {
     let shown = evicortex_postgres::redact_password(url);
     let refuse = |detail: String| OpenError::DerivedDir { url: shown.clone(), detail };
     evicortex_ledger::create_private_dir(derived)

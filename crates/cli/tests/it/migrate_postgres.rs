@@ -66,7 +66,7 @@ impl Drop for TestDb {
 }
 
 /// `evicortex --store URL args`, its derived files in `derived`.
-fn ok_url(url: &str, derived: &Path, args: &[&str]) -> String {
+pub(crate) fn ok_url(url: &str, derived: &Path, args: &[&str]) -> String {
     let out = command(Path::new(url), args).env("EVICORTEX_DERIVED_DIR", derived).output().unwrap();
     let (stdout, stderr) =
         (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
@@ -75,7 +75,7 @@ fn ok_url(url: &str, derived: &Path, args: &[&str]) -> String {
 }
 
 /// `evicortex migrate --from FROM --to URL ARGS`, the database's derived files in `derived`.
-fn migrate(from: &Path, url: &str, derived: &Path, args: &[&str]) -> Run {
+pub(crate) fn migrate(from: &Path, url: &str, derived: &Path, args: &[&str]) -> Run {
     let elsewhere = from.parent().unwrap();
     let mut all = vec!["migrate", "--from", from.to_str().unwrap(), "--to", url];
     all.extend_from_slice(args);
@@ -202,5 +202,26 @@ fn a_migration_keeps_a_derived_directory_that_already_holds_a_cache() {
     assert!(stdout.contains(&kept), "{stdout}");
     assert!(stdout.contains("encoder list: none in"), "{stdout}");
     assert_eq!(fs_err::read(&placed).unwrap(), before);
-    assert!(!derived.join(".embeddings.sqlite.migrating").exists());
+    assert!(!derived.join(".embeddings.sqlite-migrating.tmp").exists());
+}
+
+/// A migration killed while it carried the embedding cache leaves its temporary copy (the
+/// vectors) in the database's derived directory, and a second migrate is refused (the ledger is
+/// not empty): the next process that opens the database removes the copy, whose lock nobody
+/// holds.
+#[test]
+fn an_abandoned_copy_of_the_embedding_cache_is_removed_by_the_next_open() {
+    let db = TestDb::new();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ok(&store, &["ingest", "--no-embed", sample().to_str().unwrap()]);
+    ok(&store, &["embed"]);
+    let derived = dir.path().join("derived");
+    migrated(&store, &db.url, &derived, &[]);
+    let abandoned = derived.join(".embeddings.sqlite-migrating.tmp");
+    fs_err::copy(derived.join("embeddings.sqlite"), &abandoned).unwrap();
+
+    ok_url(&db.url, &derived, &["verify"]);
+    assert!(!abandoned.exists(), "the abandoned copy of the embedding cache is still there");
+    assert!(derived.join("embeddings.sqlite").exists());
 }

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::{Row, Window};
 use crate::cli::{command, ok};
 
-const NAMESPACE: &str = "erase";
+pub const NAMESPACE: &str = "erase";
 /// Turns of the erased session.
 const SECRET_TURNS: usize = 4;
 /// Other turns in the store, so the scrub (`VACUUM` of the ledger) takes a while.
@@ -26,24 +26,13 @@ const FILLER_TURNS: usize = 2_000;
 
 pub fn erase(mut rng: StdRng, wanted: usize) -> Row {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let filler: Vec<serde_json::Value> = (0..FILLER_TURNS)
-        .map(|i| {
-            json!({"namespace": NAMESPACE, "session": format!("filler{}", i / 50), "turn": i % 50,
-                "role": "user", "text": format!("filler turn {i}: {}", "lorem ipsum ".repeat(80)),
-                "time": "2024-01-01T00:00:00Z"})
-        })
-        .collect();
-    Memory::open(&store).unwrap().append(&turns(&filler)).unwrap();
-
+    let store = filled_store(dir.path());
     let mut row = Row::new();
     let mut window = Window::new(150.0, 5.0, 10_000.0);
-    let ns = Namespace::new(NAMESPACE).unwrap();
     let mut run = 0;
     while row.kills < wanted {
         row.check_progress(run, wanted);
-        let marker = format!("ERASED-MARKER-{run:05}-{:016x}", rng.random::<u64>());
-        let session = format!("secret{run}");
+        let (session, marker) = secret_session(&mut rng, run);
         Memory::open(&store).unwrap().append(&turns(&secret(&session, &marker))).unwrap();
 
         let mut child =
@@ -61,38 +50,11 @@ pub fn erase(mut rng: StdRng, wanted: usize) -> Row {
         assert!(running || status.success(), "run {run}: erase failed: {status}\n{stderr}");
         let acknowledged = !running;
 
-        // Reopened as a restarted writer would: an interrupted erasure is finished by now.
-        let memory = Memory::open(&store).unwrap();
-        let live = memory
-            .evidence(&ns)
-            .unwrap()
-            .into_iter()
-            .filter(|e| e.turn.session.as_str() == session)
-            .count();
-        let traces = files_holding(&store, marker.as_bytes());
-        let place = match (acknowledged, live) {
-            (_, 0) => {
-                assert!(
-                    traces.is_empty(),
-                    "run {run}: the erased marker {marker} is still in {traces:?} (erasure {})",
-                    if acknowledged { "acknowledged" } else { "killed after its commit" }
-                );
-                if acknowledged {
-                    None
-                } else {
-                    Some("after the redaction's commit (scrub, purge)")
-                }
-            }
-            (false, SECRET_TURNS) => Some("before the redaction's commit"),
-            (true, n) => panic!("run {run}: erasure acknowledged but {n} turns of it are live"),
-            (false, n) => panic!("run {run}: {n} of {SECRET_TURNS} turns erased: partial erasure"),
-        };
-        drop(memory);
-        ok(&store, &["verify"]);
+        let place = check_erasure(&store, &session, &marker, acknowledged, run);
         match place {
             Some(place) => {
                 row.kill(place);
-                window.scale(if live == 0 { 1.0 } else { 1.25 });
+                window.scale(if place == BEFORE_COMMIT { 1.25 } else { 1.0 });
             }
             None => {
                 row.completed += 1;
@@ -104,9 +66,70 @@ pub fn erase(mut rng: StdRng, wanted: usize) -> Row {
     row
 }
 
+/// A store whose namespace `erase` holds `FILLER_TURNS` other turns, so that the scrub (`VACUUM`
+/// of the ledger) takes a while.
+pub fn filled_store(dir: &Path) -> PathBuf {
+    let store = dir.join("store");
+    let filler: Vec<serde_json::Value> = (0..FILLER_TURNS)
+        .map(|i| {
+            json!({"namespace": NAMESPACE, "session": format!("filler{}", i / 50), "turn": i % 50,
+                "role": "user", "text": format!("filler turn {i}: {}", "lorem ipsum ".repeat(80)),
+                "time": "2024-01-01T00:00:00Z"})
+        })
+        .collect();
+    Memory::open(&store).unwrap().append(&turns(&filler)).unwrap();
+    store
+}
+
+/// The name of run `run`'s erased session and the marker its texts hold.
+pub fn secret_session(rng: &mut StdRng, run: usize) -> (String, String) {
+    (format!("secret{run}"), format!("ERASED-MARKER-{run:05}-{:016x}", rng.random::<u64>()))
+}
+
+/// Where a kill landed when the session is still whole.
+pub const BEFORE_COMMIT: &str = "before the redaction's commit";
+
+/// After a kill during the erasure of `session` (whose texts hold `marker`) from the namespace
+/// `erase`: reopens the store as a restarted writer would (an interrupted erasure is finished by
+/// then) and checks that the session is either whole and unacknowledged, or erased with its
+/// marker in no file of the store; then `verify` passes. Returns where the kill landed, or
+/// `None` for an acknowledged erasure.
+pub fn check_erasure(
+    store: &Path,
+    session: &str,
+    marker: &str,
+    acknowledged: bool,
+    run: usize,
+) -> Option<&'static str> {
+    let memory = Memory::open(store).unwrap();
+    let live = memory
+        .evidence(&Namespace::new(NAMESPACE).unwrap())
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.turn.session.as_str() == session)
+        .count();
+    let traces = files_holding(store, marker.as_bytes());
+    let place = match (acknowledged, live) {
+        (_, 0) => {
+            assert!(
+                traces.is_empty(),
+                "run {run}: the erased marker {marker} is still in {traces:?} (erasure {})",
+                if acknowledged { "acknowledged" } else { "killed after its commit" }
+            );
+            if acknowledged { None } else { Some("after the redaction's commit (scrub, purge)") }
+        }
+        (false, SECRET_TURNS) => Some(BEFORE_COMMIT),
+        (true, n) => panic!("run {run}: erasure acknowledged but {n} turns of it are live"),
+        (false, n) => panic!("run {run}: {n} of {SECRET_TURNS} turns erased: partial erasure"),
+    };
+    drop(memory);
+    ok(store, &["verify"]);
+    place
+}
+
 /// The erased session: short turns and one long enough to spill into overflow pages, each
 /// holding the marker.
-fn secret(session: &str, marker: &str) -> Vec<serde_json::Value> {
+pub fn secret(session: &str, marker: &str) -> Vec<serde_json::Value> {
     (0..SECRET_TURNS)
         .map(|t| {
             let text = if t == SECRET_TURNS - 1 {

@@ -1,8 +1,10 @@
 //! SIGKILL at random moments beyond ingest: `serve` under append load, `serve` between SIGTERM
-//! and its exit, `erase` (its scrub of the files included), `embed` catch-up, and the HNSW index
-//! file being written. After every kill the store is reopened and checked: `verify` passes, no
-//! acknowledged turn or batch is missing, no batch is partial, an erased text is in no file, and
-//! the derived stores (embedding cache, index file) are consistent with a clean run.
+//! and its exit, `erase` (its scrub of the files included), an erasure in flight over HTTP and
+//! over MCP, `embed` catch-up, the HNSW index file being written, a `compile` that writes the
+//! lexical and graph index files, and `migrate` to PostgreSQL. After every kill the store is
+//! reopened and checked: `verify` passes, no acknowledged turn or batch is missing, no batch is
+//! partial, an erased text is in no file, the derived stores (embedding cache, index files) are
+//! consistent with a clean run, and a killed migration leaves its source untouched.
 //!
 //! A slow test: it runs with `EVICORTEX_SLOW_TESTS=1`. `EVICORTEX_CRASH_KILLS` sets the total
 //! number of kills (default 1,000, shared among the scenarios in fixed proportions),
@@ -10,8 +12,11 @@
 //! `EVICORTEX_CRASH_POINTS_SEED` replays the random delays and data of an earlier run.
 
 mod ann;
+mod compile_derived;
 mod embed;
 mod erase;
+mod erase_doors;
+mod migrate_postgres;
 mod serve;
 
 use std::{
@@ -23,12 +28,18 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 
 /// The scenarios, their names and their share of the kills (in thousandths).
 const SCENARIOS: &[(&str, u32)] = &[
-    ("serve-append", 330),
-    ("serve-shutdown", 270),
-    ("erase", 300),
+    ("serve-append", 250),
+    ("serve-shutdown", 200),
+    ("erase", 200),
+    ("http-erase", 100),
+    ("mcp-erase", 100),
     // Each of these loads the encoder in the killed process: a kill costs seconds.
-    ("embed", 50),
-    ("ann-index", 50),
+    ("embed", 40),
+    ("ann-index", 40),
+    // A kill here costs about 30 s: the killed compile, the next one, at times a clean copy's.
+    ("compile-derived", 25),
+    // A new database, a copy of 3,000 turns and a second migrate for each kill.
+    ("migrate-postgres", 45),
 ];
 
 #[test]
@@ -73,6 +84,10 @@ fn sigkill_at_random_points_beyond_ingest_keeps_every_guarantee() {
             "erase" => erase::erase(rng, kills),
             "embed" => embed::catch_up(rng, kills),
             "ann-index" => ann::index_persistence(rng, kills),
+            "http-erase" => erase_doors::http(rng, kills),
+            "mcp-erase" => erase_doors::mcp(rng, kills),
+            "compile-derived" => compile_derived::derived_files(rng, kills),
+            "migrate-postgres" => migrate_postgres::to_postgres(rng, kills),
             other => unreachable!("scenario {other}"),
         };
         row.seconds = row.started.map_or(0.0, |s| s.elapsed().as_secs_f64());

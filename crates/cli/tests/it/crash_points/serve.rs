@@ -23,7 +23,7 @@ use super::{Row, Window};
 use crate::cli::{command, ok};
 
 const NAMESPACE: &str = "load";
-const BATCH: usize = 8;
+pub const BATCH: usize = 8;
 const CLIENTS: usize = 4;
 /// Runs sharing one store before a fresh one is started (keeps `export` small).
 const RUNS_PER_STORE: usize = 25;
@@ -58,10 +58,10 @@ struct Launched {
 
 /// What one client saw.
 #[derive(Default)]
-struct Appended {
-    acked: Vec<String>,
+pub struct Appended {
+    pub acked: Vec<String>,
     /// Non-2xx statuses received before any signal was sent: each one is a failure.
-    refused_before_signal: Vec<String>,
+    pub refused_before_signal: Vec<String>,
 }
 
 impl Scenario {
@@ -152,7 +152,8 @@ impl Scenario {
                     .map(|c| {
                         let (client, base, key, signalled) =
                             (client.clone(), base.clone(), key.clone(), signalled.clone());
-                        handle.spawn(append_batches(client, base, key, signalled, run, c))
+                        handle
+                            .spawn(append_batches(client, base, key, NAMESPACE, signalled, run, c))
                     })
                     .collect(),
             )
@@ -244,10 +245,12 @@ struct Outcome {
     refused: Vec<String>,
 }
 
-async fn append_batches(
+/// Appends batches (one session of `BATCH` turns each) to `namespace` until a request fails.
+pub async fn append_batches(
     client: reqwest::Client,
     base: String,
     key: String,
+    namespace: &'static str,
     signalled: Arc<AtomicBool>,
     run: usize,
     c: usize,
@@ -263,7 +266,7 @@ async fn append_batches(
             })
             .collect();
         let sent = client
-            .post(format!("{base}/v1/namespaces/{NAMESPACE}/turns"))
+            .post(format!("{base}/v1/namespaces/{namespace}/turns"))
             .bearer_auth(&key)
             .json(&json!({ "turns": turns }))
             .send()
