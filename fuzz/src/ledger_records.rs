@@ -13,8 +13,8 @@ use evicortex_ledger::{
 };
 use rusqlite::types::Value;
 
-/// The bytes of a closed ledger file, built once.
-fn template() -> &'static [u8] {
+/// The bytes of a closed ledger file, built once (`postgres_records` reads its rows).
+pub(crate) fn template() -> &'static [u8] {
     static TEMPLATE: OnceLock<Vec<u8>> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
