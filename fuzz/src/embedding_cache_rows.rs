@@ -13,7 +13,8 @@ use std::sync::OnceLock;
 use evicortex::fuzzing::{EmbeddingCacheFile, last_overlength};
 use evicortex::{EMBEDDINGS_FILE, EncoderIdentity, TextDigest, TextEmbedding, TurnId};
 use evicortex_embed::EmbeddedWindow;
-use rusqlite::types::Value;
+
+use crate::edits::{edits, sqlite_value};
 
 /// The tables and columns a fuzzed edit may overwrite.
 const CELLS: [(&str, &[&str]); 4] = [
@@ -111,32 +112,10 @@ fn template() -> &'static [u8] {
 }
 
 /// Applies edits read from `data`: per edit a table, a row, a column, a type and a value.
-fn edit(path: &Path, mut data: &[u8]) {
+fn edit(path: &Path, data: &[u8]) {
     let conn = rusqlite::Connection::open(path).unwrap();
-    let mut take = |n: usize| {
-        let (head, rest) = data.split_at(n.min(data.len()));
-        data = rest;
-        head.to_vec()
-    };
-    for _ in 0..4 {
-        let header = take(4);
-        let [cell, row, kind, len] = header[..] else { break };
-        let raw = take(usize::from(len % 72));
-        let value = match kind % 5 {
-            0 => Value::Null,
-            1 => Value::Integer(i64::from_le_bytes(
-                raw.iter()
-                    .copied()
-                    .chain(std::iter::repeat(0))
-                    .take(8)
-                    .collect::<Vec<_>>()
-                    .try_into()
-                    .unwrap(),
-            )),
-            2 => Value::Text(String::from_utf8_lossy(&raw).into_owned()),
-            3 => Value::Blob(raw),
-            _ => Value::Real(f64::from(len) - 100.5),
-        };
+    for ([cell, row, kind, len], raw) in edits(data, 4, 72) {
+        let value = sqlite_value(kind, raw, f64::from(len) - 100.5);
         let (table, columns) = CELLS[usize::from(cell) % CELLS.len()];
         let column = columns[usize::from(cell / 4) % columns.len()];
         // WITHOUT ROWID tables: the row by its place in key order.

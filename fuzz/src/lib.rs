@@ -3,6 +3,7 @@
 //! `fuzz_targets/` call them; `tests/corpus.rs` runs the committed seeds and regression inputs
 //! through them as ordinary tests.
 
+mod edits;
 mod eval_turns;
 
 /// A target's body: panics when a property is violated.

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 use evicortex_ledger::storage::{ChainCheck, ChainedRow, Head, RawRecord, stored_head};
 
+use crate::edits::{edits, int};
 use crate::ledger_records::template;
 
 /// The records, the recorded head (`head_seq`, `chain_head`), read once from the template.
@@ -70,14 +71,6 @@ enum Change {
     Nudge(i8),
     /// The same column of another row.
     CopyFrom(usize),
-}
-
-fn int(raw: &[u8]) -> i64 {
-    let mut bytes = [0u8; 8];
-    for (b, r) in bytes.iter_mut().zip(raw) {
-        *b = *r;
-    }
-    i64::from_le_bytes(bytes)
 }
 
 /// PostgreSQL text: UTF-8 without NUL.
@@ -198,18 +191,10 @@ fn apply(
 }
 
 /// Applies the edits read from `data`: per edit a row, a column, a kind of change and its bytes.
-fn edit(mut data: &[u8]) -> (Vec<RawRecord>, [String; 2]) {
+fn edit(data: &[u8]) -> (Vec<RawRecord>, [String; 2]) {
     let (template, head) = template_rows();
     let (mut rows, mut head) = (template.clone(), head.clone());
-    let mut take = |n: usize| {
-        let (head, rest) = data.split_at(n.min(data.len()));
-        data = rest;
-        head.to_vec()
-    };
-    for _ in 0..6 {
-        let header = take(4);
-        let [row, column, kind, len] = header[..] else { break };
-        let raw = take(usize::from(len % 72));
+    for ([row, column, kind, len], raw) in edits(data, 6, 72) {
         let change = match kind % 4 {
             0 => Change::Null,
             1 => Change::Bytes(raw),
