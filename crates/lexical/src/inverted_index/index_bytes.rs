@@ -139,7 +139,9 @@ impl Bm25Index<TurnId> {
             let mut row = 0u64;
             for i in 0..count {
                 let delta = varint(input)?;
-                row += delta;
+                row = row
+                    .checked_add(delta)
+                    .ok_or_else(|| invalid(format!("term {term:?}: a row past 2^64")))?;
                 let tf = varint(input)?;
                 let len = index.doc_len.get(row as usize).copied();
                 match len {
