@@ -13,13 +13,13 @@ use evicortex::{
 };
 use evicortex_server::{ApiError, AppendRequest, CompileRequest, EraseRequest, parse_json};
 
-struct Store {
+pub(crate) struct Store {
     _dir: tempfile::TempDir,
-    memory: Memory,
+    pub(crate) memory: Memory,
 }
 
 /// A lexical-only store with a few turns, opened once (as a server opens it once).
-fn store() -> &'static Store {
+pub(crate) fn store() -> &'static Store {
     static STORE: OnceLock<Store> = OnceLock::new();
     STORE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();

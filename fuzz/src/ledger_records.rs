@@ -13,8 +13,10 @@ use evicortex_ledger::{
 };
 use rusqlite::types::Value;
 
-/// The bytes of a closed ledger file, built once.
-fn template() -> &'static [u8] {
+use crate::edits::{edits, sqlite_value};
+
+/// The bytes of a closed ledger file, built once (`postgres_records` reads its rows).
+pub(crate) fn template() -> &'static [u8] {
     static TEMPLATE: OnceLock<Vec<u8>> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
@@ -48,34 +50,11 @@ fn dump(conn: &rusqlite::Connection) -> Vec<Vec<Value>> {
 }
 
 /// Applies edits read from `data`: per edit a row, a column, a type and a value.
-fn edit(path: &Path, mut data: &[u8]) -> bool {
+fn edit(path: &Path, data: &[u8]) -> bool {
     let conn = rusqlite::Connection::open(path).unwrap();
     let before = dump(&conn);
-    let mut take = |n: usize| {
-        let n = n.min(data.len());
-        let (head, rest) = data.split_at(n);
-        data = rest;
-        head.to_vec()
-    };
-    for _ in 0..4 {
-        let header = take(4);
-        let [row, column, kind, len] = header[..] else { break };
-        let raw = take(usize::from(len % 48));
-        let value = match kind % 5 {
-            0 => Value::Null,
-            1 => Value::Integer(i64::from_le_bytes(
-                raw.iter()
-                    .copied()
-                    .chain(std::iter::repeat(0))
-                    .take(8)
-                    .collect::<Vec<_>>()
-                    .try_into()
-                    .unwrap(),
-            )),
-            2 => Value::Text(String::from_utf8_lossy(&raw).into_owned()),
-            3 => Value::Blob(raw),
-            _ => Value::Real(f64::from(i32::from(column) - i32::from(row))),
-        };
+    for ([row, column, kind, _], raw) in edits(data, 4, 48) {
+        let value = sqlite_value(kind, raw, f64::from(i32::from(column) - i32::from(row)));
         if column as usize % (RECORD_COLUMN_NAMES.len() + 1) == RECORD_COLUMN_NAMES.len() {
             // The metadata table: the head, the format, the salt.
             let _ = conn.execute(

@@ -3,6 +3,7 @@
 //! `fuzz_targets/` call them; `tests/corpus.rs` runs the committed seeds and regression inputs
 //! through them as ordinary tests.
 
+mod edits;
 mod eval_turns;
 
 /// A target's body: panics when a property is violated.
@@ -19,13 +20,23 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("reader_tokens", reader_tokens::run),
     ("encoder_tokens", encoder_tokens::run),
     ("ledger_records", ledger_records::run),
+    ("postgres_records", postgres_records::run),
+    ("lexical_index_file", lexical_index_file::run),
+    ("graph_file", graph_file::run),
+    ("embedding_cache_rows", embedding_cache_rows::run),
+    ("compile_options", compile_options::run),
 ];
 
+pub mod compile_options;
+pub mod embedding_cache_rows;
 pub mod encoder_tokens;
+pub mod graph_file;
 pub mod http_bodies;
 pub mod jsonl;
 pub mod ledger_records;
+pub mod lexical_index_file;
 pub mod locomo;
 pub mod longmemeval;
 pub mod mcp_messages;
+pub mod postgres_records;
 pub mod reader_tokens;

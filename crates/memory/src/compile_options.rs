@@ -24,7 +24,15 @@ pub enum CompileOptionsError {
         /// Their dotted paths (`lexical.top_k`).
         paths: Vec<String>,
     },
-    /// A value of the wrong shape.
+    /// A value of the wrong shape, by its dotted path (`lexical.top_n`).
+    #[error("{field}: {message}")]
+    Shape {
+        /// The value's path.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The configuration could not be rendered as JSON.
     #[error("{0}")]
     Invalid(String),
     /// A value out of range, or an impossible combination.
@@ -42,6 +50,7 @@ impl CompileOptionsError {
     pub fn field(&self) -> Option<String> {
         match self {
             CompileOptionsError::Unknown { paths } => paths.first().cloned(),
+            CompileOptionsError::Shape { field, .. } => Some(field.clone()),
             CompileOptionsError::Config(evicortex_compiler::CompileError::InvalidConfig {
                 field,
                 ..
@@ -60,8 +69,13 @@ pub fn apply_compile_options(
     let mut merged = serde_json::to_value(base)
         .map_err(|e| CompileOptionsError::Invalid(format!("the base configuration: {e}")))?;
     merge(&mut merged, set);
-    let mut config: CompileConfig = serde_json::from_value(merged.clone())
-        .map_err(|e| CompileOptionsError::Invalid(e.to_string()))?;
+    let mut config: CompileConfig =
+        serde_path_to_error::deserialize(merged.clone()).map_err(|e| {
+            CompileOptionsError::Shape {
+                field: e.path().to_string(),
+                message: e.into_inner().to_string(),
+            }
+        })?;
     // Turning a retriever off turns its context list off too, unless the options say otherwise.
     let sets = |section: &str, name: &str| {
         set.get(section).and_then(Value::as_object).is_some_and(|c| c.contains_key(name))
@@ -157,7 +171,9 @@ mod tests {
         assert_eq!(err.field().as_deref(), Some("bogus"), "{err}");
         assert!(err.to_string().contains("lexical.top_k"), "{err}");
         let err = apply(r#"{"rrf_k": "ten"}"#).unwrap_err();
-        assert!(matches!(err, CompileOptionsError::Invalid(_)), "{err}");
+        assert_eq!(err.field().as_deref(), Some("rrf_k"), "{err}");
+        let err = apply(r#"{"lexical": {"top_n": "ten"}}"#).unwrap_err();
+        assert_eq!(err.field().as_deref(), Some("lexical.top_n"), "{err}");
         let err = apply(r#"{"rrf_k": -1.0}"#).unwrap_err();
         assert_eq!(err.field().as_deref(), Some("rrf_k"), "{err}");
     }

@@ -122,7 +122,7 @@ impl EmbeddingCacheError {
 
 /// The vectors of one namespace's evidence under one identity, in one contiguous matrix.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct NamespaceVectors {
+pub struct NamespaceVectors {
     /// The identity every row was produced under.
     pub identity: EncoderIdentityDigest,
     /// Vector dimension.

@@ -59,9 +59,9 @@ pub(crate) struct SavedLexical {
 }
 
 /// The file's namespace and covered record, read without the rest.
-struct Header {
-    namespace: Namespace,
-    covers: TurnId,
+pub(crate) struct Header {
+    pub(crate) namespace: Namespace,
+    pub(crate) covers: TurnId,
 }
 
 /// The saved indexes of `namespace` when its file is current for `live` (the namespace's live
@@ -191,7 +191,7 @@ pub(crate) fn save_if_grown(
 }
 
 /// A file that could not be read: damaged (removed and rebuilt) or unreadable (an error).
-enum Problem {
+pub(crate) enum Problem {
     Damaged(String),
     Io(std::io::Error),
 }
@@ -222,7 +222,7 @@ impl From<std::io::Error> for Problem {
     }
 }
 
-fn read_header(input: &mut impl Read) -> Result<Header, Problem> {
+pub(crate) fn read_header(input: &mut impl Read) -> Result<Header, Problem> {
     let mut magic = [0u8; 8];
     input.read_exact(&mut magic)?;
     if magic != MAGIC {
@@ -248,7 +248,9 @@ fn read_header(input: &mut impl Read) -> Result<Header, Problem> {
     Ok(Header { namespace, covers })
 }
 
-fn read_body(input: &mut impl Read) -> Result<(Bm25Index, Option<WindowIndex>), Problem> {
+pub(crate) fn read_body(
+    input: &mut impl Read,
+) -> Result<(Bm25Index, Option<WindowIndex>), Problem> {
     let lexical = Bm25Index::read_from(input)?;
     let window = match array::<1>(input)?[0] {
         0 => None,

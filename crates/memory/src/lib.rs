@@ -60,6 +60,9 @@ mod erase_documents;
 mod erasure_watch;
 mod error;
 mod export;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod group_commit;
 mod index_cache;
 mod index_files;

@@ -304,6 +304,9 @@ impl<K: IndexKey> HnswIndex<K> {
     }
 }
 
+/// The widest beam (`ef_construction`, `ef_search`) accepted.
+const MAX_EF: usize = 1 << 16;
+
 fn check_params(params: &HnswParams) -> Result<(), VectorError> {
     let bad = |field: &'static str, reason: &str| {
         Err(VectorError::InvalidParameter { field, reason: reason.to_owned() })
@@ -311,11 +314,13 @@ fn check_params(params: &HnswParams) -> Result<(), VectorError> {
     if !(2..=127).contains(&params.m) {
         return bad("m", "must be in 2..=127");
     }
-    if params.ef_construction < params.m {
-        return bad("ef_construction", "must be at least m");
+    // The beams are allocated at their width: a width read from a damaged file (up to 2^32)
+    // must not ask for gigabytes.
+    if !(params.m..=MAX_EF).contains(&params.ef_construction) {
+        return bad("ef_construction", "must be in m..=65536");
     }
-    if params.ef_search == 0 {
-        return bad("ef_search", "must be at least 1");
+    if !(1..=MAX_EF).contains(&params.ef_search) {
+        return bad("ef_search", "must be in 1..=65536");
     }
     Ok(())
 }

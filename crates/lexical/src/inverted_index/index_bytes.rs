@@ -89,8 +89,9 @@ impl Bm25Index<TurnId> {
             _ => return Err(invalid(format!("coverage flag {flag}"))),
         };
         let documents = u32::from_le_bytes(array(input)?) as usize;
+        // Reserved for what is read, a chunk at a time: `documents` is what the bytes claim.
         let mut bytes = vec![0u8; documents.min(1 << 20) * 8];
-        index.keys.reserve(documents);
+        index.keys.reserve(documents.min(1 << 20));
         while index.keys.len() < documents {
             let take = (documents - index.keys.len()).min(1 << 20);
             input.read_exact(&mut bytes[..take * 8])?;
@@ -138,7 +139,9 @@ impl Bm25Index<TurnId> {
             let mut row = 0u64;
             for i in 0..count {
                 let delta = varint(input)?;
-                row += delta;
+                row = row
+                    .checked_add(delta)
+                    .ok_or_else(|| invalid(format!("term {term:?}: a row past 2^64")))?;
                 let tf = varint(input)?;
                 let len = index.doc_len.get(row as usize).copied();
                 match len {

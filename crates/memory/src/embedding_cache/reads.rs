@@ -50,12 +50,15 @@ impl EmbeddingCache {
         Ok(known)
     }
 
-    /// The stored embedding of `text` under `identity` (every window, with its token range).
+    /// The stored embedding of `text` under `identity` (every window, with its token range),
+    /// checked: windows in sequence, each vector of the stored identity's dimension (the identity
+    /// checked against its digest), each range inside the text's tokens.
     pub(crate) fn embedding(
         &self,
         identity: &EncoderIdentityDigest,
         text: &TextDigest,
     ) -> Result<Option<TextEmbedding>, EmbeddingCacheError> {
+        let dimension = self.identity(identity)?.map(|stored| stored.dimension);
         let conn = self.lock();
         let sql = sql_err(&self.path);
         let mut stmt = conn
@@ -71,17 +74,32 @@ impl EmbeddingCache {
             let token_count: i64 = row.get(1).map_err(&sql)?;
             let (start, end): (i64, i64) = (row.get(2).map_err(&sql)?, row.get(3).map_err(&sql)?);
             let blob: Vec<u8> = row.get(4).map_err(&sql)?;
-            let embedding = out.get_or_insert(TextEmbedding {
-                token_count: token_count as usize,
-                windows: Vec::new(),
-            });
+            let corrupted = |what: String| EmbeddingCacheError::Corrupted {
+                path: self.path.clone(),
+                detail: format!("text {text}: window {window_index} {what}"),
+            };
+            let count = usize::try_from(token_count)
+                .map_err(|_| corrupted(format!("has a token count of {token_count}")))?;
+            let embedding =
+                out.get_or_insert(TextEmbedding { token_count: count, windows: Vec::new() });
             if window_index != embedding.windows.len() as i64 || !blob.len().is_multiple_of(4) {
-                return Err(EmbeddingCacheError::Corrupted {
-                    path: self.path.clone(),
-                    detail: format!(
-                        "text {text}: window {window_index} malformed or out of sequence"
-                    ),
-                });
+                return Err(corrupted("malformed or out of sequence".to_owned()));
+            }
+            if token_count != embedding.token_count as i64 {
+                return Err(corrupted(format!(
+                    "has a token count of {token_count}, not {}",
+                    embedding.token_count
+                )));
+            }
+            if !(0 <= start && start <= end && end <= token_count) {
+                return Err(corrupted(format!("covers tokens {start}..{end} of {token_count}")));
+            }
+            if dimension != Some(blob.len() / 4) {
+                return Err(corrupted(format!(
+                    "has a vector of dimension {} under an identity of {}",
+                    blob.len() / 4,
+                    dimension.map_or("(none stored)".to_owned(), |d| d.to_string())
+                )));
             }
             embedding.windows.push(EmbeddedWindow {
                 content_tokens: start as usize..end as usize,
@@ -143,16 +161,9 @@ impl EmbeddingCache {
         identity: &EncoderIdentityDigest,
     ) -> Result<NamespaceVectors, EmbeddingCacheError> {
         let _span = tracing::debug_span!("namespace_vectors", n_turns = turns.len()).entered();
-        let dimension: Option<i64> = self
-            .lock()
-            .query_row(
-                "SELECT dimension FROM identities WHERE digest = ?1",
-                [identity.as_bytes()],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(sql_err(&self.path))?;
-        let dimension = dimension.unwrap_or(0) as usize;
+        // The stored identity, checked against its digest, gives the dimension: a dimension
+        // column edited out of range must not size the matrix.
+        let dimension = self.identity(identity)?.map_or(0, |stored| stored.dimension);
         let mut out = NamespaceVectors {
             identity: *identity,
             dimension,

@@ -156,6 +156,7 @@ async fn compile_cites_within_budget_respects_as_of_and_forgets_erased_text() {
         (json!({"rrf_k": -1.0}), "options.rrf_k"),
         (json!({"rrf_k": 5.0, "bogus": 1}), "options.bogus"),
         (json!({"lexical": {"top_k": 3}}), "options.lexical.top_k"),
+        (json!({"lexical": {"top_n": "ten"}}), "options.lexical.top_n"),
     ] {
         let refused = server
             .post(

@@ -30,6 +30,10 @@ pub const INDEX_FILE_MAGIC: [u8; 8] = *b"EVXHNSW\0";
 /// positions is stale and rebuilt.
 pub const INDEX_FILE_VERSION: u32 = 2;
 
+/// The largest vector dimension a file is read with (encoders have at most a few thousand): a
+/// damaged dimension must not size the buffers the vectors are read into.
+const MAX_FILE_DIM: usize = 1 << 16;
+
 /// What an index file is derived from: checked before it is used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexFileMeta {
@@ -227,7 +231,8 @@ impl<K: IndexKey> HnswIndex<K> {
             )));
         }
         let (rows, dim) = (header.rows, header.dim);
-        let mut keys = Vec::with_capacity(rows);
+        // Grown as the keys are read: `rows` is what the file claims, not what it holds.
+        let mut keys = Vec::with_capacity(rows.min(4096));
         let mut buf = vec![0u8; K::BYTES * 4096];
         let mut left = rows;
         while left > 0 {
@@ -362,7 +367,7 @@ impl<'p, R: Read> FileReader<'p, R> {
         let seed = self.u64()?;
         let params = HnswParams { m, ef_construction, ef_search, seed };
         super::check_params(&params).map_err(|e| self.corrupted(e.to_string()))?;
-        if dim == 0 || rows > u32::MAX as usize {
+        if dim == 0 || dim > MAX_FILE_DIM || rows > u32::MAX as usize {
             return Err(self.corrupted(format!("dimension {dim}, {rows} rows")));
         }
         let covers = match (self.u8()?, self.u64()?) {

@@ -1,0 +1,5 @@
+#![no_main]
+// The macro's own code (it writes crash inputs with std::fs), not this crate's.
+#![allow(clippy::disallowed_methods)]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| evicortex_fuzz::embedding_cache_rows::run(data));
