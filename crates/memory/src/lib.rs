@@ -200,7 +200,7 @@ pub mod front_end {
         jsonl::{deserialize_turn_objects, parse_jsonl_numbered, turn_from_json},
         reader_tokenizers::ReaderTokenizers,
         request_config::{DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS_LIMIT, requested_decoding},
-        request_failure::{BadInputKind, BlamedField, RequestFailure},
+        request_failure::{BadInputKind, BlamedField, RequestFailure, error_chain},
         requests::{
             AppendResponse, AppendedTurn, EraseResponse, NamespaceStatsResponse, TurnsNamespace,
             VerifyResponse, erase_target, turns_from_objects,

@@ -52,7 +52,7 @@ impl RequestFailure {
         // Bad input says what is wrong in its own words; a failure of the machinery carries its
         // causes (a database's own message sits under its client's "db error").
         let message =
-            if class == ErrorClass::BadInput { err.to_string() } else { with_unsaid_causes(err) };
+            if class == ErrorClass::BadInput { err.to_string() } else { error_chain(err) };
         let mut failure = RequestFailure { class, kind: None, field: None, message };
         if let Some(e) = err.downcast_ref::<AppendError>() {
             failure.blame_append(e);
@@ -105,8 +105,9 @@ impl RequestFailure {
     }
 }
 
-/// `err`'s text, then the text of each of its causes that the message does not say yet.
-fn with_unsaid_causes(err: &(dyn Error + 'static)) -> String {
+/// The error and its causes, as the CLI prints them (`a: b: c`), without repeating a cause
+/// whose text the message already includes.
+pub fn error_chain(err: &(dyn Error + 'static)) -> String {
     let mut message = err.to_string();
     let mut cause = err.source();
     while let Some(e) = cause {

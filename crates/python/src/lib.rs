@@ -15,7 +15,7 @@ use std::{error::Error, path::PathBuf, sync::Arc};
 
 use evicortex::front_end::{
     AppendResponse, BadInputKind, BlamedField, EraseResponse, ReaderTokenizers, RequestFailure,
-    TurnsNamespace, VerifyResponse, erase_target, turns_from_objects,
+    TurnsNamespace, VerifyResponse, erase_target, error_chain, turns_from_objects,
 };
 use evicortex::{
     CompileConfig, CompileQuery, CompileRequest, ErrorClass, EventTime, Memory, Namespace,
@@ -94,21 +94,6 @@ impl From<Failure> for PyErr {
         };
         NativeError::new_err((class, f.field, f.message))
     }
-}
-
-/// The error and its causes, as the CLI prints them (`a: b: c`), without repeating a cause
-/// whose text the error already includes.
-fn error_chain(err: &(dyn Error + 'static)) -> String {
-    let mut message = err.to_string();
-    let mut cause = err.source();
-    while let Some(e) = cause {
-        let text = e.to_string();
-        if !message.contains(&text) {
-            message = format!("{message}: {text}");
-        }
-        cause = e.source();
-    }
-    message
 }
 
 /// A response as JSON text, in the shape the HTTP API returns it.
