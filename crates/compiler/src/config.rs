@@ -455,8 +455,9 @@ impl CompileConfig {
         if !(self.rrf_k.is_finite() && self.rrf_k > 0.0) {
             return bad("rrf_k", format!("must be positive and finite, got {}", self.rrf_k));
         }
-        if !(self.lexical.k1.is_finite() && self.lexical.k1 >= 0.0) {
-            return bad("lexical.k1", format!("must be non-negative, got {}", self.lexical.k1));
+        if !(0.0..=evicortex_lexical::MAX_K1).contains(&self.lexical.k1) {
+            let max = evicortex_lexical::MAX_K1;
+            return bad("lexical.k1", format!("must be in 0..={max}, got {}", self.lexical.k1));
         }
         if !(0.0..=1.0).contains(&self.lexical.b) {
             return bad("lexical.b", format!("must be in 0..=1, got {}", self.lexical.b));

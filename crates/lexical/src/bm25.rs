@@ -14,10 +14,14 @@ pub struct Bm25Params {
     pub b: f32,
 }
 
+/// The largest `k1` taken. Beyond a few, BM25 is already plain tf-idf; near `f32::MAX` the
+/// score's `k1 + 1` factor overflows to infinity and ranks turn to NaN.
+pub const MAX_K1: f32 = 1_000.0;
+
 impl Bm25Params {
-    /// Checks the parameters: `k1` finite and non-negative, `b` in 0..=1.
+    /// Checks the parameters: `k1` in 0..=[`MAX_K1`], `b` in 0..=1.
     pub fn validate(self) -> Result<Bm25Params, crate::LexicalError> {
-        if !(self.k1.is_finite() && self.k1 >= 0.0) {
+        if !(0.0..=MAX_K1).contains(&self.k1) {
             return Err(crate::LexicalError::InvalidParam { field: "k1", value: self.k1 });
         }
         if !(0.0..=1.0).contains(&self.b) {
@@ -93,5 +97,7 @@ mod tests {
         assert!(Bm25Params { k1: -1.0, b: 0.5 }.validate().is_err());
         assert!(Bm25Params { k1: 1.0, b: 1.5 }.validate().is_err());
         assert!(Bm25Params { k1: f32::NAN, b: 0.5 }.validate().is_err());
+        assert!(Bm25Params { k1: f32::MAX / 2.0, b: 0.5 }.validate().is_err());
+        assert!(Bm25Params { k1: MAX_K1, b: 0.5 }.validate().is_ok());
     }
 }

@@ -27,7 +27,7 @@ mod max_score;
 
 pub use crate::{
     analyzer::{ANALYZER_VERSION, Analyzer, analyze, analyze_into},
-    bm25::{Bm25Params, bm25_idf},
+    bm25::{Bm25Params, MAX_K1, bm25_idf},
     error::LexicalError,
     inverted_index::{Bm25Index, DocRow, LexicalHit, SharedSearch},
 };
