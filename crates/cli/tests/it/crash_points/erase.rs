@@ -51,19 +51,25 @@ pub fn erase(mut rng: StdRng, wanted: usize) -> Row {
         let acknowledged = !running;
 
         let place = check_erasure(&store, &session, &marker, acknowledged, run);
-        match place {
-            Some(place) => {
-                row.kill(place);
-                window.scale(if place == BEFORE_COMMIT { 1.25 } else { 1.0 });
-            }
-            None => {
-                row.completed += 1;
-                window.scale(0.8);
-            }
-        }
+        count_erase_kill(&mut row, &mut window, place);
         run += 1;
     }
     row
+}
+
+/// Counts a kill where `check_erasure` placed it (`None`: the erasure completed first) and
+/// widens the delay window while kills land before the commit.
+pub(super) fn count_erase_kill(row: &mut Row, window: &mut Window, place: Option<&'static str>) {
+    match place {
+        Some(place) => {
+            row.kill(place);
+            window.scale(if place == BEFORE_COMMIT { 1.25 } else { 1.0 });
+        }
+        None => {
+            row.completed += 1;
+            window.scale(0.8);
+        }
+    }
 }
 
 /// A store whose namespace `erase` holds `FILLER_TURNS` other turns, so that the scrub (`VACUUM`

@@ -7,7 +7,7 @@
 //! erasure whose response was received before the kill must have erased the session.
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::BTreeSet,
     io::{BufRead, BufReader, Write},
     path::Path,
     process::{Child, ChildStdin, Stdio},
@@ -25,10 +25,12 @@ use serde_json::{Value, json};
 
 use super::{
     Row, Window,
-    erase::{BEFORE_COMMIT, NAMESPACE, check_erasure, filled_store, secret, secret_session, turns},
+    erase::{
+        NAMESPACE, check_erasure, count_erase_kill, filled_store, secret, secret_session, turns,
+    },
     serve::{BATCH, append_batches},
 };
-use crate::cli::{command, create_key, ok, spawn_serve};
+use crate::cli::{command, create_key, spawn_serve};
 
 /// What one run through a front end saw before and at its kill.
 struct Seen {
@@ -145,43 +147,12 @@ fn each_run(
         let seen = door(&store, run, &session, window.sample(&mut rng));
         acked.extend(seen.appended);
         let place = check_erasure(&store, &session, &marker, seen.erase_acked, run);
-        check_batches(&store, &acked, run);
-        match place {
-            Some(place) => {
-                row.kill(place);
-                window.scale(if place == BEFORE_COMMIT { 1.25 } else { 1.0 });
-            }
-            None => {
-                // The server was still killed, after its response: a kill after the erasure.
-                row.completed += 1;
-                window.scale(0.8);
-            }
-        }
+        super::serve::check_batches(&store, NAMESPACE, &acked, run, |s| s.starts_with('r'));
+        // None: the server was still killed, after its response: a kill after the erasure.
+        count_erase_kill(&mut row, &mut window, place);
         run += 1;
     }
     row
-}
-
-/// Every acknowledged batch is exported whole, and no batch is partial.
-fn check_batches(store: &Path, acked: &BTreeSet<String>, run: usize) {
-    let exported = ok(store, &["export", "--namespace", NAMESPACE]);
-    let mut present: BTreeMap<String, usize> = BTreeMap::new();
-    for line in exported.lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        let session = v["session"].as_str().unwrap();
-        if session.starts_with('r') {
-            *present.entry(session.to_owned()).or_default() += 1;
-        }
-    }
-    for (session, n) in &present {
-        assert_eq!(*n, BATCH, "run {run}: batch {session} is partial ({n} of {BATCH} turns)");
-    }
-    for session in acked {
-        assert!(
-            present.contains_key(session),
-            "run {run}: acknowledged batch {session} is missing"
-        );
-    }
 }
 
 /// A minimal MCP client over a child's stdio: JSON-RPC messages, one per line.

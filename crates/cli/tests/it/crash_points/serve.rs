@@ -301,11 +301,26 @@ fn check_store(store: &Path, acked: &BTreeSet<String>, run: usize) {
         return;
     }
     ok(store, &["verify"]);
-    let exported = ok(store, &["export", "--namespace", NAMESPACE]);
+    check_batches(store, NAMESPACE, acked, run, |_| true);
+}
+
+/// Every acknowledged batch of `namespace` is exported whole, and no batch of a session that
+/// `is_batch` takes is partial.
+pub(super) fn check_batches(
+    store: &Path,
+    namespace: &str,
+    acked: &BTreeSet<String>,
+    run: usize,
+    is_batch: impl Fn(&str) -> bool,
+) {
+    let exported = ok(store, &["export", "--namespace", namespace]);
     let mut present: BTreeMap<String, usize> = BTreeMap::new();
     for line in exported.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        *present.entry(v["session"].as_str().unwrap().to_owned()).or_default() += 1;
+        let session = v["session"].as_str().unwrap();
+        if is_batch(session) {
+            *present.entry(session.to_owned()).or_default() += 1;
+        }
     }
     for (session, n) in &present {
         assert_eq!(*n, BATCH, "run {run}: batch {session} is partial ({n} of {BATCH} turns)");
