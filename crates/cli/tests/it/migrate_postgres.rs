@@ -183,13 +183,19 @@ fn a_migration_carries_the_embedding_cache_so_nothing_is_embedded_again() {
     assert_eq!(long_turn["dense"]["rank"], 1, "{compiled}");
 }
 
+/// `dir/store`: the sample ingested and embedded.
+fn embedded_sample(dir: &Path) -> std::path::PathBuf {
+    let store = dir.join("store");
+    ok(&store, &["ingest", "--no-embed", sample().to_str().unwrap()]);
+    ok(&store, &["embed"]);
+    store
+}
+
 #[test]
 fn a_migration_keeps_a_derived_directory_that_already_holds_a_cache() {
     let db = TestDb::new();
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    ok(&store, &["ingest", "--no-embed", sample().to_str().unwrap()]);
-    ok(&store, &["embed"]);
+    let store = embedded_sample(dir.path());
     let derived = dir.path().join("derived");
     // The database's derived directory was made by an earlier process and holds a cache.
     ok_url(&db.url, &derived, &["stats"]);
@@ -213,9 +219,7 @@ fn a_migration_keeps_a_derived_directory_that_already_holds_a_cache() {
 fn an_abandoned_copy_of_the_embedding_cache_is_removed_by_the_next_open() {
     let db = TestDb::new();
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    ok(&store, &["ingest", "--no-embed", sample().to_str().unwrap()]);
-    ok(&store, &["embed"]);
+    let store = embedded_sample(dir.path());
     let derived = dir.path().join("derived");
     migrated(&store, &db.url, &derived, &[]);
     let abandoned = derived.join(".embeddings.sqlite-migrating.tmp");
