@@ -27,31 +27,7 @@ fn template_rows() -> &'static (Vec<RawRecord>, [String; 2]) {
         let mut statement =
             conn.prepare(&format!("SELECT {columns} FROM records ORDER BY seq")).unwrap();
         let records = statement
-            .query_map([], |row| {
-                Ok(RawRecord {
-                    seq: row.get(0)?,
-                    kind: Some(row.get(1)?),
-                    namespace: Some(row.get(2)?),
-                    session: row.get(3)?,
-                    turn: row.get(4)?,
-                    role: row.get(5)?,
-                    speaker: row.get(6)?,
-                    text: row.get(7)?,
-                    event_utc_us: row.get(8)?,
-                    event_offset_s: row.get(9)?,
-                    ingest_utc_us: Some(row.get(10)?),
-                    meta: row.get(11)?,
-                    target_record: row.get(12)?,
-                    erased_seqs: row.get(13)?,
-                    erased_by: row.get(14)?,
-                    content_digest: row.get(15)?,
-                    digest: Some(row.get(16)?),
-                    chain: Some(row.get(17)?),
-                    salt: row.get(18)?,
-                    number: Some(row.get(19)?),
-                    type_errors: Vec::new(),
-                })
-            })
+            .query_map([], evicortex_ledger::storage::raw_record)
             .unwrap()
             .map(Result::unwrap)
             .collect();

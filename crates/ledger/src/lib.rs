@@ -65,6 +65,7 @@ pub mod storage {
             ChainedRow, Corrupt, KIND_REDACTION, KIND_TURN, RECORD_COLUMN_NAMES, RawRecord,
             StoredBody, StoredRecord, stored_head,
         },
+        store::raw_record,
         table::{Head, NewRedaction, NewTurn, RecordTable, TurnKey, check_last_record},
         verify::ChainCheck,
     };

@@ -176,7 +176,7 @@ pub(crate) fn prev_chain_at(
 
 /// A record row read loosely: a column of another storage type is listed in the row's
 /// `type_errors` (and decodes as corruption naming it), never a failure of the read.
-pub(crate) fn raw_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
+pub fn raw_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRecord> {
     let mut type_errors = Vec::new();
     let mut int = |idx: usize, name: &'static str| -> rusqlite::Result<Option<i64>> {
         Ok(match row.get_ref(idx)? {
