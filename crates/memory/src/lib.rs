@@ -199,7 +199,10 @@ pub mod front_end {
         export::export_line,
         jsonl::{deserialize_turn_objects, parse_jsonl_numbered, turn_from_json},
         reader_tokenizers::ReaderTokenizers,
-        request_config::{DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS_LIMIT, requested_decoding},
+        request_config::{
+            DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS_LIMIT, PreparedQuestion, QuestionRequest,
+            requested_decoding,
+        },
         request_failure::{BadInputKind, BlamedField, RequestFailure, error_chain},
         requests::{
             AppendResponse, AppendedTurn, EraseResponse, NamespaceStatsResponse, TurnsNamespace,

@@ -8,11 +8,10 @@ use std::{
     sync::{Arc, Mutex, OnceLock, PoisonError},
 };
 
-use evicortex::{AnswerRequest, CompileQuery, EventTime, GgufManifest, Reader, TokenBudget};
+use evicortex::{GgufManifest, Reader};
 use pyo3::prelude::*;
-use serde_json::{Map, Value};
 
-use crate::{Failure, NativeMemory, namespace, parse_json};
+use crate::{Failure, NativeMemory};
 
 /// Whether this build has the local reader (the cargo feature `local-reader`).
 #[pyfunction]
@@ -38,34 +37,17 @@ pub(crate) fn answer(
     max_new_tokens: u32,
 ) -> PyResult<String> {
     let native = memory.get();
-    let namespace = self::namespace(namespace, "namespace")?;
     let decoding = evicortex::front_end::requested_decoding(Some(max_new_tokens))
         .map_err(|e| Failure::bad_input(e.field, e.reason))?;
-    let as_of = as_of
-        .map(|raw| EventTime::parse_rfc3339(raw).map_err(|e| Failure::bad_input("as_of", e)))
-        .transpose()?;
-    let settings: Map<String, Value> = parse_json(settings_json, "settings")?;
-    let config = native.config(&settings)?;
+    let question = native.question(namespace, query, budget, as_of, settings_json)?;
     let name = match reader {
         Some(name) => name.to_owned(),
         None => GgufManifest::committed()[0].name.clone(),
     };
     let reader = py.detach(|| local_reader(&name))?;
-    let query =
-        CompileQuery { namespace, question: query, as_of, budget: TokenBudget::new(budget) };
     let report = py.detach(|| -> Result<_, Failure> {
-        native
-            .memory
-            .catch_up_for_compile(&query.namespace, &config, &mut |_| {})
-            .map_err(|e| Failure::of(&e))?;
-        let request = AnswerRequest {
-            query: &query,
-            config: &config,
-            query_vectors: &[],
-            tokenizer: None,
-            question_date: None,
-            decoding,
-        };
+        native.catch_up(&question)?;
+        let request = question.answer_request(None, decoding);
         native.memory.answer(&request, reader.as_ref()).map_err(|e| Failure::of(&e))
     })?;
     Ok(report.to_json().to_string())

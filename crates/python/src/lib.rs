@@ -14,12 +14,12 @@
 use std::{error::Error, path::PathBuf, sync::Arc};
 
 use evicortex::front_end::{
-    AppendResponse, BadInputKind, BlamedField, EraseResponse, ReaderTokenizers, RequestFailure,
-    TurnsNamespace, VerifyResponse, erase_target, error_chain, turns_from_objects,
+    AppendResponse, BadInputKind, BlamedField, EraseResponse, PreparedQuestion, QuestionRequest,
+    ReaderTokenizers, RequestFailure, TurnsNamespace, VerifyResponse, erase_target, error_chain,
+    turns_from_objects,
 };
 use evicortex::{
-    CompileConfig, CompileQuery, CompileRequest, ErrorClass, EventTime, Memory, Namespace,
-    ReaderTokenizer, SessionId, TokenBudget, TurnId,
+    CompileConfig, ErrorClass, EventTime, Memory, Namespace, ReaderTokenizer, SessionId, TurnId,
 };
 use pyo3::{create_exception, exceptions::PyException, prelude::*};
 
@@ -167,25 +167,11 @@ impl NativeMemory {
         as_of: Option<&str>,
         settings_json: &str,
     ) -> PyResult<String> {
-        let namespace = self::namespace(namespace, "namespace")?;
-        let as_of = as_of
-            .map(|raw| EventTime::parse_rfc3339(raw).map_err(|e| Failure::bad_input("as_of", e)))
-            .transpose()?;
-        let settings: Map<String, Value> = parse_json(settings_json, "settings")?;
-        let config = self.config(&settings)?;
+        let question = self.question(namespace, query, budget, as_of, settings_json)?;
         let reader = py.detach(|| self.reader(reader_tokenizer))?;
-        let query =
-            CompileQuery { namespace, question: query, as_of, budget: TokenBudget::new(budget) };
         let context = py.detach(|| -> Result<_, Failure> {
-            self.memory
-                .catch_up_for_compile(&query.namespace, &config, &mut |_| {})
-                .map_err(|e| Failure::of(&e))?;
-            let request = CompileRequest {
-                query: &query,
-                config: &config,
-                reader: reader.as_ref(),
-                query_vectors: &[],
-            };
+            self.catch_up(&question)?;
+            let request = question.compile_request(reader.as_ref());
             self.memory.compile(&request).map_err(|e| Failure::of(&e))
         })?;
         Ok(context.to_json())
@@ -251,6 +237,35 @@ impl NativeMemory {
 }
 
 impl NativeMemory {
+    /// A question of Python's arguments made ready to compile or answer: `settings_json` (an
+    /// object of configuration fields) applied over the memory's default configuration.
+    fn question(
+        &self,
+        namespace: &str,
+        query: String,
+        budget: u32,
+        as_of: Option<&str>,
+        settings_json: &str,
+    ) -> Result<PreparedQuestion, Failure> {
+        let namespace = self::namespace(namespace, "namespace")?;
+        let as_of = as_of
+            .map(|raw| EventTime::parse_rfc3339(raw).map_err(|e| Failure::bad_input("as_of", e)))
+            .transpose()?;
+        let settings: Map<String, Value> = parse_json(settings_json, "settings")?;
+        let request =
+            QuestionRequest { namespace, question: query, as_of, budget, options: Some(&settings) };
+        self.memory.prepare_question(request).map_err(|e| Failure::of(&e))
+    }
+
+    /// Embeds the question's namespace's turns not embedded yet, when its compile reads vectors.
+    fn catch_up(&self, question: &PreparedQuestion) -> Result<(), Failure> {
+        let PreparedQuestion { query, config } = question;
+        self.memory
+            .catch_up_for_compile(&query.namespace, config, &mut |_| {})
+            .map(drop)
+            .map_err(|e| Failure::of(&e))
+    }
+
     /// The memory's default configuration (as every door's) with `settings` applied over it.
     fn config(&self, settings: &Map<String, Value>) -> Result<CompileConfig, Failure> {
         self.memory.config_with_options(settings).map_err(|e| Failure::of(&e))

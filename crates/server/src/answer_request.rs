@@ -4,14 +4,11 @@
 use std::sync::Arc;
 
 use evicortex::front_end::requested_decoding;
-use evicortex::{
-    AnswerRequest as MemoryAnswerRequest, CompileQuery, EventTime, Memory, Namespace, Reader,
-    ReaderTokenizer, TokenBudget,
-};
+use evicortex::{EventTime, Memory, Namespace, Reader, ReaderTokenizer};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::{ApiError, compile_request::requested_config, facade_error};
+use crate::{ApiError, compile_request::prepared_question, facade_error};
 
 /// The bounds of `max_new_tokens`, as every door applies them.
 pub use evicortex::front_end::{DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS_LIMIT};
@@ -65,21 +62,9 @@ pub fn answer(
     let reader = served_reader(reader)?;
     let decoding = requested_decoding(request.max_new_tokens)
         .map_err(|e| ApiError::invalid(e.field, e.reason))?;
-    let config = requested_config(memory, request.options.as_ref())?;
-    let query = CompileQuery {
-        namespace: namespace.clone(),
-        question: request.query,
-        as_of: request.as_of,
-        budget: TokenBudget::new(request.budget),
-    };
-    let answer_request = MemoryAnswerRequest {
-        query: &query,
-        config: &config,
-        query_vectors: &[],
-        tokenizer: reader.tokenizer.as_deref(),
-        question_date: None,
-        decoding,
-    };
+    let AnswerRequest { query, budget, as_of, options, .. } = request;
+    let question = prepared_question(memory, namespace, query, as_of, budget, options.as_ref())?;
+    let answer_request = question.answer_request(reader.tokenizer.as_deref(), decoding);
     let report =
         memory.answer(&answer_request, reader.reader.as_ref()).map_err(|e| facade_error(&e))?;
     Ok(report.to_json())

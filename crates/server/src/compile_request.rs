@@ -3,11 +3,8 @@
 
 use std::sync::Arc;
 
-use evicortex::front_end::ReaderTokenizers;
-use evicortex::{
-    CompileConfig, CompileQuery, CompileRequest as MemoryCompileRequest, CompiledContext, Memory,
-    Namespace, ReaderTokenizer, TokenBudget,
-};
+use evicortex::front_end::{PreparedQuestion, QuestionRequest, ReaderTokenizers};
+use evicortex::{CompiledContext, EventTime, Memory, Namespace, ReaderTokenizer};
 
 use crate::dto::CompileRequest;
 use crate::{ApiError, facade_error};
@@ -16,19 +13,22 @@ use crate::{ApiError, facade_error};
 /// requests: a client must not make the server open files.
 pub const READER_TOKENIZERS: [&str; 2] = ["o200k_base", "cl100k_base"];
 
-/// The memory's default configuration with a request's `options` applied over it; a bad option
-/// is a 422 naming `options.<field>`.
-pub fn requested_config(
+/// A request's question made ready to compile: the memory's default configuration with the
+/// request's `options` applied over it; a bad option is a 422 naming `options.<field>`.
+pub fn prepared_question(
     memory: &Memory,
+    namespace: &Namespace,
+    question: String,
+    as_of: Option<EventTime>,
+    budget: u32,
     options: Option<&serde_json::Map<String, serde_json::Value>>,
-) -> Result<CompileConfig, ApiError> {
-    match options {
-        None => Ok(memory.default_config()),
-        Some(options) => memory.config_with_options(options).map_err(|e| {
-            let field = e.field().map_or("options".to_owned(), |f| format!("options.{f}"));
-            ApiError::invalid(field, e)
-        }),
-    }
+) -> Result<PreparedQuestion, ApiError> {
+    let request =
+        QuestionRequest { namespace: namespace.clone(), question, as_of, budget, options };
+    memory.prepare_question(request).map_err(|e| {
+        let field = e.field().map_or("options".to_owned(), |f| format!("options.{f}"));
+        ApiError::invalid(field, e)
+    })
 }
 
 /// The reader tokenizers loaded so far (at most [`READER_TOKENIZERS`]).
@@ -60,18 +60,7 @@ pub fn compile(
     request: CompileRequest,
 ) -> Result<CompiledContext, ApiError> {
     let reader = readers.get(&request.reader_tokenizer)?;
-    let config = requested_config(memory, request.options.as_ref())?;
-    let query = CompileQuery {
-        namespace: namespace.clone(),
-        question: request.query,
-        as_of: request.as_of,
-        budget: TokenBudget::new(request.budget),
-    };
-    let compile_request = MemoryCompileRequest {
-        query: &query,
-        config: &config,
-        reader: reader.as_ref(),
-        query_vectors: &[],
-    };
-    memory.compile(&compile_request).map_err(|e| facade_error(&e))
+    let CompileRequest { query, budget, as_of, options, .. } = request;
+    let question = prepared_question(memory, namespace, query, as_of, budget, options.as_ref())?;
+    memory.compile(&question.compile_request(reader.as_ref())).map_err(|e| facade_error(&e))
 }
