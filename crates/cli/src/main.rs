@@ -43,7 +43,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // The rule of every door: each cause once, not again where the message says it.
+            eprintln!("error: {}", evicortex::front_end::error_chain(err.as_ref()));
             ExitCode::from(exit::code_for(&err))
         }
     }
