@@ -14,7 +14,8 @@ use crate::{progress, stdout::outln};
     does not verify), gives every live turn a fresh content salt, recomputes every digest and \
     the chain, checks the result, commits, and scrubs the old digests from the files. The old \
     chain head is printed and kept in the ledger's metadata for whoever recorded it elsewhere. \
-    A store already current is left alone. Stop servers using the store first.\n\n\
+    A store already current is left alone. A store another evicortex process holds (a \
+    server) is refused, naming it: stop it first.\n\n\
     With --to postgres://..., the ledger of the store --from (default --store) is copied record \
     for record into the empty PostgreSQL ledger at that URL, in one transaction (nothing is \
     written when the source does not verify or the target is not empty), then both ledgers \
@@ -47,6 +48,9 @@ pub fn run(store: &Path, args: &MigrateArgs) -> anyhow::Result<()> {
     if let Some(url) = &args.to {
         return to_postgres(args.from.as_deref().unwrap_or(store), url, args.json);
     }
+    // Migration rewrites every record: no other process may write meanwhile. A missing store
+    // is not created for the lock; the migration reports it.
+    let _lock = if store.is_dir() { Some(evicortex::StoreLock::acquire(store)?) } else { None };
     let report = evicortex::migrate_store(store)
         .with_context(|| format!("migrating the store {}", store.display()))?;
     if args.json {

@@ -147,6 +147,43 @@ fn a_second_server_on_the_same_store_is_refused_and_a_killed_server_leaves_no_st
     }
 }
 
+/// `migrate` rewrites every record in place: while `serve` holds the store it is refused,
+/// naming the server, and the store is left as it was.
+#[test]
+fn a_migrate_while_serve_runs_is_refused_naming_the_server() {
+    let (_dir, store, _key, server) = served_store();
+    let migrate = run(&store, &["migrate"]);
+    assert_refused_by(&migrate, &server, "migrate");
+    server.stop();
+    let done = ok(&store, &["migrate"]);
+    assert!(done.contains("nothing to do"), "{done}");
+    let verify = ok(&store, &["verify"]);
+    assert!(verify.starts_with("ok: 1 records verified (1 turns"), "{verify}");
+}
+
+/// Keys are not the ledger's: they live in their own database, which a server reads at each
+/// request, so `keys` takes no store lock. A key created while `serve` runs is accepted at once,
+/// and a key revoked meanwhile is refused at the next request: a leaked key must not stay valid
+/// until the server stops.
+#[test]
+fn keys_are_created_and_revoked_while_serve_runs() {
+    let (_dir, store, _key, server) = served_store();
+    let created = run(&store, &["keys", "create", "--namespace", "shared"]);
+    assert_eq!(created.code, 0, "{}", created.stderr);
+    let key = created.stdout.trim().to_owned();
+    assert_eq!(server.append(&key, "new-key", "said with a new key"), 200);
+    let key_id = created
+        .stderr
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_else(|| panic!("no key id in {:?}", created.stderr))
+        .to_owned();
+    let revoked = run(&store, &["keys", "revoke", &key_id]);
+    assert_eq!(revoked.code, 0, "{}", revoked.stderr);
+    assert_eq!(server.append(&key, "revoked-key", "said with a revoked key"), 401);
+    server.stop();
+}
+
 /// The lock belongs to the facade: a memory another process opens as a writer (as a Python
 /// `Memory` does) while `serve` runs is refused with the holder's pid, before anything is
 /// written; once the server is gone it opens.
