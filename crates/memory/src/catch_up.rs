@@ -127,6 +127,14 @@ impl Memory {
         Ok(head)
     }
 
+    /// The encoder whose vectors this memory may store: none beside the store's writer.
+    fn writing_encoder(&self) -> Result<&crate::dense::Dense, CatchUpError> {
+        if self.inner.store_access.beside() {
+            return Err(CatchUpError::BesideWriter);
+        }
+        self.inner.dense.as_ref().ok_or(CatchUpError::NoEncoder)
+    }
+
     /// [`Memory::catch_up`] over the turns recorded after `after` only.
     pub(crate) fn catch_up_after(
         &self,
@@ -135,7 +143,7 @@ impl Memory {
         limits: CatchUpLimits,
         progress: &mut dyn FnMut(&EmbedProgress),
     ) -> Result<EmbedReport, CatchUpError> {
-        let dense = self.inner.dense.as_ref().ok_or(CatchUpError::NoEncoder)?;
+        let dense = self.writing_encoder()?;
         dense.cache.set_last_identity(&dense.encoder.identity_digest())?;
         if let Some(pg) = &self.inner.pg_dense {
             pg.record_overlength(dense.encoder.identity().overlength)
@@ -269,7 +277,7 @@ impl Memory {
         &self,
         texts: &[&str],
     ) -> Result<Vec<TextEmbedding>, CatchUpError> {
-        let dense = self.inner.dense.as_ref().ok_or(CatchUpError::NoEncoder)?;
+        let dense = self.writing_encoder()?;
         let epoch = self.lock_writes().erasures;
         let digest = dense.encoder.identity_digest();
         let digests: Vec<TextDigest> = texts.iter().map(|t| TextDigest::of(t)).collect();

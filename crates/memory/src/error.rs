@@ -123,6 +123,13 @@ pub enum CatchUpError {
     /// The memory was opened without an encoder.
     #[error("this memory has no encoder: open it with one to embed turns")]
     NoEncoder,
+    /// The memory was opened beside the store's writer
+    /// ([`crate::MemoryBuilder::beside_writer`]): only the writer stores vectors.
+    #[error(
+        "this memory was opened beside the store's writer: only the process holding the store \
+         embeds its turns"
+    )]
+    BesideWriter,
     /// Reading the ledger failed.
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -327,6 +334,7 @@ impl CatchUpError {
     pub fn class(&self) -> ErrorClass {
         match self {
             CatchUpError::NoEncoder => ErrorClass::BadInput,
+            CatchUpError::BesideWriter => ErrorClass::Io,
             CatchUpError::Read(e) => read_class(e),
             CatchUpError::Embed(e) => embed_class(e),
             CatchUpError::Cache(e) => e.class(),

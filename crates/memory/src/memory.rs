@@ -74,8 +74,8 @@ pub(crate) struct Inner {
     /// The background counts of reader tokens (see [`crate::token_precount`]).
     pub(crate) precounts: Arc<Precounts>,
     /// The store's writer lock, held for as long as this memory lives
-    /// ([`MemoryBuilder::lock_store`]).
-    pub(crate) _store_lock: Option<crate::StoreLock>,
+    /// ([`MemoryBuilder::lock_store`]), or why this memory writes beside the holder.
+    pub(crate) store_access: crate::store_lock::StoreAccess,
     /// Fault injection: runs between the erasure check and the write of derived data.
     #[cfg(test)]
     pub(crate) before_put: TestHook,
@@ -132,6 +132,16 @@ impl Memory {
     /// The store directory; for a PostgreSQL store, the local directory of its derived files.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// Why this memory, opened with [`MemoryBuilder::lock_store_or_beside`], does not hold the
+    /// store's writer lock (another process holds it, named here), so embeds nothing; `None`
+    /// when it holds the lock or was not asked to take it.
+    pub fn store_lock_refusal(&self) -> Option<&crate::StoreLockError> {
+        match &self.inner.store_access {
+            crate::store_lock::StoreAccess::Beside(refusal) => refusal.as_ref(),
+            _ => None,
+        }
     }
 
     /// The ledger file; for a PostgreSQL store, its connection string without the password.

@@ -11,6 +11,7 @@ use evicortex_compiler::Reranker;
 use evicortex_embed::{Encoder, Overlength};
 use evicortex_ledger::{EvidenceLedger, Ledger, OpenMode};
 use evicortex_postgres::PgLedger;
+use evicortex_vector::IndexFileError;
 
 #[cfg(test)]
 use crate::memory::TestHook;
@@ -25,6 +26,7 @@ use crate::{
     index_cache::{DEFAULT_INDEX_CACHE_BYTES, IndexCache},
     pg_dense::PgDense,
     store_location::{StoreLocation, claim_derived_dir},
+    store_lock::{LockRequest, StoreAccess},
 };
 
 /// A store's ledger, where its derived files go, and its PostgreSQL URL (with the password,
@@ -63,7 +65,7 @@ pub struct MemoryBuilder {
     /// `None`: not chosen, the store's default ([`MemoryBuilder::ann`]).
     ann: Option<Option<crate::AnnSettings>>,
     lexical_files_from: Option<usize>,
-    lock_store: bool,
+    lock: LockRequest,
 }
 
 impl MemoryBuilder {
@@ -80,7 +82,7 @@ impl MemoryBuilder {
             background_embedding: false,
             ann: None,
             lexical_files_from: Some(crate::DEFAULT_LEXICAL_FILES_FROM),
-            lock_store: false,
+            lock: LockRequest::None,
         }
     }
 
@@ -195,7 +197,28 @@ impl MemoryBuilder {
     /// ([`crate::StoreLockError::Busy`], naming the holder), before anything is written. Every
     /// door that writes (the servers, MCP, Python) opens its memory so.
     pub fn lock_store(&mut self) -> &mut MemoryBuilder {
-        self.lock_store = true;
+        self.lock = LockRequest::Lock;
+        self
+    }
+
+    /// Opens the store beside whatever process holds its writer lock, taking no lock: the
+    /// memory embeds no turn ([`Memory::catch_up`] is refused, and background embedding with
+    /// it), and its open removes no derived file (the sweeps of what a crash left behind are the
+    /// writer's). What it does write cannot hurt the writer: the compile index files it persists
+    /// are written to a temporary file and renamed into place under the index files' lock, after
+    /// the check that no erasure followed what they cover (as an erasure's purge takes that lock
+    /// too), and the embedding cache's own tables are created and its encoder registered in
+    /// SQLite transactions. For a process that compiles without writing turns: `evicortex
+    /// compile` and `answer`.
+    pub fn beside_writer(&mut self) -> &mut MemoryBuilder {
+        self.lock = LockRequest::Beside;
+        self
+    }
+
+    /// [`MemoryBuilder::lock_store`] when the lock is free, else [`MemoryBuilder::beside_writer`]
+    /// (why the lock was not taken: [`Memory::store_lock_refusal`]).
+    pub fn lock_store_or_beside(&mut self) -> &mut MemoryBuilder {
+        self.lock = LockRequest::LockOrBeside;
         self
     }
 
@@ -206,8 +229,15 @@ impl MemoryBuilder {
     pub fn open(&self) -> Result<Memory, OpenError> {
         self.check_encoders()?;
         // Before anything is opened: reconciling derived files writes them.
-        let store_lock =
-            if self.lock_store { Some(crate::StoreLock::acquire(&self.dir)?) } else { None };
+        let store_access = StoreAccess::take(&self.dir, self.lock)?;
+        // Only a process that may write the store sweeps its derived files: a sweep beside the
+        // writer could remove a vector it stored for a turn appended after this open's read.
+        let sweeps = !store_access.beside();
+        if self.background_embedding && store_access.beside() {
+            return Err(OpenError::BackgroundEmbedder(std::io::Error::other(
+                "a memory opened beside the store's writer embeds no turn",
+            )));
+        }
         let OpenedLedger { dir, ledger, url } = self.open_ledger(OpenMode::ReadWrite)?;
         // Read before the derived files are reconciled: a later erasure is applied by a compile.
         let erasures = match &url {
@@ -216,7 +246,9 @@ impl MemoryBuilder {
         };
         let cache = if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() {
             let cache = EmbeddingCache::open(&dir)?;
-            cache.reconcile(&*ledger)?;
+            if sweeps {
+                cache.reconcile(&*ledger)?;
+            }
             Some(Arc::new(cache))
         } else {
             None
@@ -243,8 +275,6 @@ impl MemoryBuilder {
             Some(url) => PgDense::connect_existing(url)?.map(Arc::new),
             None => None,
         };
-        crate::ann::reconcile(&dir.join(crate::VECTOR_INDEX_DIR), &*ledger)?;
-        crate::lexical_file::reconcile(&dir.join(crate::LEXICAL_INDEX_DIR), &*ledger)?;
         let ann = self.ann.unwrap_or_else(|| {
             url.is_none().then(|| crate::AnnSettings::sketch_from(crate::DEFAULT_SKETCH_FROM))
         });
@@ -254,6 +284,15 @@ impl MemoryBuilder {
             Some(&dir),
             self.lexical_files_from,
         ));
+        if sweeps {
+            // Under the index files' lock, as a writer renames: a file a process beside this one
+            // writes between the sweep's check and its removal is not the one removed.
+            let _files = indexes.lock_files().map_err(|source| OpenError::IndexFile {
+                source: IndexFileError::Io { path: indexes.files_lock_path(), source },
+            })?;
+            crate::ann::reconcile(&dir.join(crate::VECTOR_INDEX_DIR), &*ledger)?;
+            crate::lexical_file::reconcile(&dir.join(crate::LEXICAL_INDEX_DIR), &*ledger)?;
+        }
         let mut derived: Vec<Arc<dyn DerivedStore>> = vec![indexes.clone()];
         if let Some(cache) = &cache {
             derived.push(cache.clone());
@@ -278,7 +317,7 @@ impl MemoryBuilder {
             appends: GroupCommit::default(),
             embedder: OnceLock::new(),
             precounts: Arc::default(),
-            _store_lock: store_lock,
+            store_access,
             #[cfg(test)]
             before_put: TestHook::default(),
         });
@@ -374,7 +413,7 @@ impl MemoryBuilder {
             appends: GroupCommit::default(),
             embedder: OnceLock::new(),
             precounts: Arc::default(),
-            _store_lock: None,
+            store_access: StoreAccess::Unlocked,
             #[cfg(test)]
             before_put: TestHook::default(),
         }))

@@ -3,8 +3,10 @@
 //! [`crate::MemoryBuilder::lock_store`]) holds an exclusive lock on `<store>/evicortex.lock` while
 //! it runs; a second one is refused at once, naming the process that holds it. Read-only
 //! commands (`verify`, `stats`, `export`) take no lock: SQLite gives them a consistent snapshot
-//! while a writer runs. `compile` and `answer` with dense retrieval take it when it is free, to
-//! embed the namespace's pending turns first; while another process holds it they embed none.
+//! while a writer runs. `compile` and `answer` open the store beside its writer
+//! ([`crate::MemoryBuilder::beside_writer`]; with dense retrieval they take the lock when it is
+//! free, to embed the namespace's pending turns first): beside another process they embed none
+//! and remove no derived file.
 //!
 //! Why refuse rather than share through SQLite's locking: the ledger alone would stay consistent
 //! (each append checks the chain head inside its transaction), but a server keeps state derived
@@ -100,6 +102,55 @@ impl StoreLock {
             Err(TryLockError::Error(source)) => Err(io(source)),
         }
     }
+}
+
+/// How a memory stands towards its store's writer lock.
+#[derive(Debug)]
+pub(crate) enum StoreAccess {
+    /// No lock asked for: a library memory whose caller keeps to one writer per store.
+    Unlocked,
+    /// The lock, held for as long as the memory lives.
+    Held {
+        /// Dropped with the memory, which releases the lock.
+        _lock: StoreLock,
+    },
+    /// Opened beside whatever process writes the store (with why the lock was not taken, when
+    /// it was tried): this memory embeds no turn and removes no derived file.
+    Beside(Option<StoreLockError>),
+}
+
+impl StoreAccess {
+    /// What a builder asked for, taken now.
+    pub(crate) fn take(store: &Path, asked: LockRequest) -> Result<StoreAccess, StoreLockError> {
+        match asked {
+            LockRequest::None => Ok(StoreAccess::Unlocked),
+            LockRequest::Lock => Ok(StoreAccess::Held { _lock: StoreLock::acquire(store)? }),
+            LockRequest::Beside => Ok(StoreAccess::Beside(None)),
+            LockRequest::LockOrBeside => Ok(match StoreLock::acquire(store) {
+                Ok(lock) => StoreAccess::Held { _lock: lock },
+                Err(refusal) => StoreAccess::Beside(Some(refusal)),
+            }),
+        }
+    }
+
+    /// Whether this memory was opened beside the store's writer.
+    pub(crate) fn beside(&self) -> bool {
+        matches!(self, StoreAccess::Beside(_))
+    }
+}
+
+/// What a [`crate::MemoryBuilder`] asks of the store's writer lock.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum LockRequest {
+    /// Nothing ([`StoreAccess::Unlocked`]).
+    #[default]
+    None,
+    /// The lock, or a refusal.
+    Lock,
+    /// No lock: beside the writer.
+    Beside,
+    /// The lock when it is free, else beside the process holding it.
+    LockOrBeside,
 }
 
 /// The process holding a `flock` on the file `(dev, ino)`, from `/proc/locks`, with its command

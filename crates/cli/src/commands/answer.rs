@@ -103,9 +103,9 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
     };
     let config = compile_config(args);
     config.validate().map_err(|e| UsageError(e.to_string()))?;
-    let lock = crate::commands::compile::store_for_compile(store, &config)?;
-    let reader = open_reader(args.reader.as_deref(), args.endpoint)?;
     let mut builder = Memory::builder(store);
+    crate::commands::compile::store_for_compile(store, &config, &mut builder)?;
+    let reader = open_reader(args.reader.as_deref(), args.endpoint)?;
     if args.rerank == Switch::On {
         builder.loaded_reranker(crate::commands::compile::load_reranker(&args.reranker)?);
     }
@@ -114,9 +114,7 @@ pub fn run(store: &Path, args: &AnswerArgs) -> anyhow::Result<()> {
     }
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;
-    if lock.is_some() {
-        crate::commands::compile::catch_up(&memory, &query.namespace, &config)?;
-    }
+    crate::commands::compile::caught_up(&memory, &query.namespace, &config)?;
     let request = AnswerRequest {
         query: &query,
         config: &config,

@@ -178,8 +178,8 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     };
     config.validate().map_err(|e| UsageError(e.to_string()))?;
     let dense = config.dense;
-    let lock = store_for_compile(store, &config)?;
     let mut builder = Memory::builder(store);
+    store_for_compile(store, &config, &mut builder)?;
     // A usage error before anything is read from the store (a database's settings included).
     use_ann(&mut builder, store, args.ann_from, args.ann_index)?;
     if config.rerank != RerankConfig::Off {
@@ -190,9 +190,7 @@ pub fn run(store: &Path, args: &CompileArgs) -> anyhow::Result<()> {
     }
     let memory =
         builder.open().with_context(|| format!("opening the store {}", store.display()))?;
-    if lock.is_some() {
-        catch_up(&memory, &query.namespace, &config)?;
-    }
+    caught_up(&memory, &query.namespace, &config)?;
     let request = CompileRequest {
         query: &query,
         config: &config,
@@ -305,14 +303,17 @@ pub fn load_reranker(spec: &evicortex::RerankerSpec) -> anyhow::Result<evicortex
     Ok(loaded)
 }
 
-/// Refuses a missing store. With dense retrieval, takes the store's writer lock when no other
-/// process holds it, so that the compile may embed the namespace's pending turns first; when
-/// another process holds it (a server, which embeds the turns itself), the compile embeds none,
-/// says so, and compiles what is embedded: a process without the lock writes no vector.
+/// Refuses a missing store, and says how the compile opens it. With dense retrieval it takes
+/// the store's writer lock when no other process holds it, so that it may embed the namespace's
+/// pending turns first; when another process holds it (a server, which embeds the turns itself),
+/// it opens beside that writer ([`evicortex::MemoryBuilder::beside_writer`]), embeds none and
+/// says so ([`caught_up`]). A lexical compile never takes the lock, so an ingest is never
+/// refused for it: it always opens beside the writer.
 pub(crate) fn store_for_compile(
     store: &Path,
     config: &CompileConfig,
-) -> anyhow::Result<Option<evicortex::StoreLock>> {
+    builder: &mut evicortex::MemoryBuilder,
+) -> anyhow::Result<()> {
     let postgres = store.to_str().is_some_and(evicortex::is_postgres_url);
     if !postgres && !store.join(evicortex::LEDGER_FILE).is_file() {
         return Err(UsageError(format!(
@@ -321,33 +322,35 @@ pub(crate) fn store_for_compile(
         ))
         .into());
     }
-    if config.dense == DenseConfig::Off {
-        return Ok(None);
-    }
-    match evicortex::StoreLock::acquire(store) {
-        Ok(lock) => Ok(Some(lock)),
-        Err(evicortex::StoreLockError::Busy { holder, .. }) => {
-            eprintln!(
-                "note: the store is in use by another evicortex process ({holder}): this \
-                 compile embeds no turns (only the process holding the store writes to it); \
-                 turns without a vector yet are lexical candidates only"
-            );
-            Ok(None)
-        }
-        Err(err) => {
-            eprintln!("note: {err}: this compile embeds no turns");
-            Ok(None)
-        }
-    }
+    match config.dense {
+        DenseConfig::Off => builder.beside_writer(),
+        DenseConfig::On { .. } => builder.lock_store_or_beside(),
+    };
+    Ok(())
 }
 
-/// Embeds the namespace's turns not yet in the cache when `config` reads vectors, with a
-/// progress bar on a terminal.
-pub(crate) fn catch_up(
+/// Embeds the namespace's pending turns when this compile holds the store, else says why it
+/// embeds none.
+pub(crate) fn caught_up(
     memory: &Memory,
     namespace: &Namespace,
     config: &CompileConfig,
 ) -> anyhow::Result<()> {
+    match memory.store_lock_refusal() {
+        Some(evicortex::StoreLockError::Busy { holder, .. }) => eprintln!(
+            "note: the store is in use by another evicortex process ({holder}): this compile \
+             embeds no turns (only the process holding the store writes to it); turns without \
+             a vector yet are lexical candidates only"
+        ),
+        Some(err) => eprintln!("note: {err}: this compile embeds no turns"),
+        None => catch_up(memory, namespace, config)?,
+    }
+    Ok(())
+}
+
+/// Embeds the namespace's turns not yet in the cache when `config` reads vectors, with a
+/// progress bar on a terminal.
+fn catch_up(memory: &Memory, namespace: &Namespace, config: &CompileConfig) -> anyhow::Result<()> {
     // The bar only once there is something to embed: a lexical compile shows none.
     let mut bar = None;
     let report = memory

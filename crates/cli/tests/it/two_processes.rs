@@ -230,3 +230,107 @@ fn a_compile_while_serve_holds_the_store_embeds_nothing_and_says_so() {
         "{embedded}"
     );
 }
+
+/// The namespace of the compile-beside-ingest race, above the turns from which a compile writes
+/// its lexical index file.
+const RACED_TURNS: usize = evicortex::DEFAULT_LEXICAL_FILES_FROM + 16;
+const RACED_BATCHES: usize = 12;
+const RACED_BATCH: usize = 10;
+const RACED_COMPILE: &[&str] = &[
+    "compile",
+    "--namespace",
+    "raced",
+    "--query",
+    "where was the violin moved?",
+    "--budget",
+    "300",
+    "--reader-tokenizer",
+    "o200k_base",
+    "--dense",
+    "off",
+    "--json",
+];
+
+/// Turns `from..to` of the raced namespace as a JSONL file in `dir`.
+fn raced_turns(dir: &Path, from: usize, to: usize) -> String {
+    let lines: String = (from..to)
+        .map(|t| {
+            let thing = ["violin", "kettle", "atlas", "lamp", "clock"][t % 5];
+            let line = json!({"namespace": "raced", "session": format!("s{}", t / 10),
+                "turn": t % 10, "role": "user", "time": "2024-04-01T00:00:00Z",
+                "text": format!("note {t}: the {thing} was moved to room {}", t * 7 % 101)});
+            format!("{line}\n")
+        })
+        .collect();
+    let path = dir.join(format!("turns-{from}.jsonl"));
+    fs_err::write(&path, lines).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// A compile racing an ingest: lexical compiles, which take no lock and open the store beside
+/// its writer, run again and again while `ingest` appends batches to the same namespace, whose
+/// lexical index file the compiles write meanwhile. No ingest is refused and no compile fails;
+/// after the race `verify` passes with every turn, no temporary file is left, the index file
+/// loads, and the next compile equals, byte for byte, the compile of a clean copy of the store
+/// (its ledger alone, every derived file built from scratch).
+#[test]
+fn compiles_racing_ingests_leave_the_store_s_files_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ok(&store, &["ingest", "--no-embed", &raced_turns(dir.path(), 0, RACED_TURNS)]);
+    let batches: Vec<String> = (0..RACED_BATCHES)
+        .map(|b| {
+            let from = RACED_TURNS + b * RACED_BATCH;
+            raced_turns(dir.path(), from, from + RACED_BATCH)
+        })
+        .collect();
+
+    let ingesting = std::sync::atomic::AtomicBool::new(true);
+    let compiles = std::thread::scope(|scope| {
+        let compiler = scope.spawn(|| {
+            // Compiles that started while batches were still to come.
+            let mut compiles = 0;
+            while ingesting.load(std::sync::atomic::Ordering::SeqCst) {
+                let r = run(&store, RACED_COMPILE);
+                assert_eq!(r.code, 0, "compile {compiles} beside an ingest: {}", r.stderr);
+                compiles += 1;
+            }
+            compiles
+        });
+        for (b, batch) in batches.iter().enumerate() {
+            let r = run(&store, &["ingest", "--no-embed", batch]);
+            assert_eq!(r.code, 0, "ingest {b} beside a compile: {}", r.stderr);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        ingesting.store(false, std::sync::atomic::Ordering::SeqCst);
+        compiler.join().unwrap()
+    });
+    assert!(compiles >= 3, "only {compiles} compiles ran beside the ingests");
+
+    let total = RACED_TURNS + RACED_BATCHES * RACED_BATCH;
+    let verify = ok(&store, &["verify"]);
+    assert!(
+        verify.starts_with(&format!("ok: {total} records verified ({total} turns")),
+        "{verify}"
+    );
+    assert_eq!(ok(&store, &["export"]).lines().count(), total, "every turn is kept");
+    let context = ok(&store, RACED_COMPILE);
+    let index_dir = store.join(evicortex::LEXICAL_INDEX_DIR);
+    let names: Vec<String> = fs_err::read_dir(&index_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.ends_with(".bm25")), "no lexical index file: {names:?}");
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "a temporary file is left: {names:?}");
+
+    let clean = dir.path().join("clean");
+    fs_err::create_dir(&clean).unwrap();
+    for entry in fs_err::read_dir(&store).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with(evicortex::LEDGER_FILE) {
+            fs_err::copy(&path, clean.join(&name)).unwrap();
+        }
+    }
+    assert_eq!(context, ok(&clean, RACED_COMPILE), "the raced store compiles another context");
+}

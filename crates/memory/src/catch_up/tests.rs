@@ -241,6 +241,18 @@ fn a_turn_s_vector_is_its_document_s_and_erasure_purges_the_document() {
     assert_eq!(cache(&memory).get(&id, &bob).unwrap().len(), 1, "Bob still says it");
 }
 
+/// An [`embedded_store`] whose ledger committed the erasure of one of the two turns and whose
+/// process died before any purge: erased through the ledger alone, as such a crash leaves it.
+fn erased_without_purge(dir: &std::path::Path) {
+    let record = embedded_store(dir);
+    let ledger = evicortex_ledger::Ledger::open(&dir.join(crate::LEDGER_FILE)).unwrap();
+    evicortex_ledger::EvidenceLedger::erase(
+        &ledger,
+        &EraseTarget::Record(Namespace::new("alice").unwrap(), record),
+    )
+    .unwrap();
+}
+
 /// A store with two embedded turns of alice; returns the record to erase.
 fn embedded_store(dir: &std::path::Path) -> evicortex_core::TurnId {
     let memory = open(dir, default_encoder());
@@ -254,17 +266,8 @@ fn embedded_store(dir: &std::path::Path) -> evicortex_core::TurnId {
 #[test]
 fn a_crash_between_erasure_and_purge_is_reconciled_on_open() {
     let dir = tempfile::tempdir().unwrap();
-    let record = embedded_store(dir.path());
+    erased_without_purge(dir.path());
     let id = default_encoder().identity_digest();
-    // The ledger commits the erasure and the process dies before any purge: erase through the
-    // ledger alone, as such a crash leaves it.
-    let ledger = evicortex_ledger::Ledger::open(&dir.path().join(crate::LEDGER_FILE)).unwrap();
-    evicortex_ledger::EvidenceLedger::erase(
-        &ledger,
-        &EraseTarget::Record(Namespace::new("alice").unwrap(), record),
-    )
-    .unwrap();
-    drop(ledger);
     let stale = EmbeddingCache::open(dir.path()).unwrap();
     assert_eq!(stale.count(&id).unwrap(), 2, "stale before reconciliation");
     drop(stale);
@@ -272,6 +275,42 @@ fn a_crash_between_erasure_and_purge_is_reconciled_on_open() {
     let reconciled = EmbeddingCache::open(memory.dir()).unwrap();
     assert_eq!(reconciled.count(&id).unwrap(), 1);
     assert!(reconciled.get(&id, &TextDigest::of("to be forgotten")).unwrap().is_empty());
+}
+
+/// A memory opened beside the process that holds the store removes no vector at open (a sweep
+/// there could drop one the writer stored for a turn appended after the sweep's read) and stores
+/// none; the writer's own open reconciles. Without the skip the beside open drops the stale
+/// vector at once.
+#[test]
+fn a_memory_beside_the_store_s_writer_sweeps_and_embeds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    erased_without_purge(dir.path());
+    let id = default_encoder().identity_digest();
+    let writer = crate::StoreLock::acquire(dir.path()).unwrap();
+    let beside = Memory::builder(dir.path())
+        .encoder(default_encoder())
+        .lock_store_or_beside()
+        .open()
+        .unwrap();
+    match beside.store_lock_refusal() {
+        Some(crate::StoreLockError::Busy { holder, .. }) => {
+            assert!(holder.starts_with(&format!("pid {}", std::process::id())), "{holder}");
+        }
+        other => panic!("expected the writer to be named, got {other:?}"),
+    }
+    assert_eq!(cache(&beside).count(&id).unwrap(), 2, "nothing swept beside the writer");
+    let refused = beside.catch_up(None, CatchUpLimits::default(), &mut no_progress());
+    assert!(matches!(refused, Err(CatchUpError::BesideWriter)), "{refused:?}");
+    drop((beside, writer));
+
+    let memory = Memory::builder(dir.path()).lock_store_or_beside().open().unwrap();
+    assert!(memory.store_lock_refusal().is_none(), "the lock was free");
+    let reconciled = EmbeddingCache::open(memory.dir()).unwrap();
+    assert_eq!(reconciled.count(&id).unwrap(), 1, "the writer's open reconciles");
+    assert!(matches!(
+        Memory::builder(dir.path()).lock_store().open(),
+        Err(crate::OpenError::Locked(_))
+    ));
 }
 
 #[test]

@@ -148,11 +148,8 @@ fn an_erasure_removes_the_file_and_an_older_copy_is_never_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let memory = open(dir.path(), Some(1));
     append(&memory, 0..20);
-    compile(&memory, QUESTIONS[0]);
     let path = file(dir.path());
-    let before_erasure = fs_err::read(&path).unwrap();
-    let erased = evicortex_core::TurnId::from_raw(3);
-    memory.erase(&EraseTarget::Record(alice(), erased)).unwrap();
+    let before_erasure = written_then_erased(&memory, &path);
     assert!(!path.exists(), "the erasure removed the file");
     let after = compile(&memory, QUESTIONS[0]);
     assert!(path.exists(), "written again after the erasure");
@@ -189,19 +186,52 @@ fn an_erasure_removes_files_only_once_no_writer_holds_the_index_files_lock() {
     assert!(path.exists());
     // What another process's writer holds between its erasure check and its rename.
     let held = memory.inner.indexes.lock_files().unwrap().expect("a store directory");
-    let (done, erased) = std::sync::mpsc::channel();
+    removes_only_once_released(held, &path, || {
+        memory.erase(&EraseTarget::Record(alice(), evicortex_core::TurnId::from_raw(3))).unwrap();
+    });
+}
+
+/// Runs `remove` (which removes the file at `path`) beside the held index files' lock: it waits,
+/// leaving the file, until the lock is released, and then removes it.
+fn removes_only_once_released(held: impl Send, path: &Path, remove: impl FnOnce() + Send) {
+    let (done, removed) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
         scope.spawn(|| {
-            memory
-                .erase(&EraseTarget::Record(alice(), evicortex_core::TurnId::from_raw(3)))
-                .unwrap();
+            remove();
             done.send(()).unwrap();
         });
-        let waited = erased.recv_timeout(std::time::Duration::from_millis(300));
-        assert!(waited.is_err(), "the purge waits for the lock");
+        let waited = removed.recv_timeout(std::time::Duration::from_millis(300));
+        assert!(waited.is_err(), "the removal waits for the lock");
         assert!(path.exists(), "nothing removed while the lock is held");
         drop(held);
-        erased.recv_timeout(std::time::Duration::from_secs(60)).unwrap();
+        removed.recv_timeout(std::time::Duration::from_secs(60)).unwrap();
     });
-    assert!(!path.exists());
+    assert!(!path.exists(), "removed once the lock is free");
+}
+
+/// The sweep at open takes the index files' lock too: a stale file (from before an erasure) is
+/// removed only once no writer holds it, so the sweep never removes a file that a process
+/// beside it renames into place between the sweep's check and its removal.
+#[test]
+fn the_sweep_at_open_removes_a_stale_file_only_once_no_writer_holds_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), Some(1));
+    append(&memory, 0..20);
+    let path = file(dir.path());
+    let before_erasure = written_then_erased(&memory, &path);
+    drop(memory);
+    fs_err::write(&path, &before_erasure).unwrap();
+    // What another process's writer holds between its erasure check and its rename.
+    let held = fs_err::File::open(dir.path().join(crate::index_cache::INDEX_FILES_LOCK)).unwrap();
+    held.lock().unwrap();
+    removes_only_once_released(held, &path, || drop(open(dir.path(), Some(1))));
+}
+
+/// Compiles (writing the file at `path`), then erases record 3; returns the file as it was
+/// before the erasure.
+fn written_then_erased(memory: &Memory, path: &Path) -> Vec<u8> {
+    compile(memory, QUESTIONS[0]);
+    let before_erasure = fs_err::read(path).unwrap();
+    memory.erase(&EraseTarget::Record(alice(), evicortex_core::TurnId::from_raw(3))).unwrap();
+    before_erasure
 }
