@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -285,27 +286,29 @@ fn compiles_racing_ingests_leave_the_store_s_files_consistent() {
         })
         .collect();
 
-    let ingesting = std::sync::atomic::AtomicBool::new(true);
-    let compiles = std::thread::scope(|scope| {
+    let (ingesting, compiled) = (AtomicBool::new(true), AtomicUsize::new(0));
+    std::thread::scope(|scope| {
         let compiler = scope.spawn(|| {
-            // Compiles that started while batches were still to come.
-            let mut compiles = 0;
-            while ingesting.load(std::sync::atomic::Ordering::SeqCst) {
+            while ingesting.load(SeqCst) {
                 let r = run(&store, RACED_COMPILE);
-                assert_eq!(r.code, 0, "compile {compiles} beside an ingest: {}", r.stderr);
-                compiles += 1;
+                assert_eq!(r.code, 0, "a compile beside an ingest: {}", r.stderr);
+                compiled.fetch_add(1, SeqCst);
             }
-            compiles
         });
         for (b, batch) in batches.iter().enumerate() {
+            let before = compiled.load(SeqCst);
             let r = run(&store, &["ingest", "--no-embed", batch]);
             assert_eq!(r.code, 0, "ingest {b} beside a compile: {}", r.stderr);
-            std::thread::sleep(Duration::from_millis(100));
+            // The next batch waits for a compile that ran beside this one to end, so that every
+            // batch races a compile however slow the machine.
+            while compiled.load(SeqCst) == before && !compiler.is_finished() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
-        ingesting.store(false, std::sync::atomic::Ordering::SeqCst);
-        compiler.join().unwrap()
+        ingesting.store(false, SeqCst);
+        compiler.join().unwrap();
     });
-    assert!(compiles >= 3, "only {compiles} compiles ran beside the ingests");
+    assert!(compiled.into_inner() >= RACED_BATCHES, "every batch raced a compile");
 
     let total = RACED_TURNS + RACED_BATCHES * RACED_BATCH;
     let verify = ok(&store, &["verify"]);
