@@ -139,6 +139,21 @@ fn io_failures_and_usage_errors_have_their_own_exit_codes() {
     assert!(r.stderr.contains("no ledger at"), "{}", r.stderr);
 }
 
+/// An error is printed with each cause once: a cause whose text the message already includes
+/// (here the operating system's reason, in the lock's own message) is not repeated after it.
+#[test]
+fn an_error_says_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    fs_err::write(&file, "not a directory").unwrap();
+    let input = dir.path().join("turns.jsonl");
+    fs_err::write(&input, format!("{GOOD}\n")).unwrap();
+    let r = run(&file.join("store"), &["ingest", input.to_str().unwrap()]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let error = r.stderr.lines().find(|l| l.starts_with("error: ")).expect("an error line");
+    assert_eq!(error.matches("Not a directory").count(), 1, "{error}");
+}
+
 #[test]
 fn store_defaults_to_evicortex_home() {
     let dir = tempfile::tempdir().unwrap();
