@@ -10,7 +10,7 @@ use std::{
 use evicortex_compiler::Reranker;
 use evicortex_embed::{Encoder, Overlength};
 use evicortex_ledger::{EvidenceLedger, Ledger, OpenMode};
-use evicortex_postgres::PgLedger;
+use evicortex_postgres::{PgLedger, PgShared};
 
 #[cfg(test)]
 use crate::memory::TestHook;
@@ -214,12 +214,26 @@ impl MemoryBuilder {
             Some(_) => Some(ErasureWatch::new(ledger.head().map_err(OpenError::Read)?)),
             None => None,
         };
-        let cache = if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() {
-            let cache = EmbeddingCache::open(&dir)?;
-            cache.reconcile(&*ledger)?;
-            Some(Arc::new(cache))
-        } else {
-            None
+        // A PostgreSQL primary's cache is its database's, opened with or without an encoder (an
+        // erasure through any server purges what the others embedded); a standby, which cannot
+        // write there, keeps a file of its own.
+        let in_database = match &url {
+            Some(url) => Some(PgShared::connect(url)?).filter(|db| !db.is_replica()),
+            None => None,
+        };
+        let cache = match in_database {
+            Some(db) => Some(crate::embedding_cache::open_in_database(db, &dir, &*ledger)?),
+            None if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() => {
+                Some(EmbeddingCache::open(&dir)?)
+            }
+            None => None,
+        };
+        let cache = match cache {
+            Some(cache) => {
+                cache.reconcile(&*ledger)?;
+                Some(Arc::new(cache))
+            }
+            None => None,
         };
         let dense = match (&self.encoder, &cache) {
             (Some(encoder), Some(cache)) => {
