@@ -214,9 +214,23 @@ impl EmbeddingCache {
              INSERT OR IGNORE INTO meta (key, value) VALUES ('format', '1');",
         )
         .map_err(&sql)?;
+        EmbeddingCache::of_file(path, conn)
+    }
+
+    /// Opens the existing `DIR/embeddings.sqlite` to read only (a migration's source, which is
+    /// left as it is).
+    pub(crate) fn open_to_read(dir: &Path) -> Result<EmbeddingCache, EmbeddingCacheError> {
+        let path = dir.join(EMBEDDINGS_FILE);
+        let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|source| EmbeddingCacheError::Sqlite { path: path.clone(), source })?;
+        EmbeddingCache::of_file(path, conn)
+    }
+
+    /// The cache in the file `path` opened as `conn`, once its format is checked.
+    fn of_file(path: PathBuf, conn: Connection) -> Result<EmbeddingCache, EmbeddingCacheError> {
         let format: String = conn
             .query_row("SELECT value FROM meta WHERE key = 'format'", [], |r| r.get(0))
-            .map_err(&sql)?;
+            .map_err(sql_err(&path))?;
         if format != FORMAT_VERSION {
             return Err(EmbeddingCacheError::Corrupted {
                 path,

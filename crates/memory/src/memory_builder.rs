@@ -201,8 +201,9 @@ impl MemoryBuilder {
 
     /// Opens the store, creating the directory and an empty ledger if absent. Refuses a store
     /// whose ledger fails the open-time integrity check. The embedding cache (when there is an
-    /// encoder, or when the store already has one) is opened and reconciled with the ledger:
-    /// vectors of texts that an interrupted erasure left behind are dropped.
+    /// encoder, or when the store already has one; always on a PostgreSQL primary, whose cache
+    /// is its database's) is opened and reconciled with the ledger: vectors of texts that an
+    /// interrupted erasure left behind are dropped.
     pub fn open(&self) -> Result<Memory, OpenError> {
         self.check_encoders()?;
         // Before anything is opened: reconciling derived files writes them.

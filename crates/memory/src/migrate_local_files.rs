@@ -53,7 +53,7 @@ pub(crate) fn carry_embedding_cache(
         to: PathBuf::from(format!("{shown} (embedding_vectors)")),
         detail,
     };
-    let file = EmbeddingCache::open(from).map_err(|e| fail(format!("{e:#}")))?;
+    let file = EmbeddingCache::open_to_read(from).map_err(|e| fail(format!("{e:#}")))?;
     let db = evicortex_postgres::PgShared::connect(to).map_err(|e| fail(format!("{e:#}")))?;
     EmbeddingCache::in_database(db)
         .import_file(&file, &mut || live_keep(ledger))
