@@ -173,9 +173,17 @@ fn post(base: &str, path: &str, key: &str, body: &serde_json::Value) -> serde_js
     })
 }
 
-/// The vectors (rows) in the embedding cache of the database `url`.
+/// The vectors (rows) in the embedding cache of the database `url` (none before a process made
+/// the table).
 pub(crate) fn cached_vectors(url: &str) -> i64 {
     let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
+    let made: bool = client
+        .query_one("SELECT to_regclass('embedding_vectors') IS NOT NULL", &[])
+        .expect("look for the table")
+        .get(0);
+    if !made {
+        return 0;
+    }
     client.query_one("SELECT count(*) FROM embedding_vectors", &[]).expect("count vectors").get(0)
 }
 
