@@ -247,7 +247,7 @@ pub(crate) fn open_in_database(
             name.push(suffix);
             match fs_err::remove_file(&name) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(EmbeddingCacheError::Io { path: name.into(), source: e.into() });
+                    return Err(EmbeddingCacheError::Io { path: name.into(), source: e });
                 }
                 _ => {}
             }
