@@ -43,21 +43,21 @@ pub(crate) fn carry_embedding_cache(
     to: &str,
     ledger: &dyn evicortex_ledger::EvidenceLedger,
 ) -> Result<CarriedFile, CarryError> {
-    let source = from.join(EMBEDDINGS_FILE);
-    if !source.exists() {
+    if !from.join(EMBEDDINGS_FILE).exists() {
         return Ok(CarriedFile::Absent);
     }
-    let shown = evicortex_postgres::redact_password(to);
-    let fail = |detail: String| CarryError {
-        from: source.clone(),
-        to: PathBuf::from(format!("{shown} (embedding_vectors)")),
-        detail,
+    let fail = |e: &dyn std::fmt::Display| CarryError {
+        from: from.join(EMBEDDINGS_FILE),
+        to: PathBuf::from(format!(
+            "{} (embedding_vectors)",
+            evicortex_postgres::redact_password(to)
+        )),
+        detail: format!("{e:#}"),
     };
-    let file = EmbeddingCache::open_to_read(from).map_err(|e| fail(format!("{e:#}")))?;
-    let db = evicortex_postgres::PgShared::connect(to).map_err(|e| fail(format!("{e:#}")))?;
-    EmbeddingCache::in_database(db)
-        .import_file(&file, &mut || live_keep(ledger))
-        .map_err(|e| fail(format!("{e:#}")))?;
+    let file = EmbeddingCache::open_to_read(from).map_err(|e| fail(&e))?;
+    let db = evicortex_postgres::PgShared::connect(to).map_err(|e| fail(&e))?;
+    let cache = EmbeddingCache::in_database(db);
+    cache.import_file(&file, &mut || live_keep(ledger)).map_err(|e| fail(&e))?;
     Ok(CarriedFile::Copied)
 }
 

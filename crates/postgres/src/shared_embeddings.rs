@@ -126,8 +126,7 @@ impl PgShared {
         self.check_writable("storing embeddings")?;
         let mut client = self.client();
         let fail = self.fail("writing the embedding cache");
-        let mut tx = client.transaction().map_err(&fail)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&EMBEDDING_LOCK]).map_err(&fail)?;
+        let mut tx = locked(&mut client).map_err(&fail)?;
         let generation: i64 =
             tx.query_one("SELECT nextval('embedding_writes')", &[]).map_err(&fail)?.get(0);
         let mut state = EmbeddingWrite { tx, generation, shared: self };
@@ -164,8 +163,7 @@ impl PgShared {
         self.check_writable("purging embeddings")?;
         let mut client = self.client();
         let fail = self.fail("purging the embedding cache");
-        let mut tx = client.transaction().map_err(&fail)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&EMBEDDING_LOCK]).map_err(&fail)?;
+        let mut tx = locked(&mut client).map_err(&fail)?;
         let texts = {
             let mut stored = || {
                 let rows = tx
@@ -378,4 +376,11 @@ impl PgShared {
     fn fail(&self, op: &'static str) -> impl Fn(postgres::Error) -> SharedDataError + '_ {
         move |source| SharedDataError::from(self.db(op)(source))
     }
+}
+
+/// A transaction on `client` holding the cache's lock.
+fn locked(client: &mut postgres::Client) -> Result<postgres::Transaction<'_>, postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&EMBEDDING_LOCK])?;
+    Ok(tx)
 }

@@ -9,18 +9,8 @@ use evicortex::{
 };
 
 use crate::{
-    incremental_indexes::{compile_alice, pinned_encoder},
-    test_store::TestDb,
+    incremental_indexes::compile_alice, postgres_vectors::open as server, test_store::TestDb,
 };
-
-/// One server of the store: its own derived directory, the database's cache.
-fn server(db: &TestDb, derived: &tempfile::TempDir) -> Memory {
-    Memory::builder(&db.url)
-        .derived_dir(derived.path())
-        .encoder(pinned_encoder())
-        .open()
-        .expect("opening the PostgreSQL store")
-}
 
 fn turn(session: &str, index: u32, text: &str) -> Turn {
     Turn {
