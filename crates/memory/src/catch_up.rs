@@ -6,7 +6,9 @@
 //! Documents are read from the ledger and embedded outside any lock (embedding is slow), then
 //! written under the writer lock that erasures hold while they purge. A document that an erasure
 //! since the read orphaned is left out at that point, so a vector of an erased turn never
-//! survives a concurrent erasure.
+//! survives a concurrent erasure. On a PostgreSQL store, whose cache every server writes, the
+//! check also asks the ledger for another process's erasures since the read, inside the
+//! transaction that holds the database cache's lock (which an erasure's purge takes too).
 
 use std::{
     collections::{HashMap, HashSet, hash_map::Entry},
@@ -22,8 +24,16 @@ use evicortex_compiler::turn_document;
 use crate::{
     CatchUpError, Memory, ReadError,
     dense::Dense,
-    embedding_cache::{FirstTurn, live_documents},
+    embedding_cache::{FirstTurn, Keep, live_documents},
 };
+
+/// What a catch-up had seen when it read its texts: the erasures through this memory, and the
+/// ledger head (after which another process's erasures show).
+#[derive(Clone, Copy, Debug)]
+struct ReadMark {
+    erasures: u64,
+    head: Option<LedgerPosition>,
+}
 
 /// Texts a catch-up looks up one at a time before it reads every known text at once instead
 /// (about what that one read costs, in lookups, on a store of 70k texts: 70 ms against 0.1 ms
@@ -173,7 +183,7 @@ impl Memory {
         let identity = encoder.identity();
         let digest = identity.digest();
         // Erasures made before this point are already reflected in what the ledger returns.
-        let epoch = self.lock_writes().erasures;
+        let epoch = self.read_mark()?;
 
         let mut live_turns = 0u64;
         let mut first_turn: HashMap<TextDigest, FirstTurn> = HashMap::new();
@@ -278,7 +288,7 @@ impl Memory {
         texts: &[&str],
     ) -> Result<Vec<TextEmbedding>, CatchUpError> {
         let dense = self.writing_encoder()?;
-        let epoch = self.lock_writes().erasures;
+        let epoch = self.read_mark()?;
         let digest = dense.encoder.identity_digest();
         let digests: Vec<TextDigest> = texts.iter().map(|t| TextDigest::of(t)).collect();
         let mut out: Vec<Option<TextEmbedding>> = Vec::with_capacity(texts.len());
@@ -305,13 +315,20 @@ impl Memory {
         Ok(out.into_iter().map(|e| e.expect("every text is filled above")).collect())
     }
 
+    /// The erasures and the ledger head before a read of texts to embed.
+    fn read_mark(&self) -> Result<ReadMark, ReadError> {
+        let erasures = self.lock_writes().erasures;
+        Ok(ReadMark { erasures, head: self.inner.ledger.head()? })
+    }
+
     /// Writes vectors (`rows`) and overlength refusals of texts read from the ledger after
-    /// `epoch` erasures, under the writer lock, leaving out every text an erasure made since
-    /// then orphaned. Returns the vectors written.
+    /// `epoch`, under the writer lock, leaving out every text an erasure made since then
+    /// orphaned: this memory's (its erasure log) and, on a PostgreSQL store, another process's
+    /// (the ledger, asked inside the cache's write). Returns the vectors written.
     fn store_derived(
         &self,
         dense: &Dense,
-        epoch: u64,
+        epoch: ReadMark,
         rows: &[(TextDigest, &TextEmbedding)],
         refused: &[(TextDigest, usize)],
     ) -> Result<u64, CatchUpError> {
@@ -319,23 +336,26 @@ impl Memory {
             return Ok(0);
         }
         let writes = self.lock_writes();
-        let keep: Box<dyn Fn(&TextDigest) -> bool> = match writes.orphaned_since(epoch) {
-            Some(orphaned) if orphaned.is_empty() => Box::new(|_| true),
-            Some(orphaned) => Box::new(move |t| !orphaned.contains(t)),
-            None => {
-                let live: HashSet<TextDigest> = live_documents(&*self.inner.ledger)?;
-                Box::new(move |t| live.contains(t))
-            }
+        let orphaned = writes.orphaned_since(epoch.erasures);
+        let ledger = &*self.inner.ledger;
+        let shared = self.inner.erasures.is_some();
+        let mut keep = || -> Result<Keep, ReadError> {
+            let elsewhere = shared && ledger.erased_after(epoch.head)?;
+            Ok(match &orphaned {
+                Some(orphaned) if !elsewhere && orphaned.is_empty() => Box::new(|_| true),
+                Some(orphaned) if !elsewhere => {
+                    let orphaned = orphaned.clone();
+                    Box::new(move |t| !orphaned.contains(t))
+                }
+                _ => {
+                    let live: HashSet<TextDigest> = live_documents(ledger)?;
+                    Box::new(move |t| live.contains(t))
+                }
+            })
         };
-        let rows: Vec<(TextDigest, &TextEmbedding)> =
-            rows.iter().filter(|(t, _)| keep(t)).copied().collect();
-        let refused: Vec<(TextDigest, usize)> =
-            refused.iter().filter(|(t, _)| keep(t)).copied().collect();
         #[cfg(test)]
         self.inner.before_put.run();
-        let identity = dense.encoder.identity();
-        let written = dense.cache.put(identity, &rows)?;
-        dense.cache.put_refused(&identity.digest(), &refused)?;
+        let written = dense.cache.store(dense.encoder.identity(), rows, refused, &mut keep)?;
         drop(writes);
         Ok(written)
     }

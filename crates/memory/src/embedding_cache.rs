@@ -1,8 +1,11 @@
-//! `EmbeddingCache`: the content-addressed store of turn vectors in `DIR/embeddings.sqlite`,
-//! keyed by (encoder identity digest, document digest): a turn's vector is that of its document
+//! `EmbeddingCache`: the content-addressed store of turn vectors, keyed by (encoder identity digest, document digest): a turn's vector is that of its document
 //! (`turn_document`), so an identical document under one identity is embedded once across
 //! namespaces. Derived data: rebuildable from the ledger and the encoder, purged of the documents
 //! erasures orphan, reconciled with the ledger on open after a crash.
+//!
+//! Where it lives: an embedded store's (and a hot standby's, which cannot write to its database)
+//! in `DIR/embeddings.sqlite`; a PostgreSQL store's in its database (`embedding_*` tables,
+//! [`evicortex_postgres::PgShared`]), so that no server embeds again what another embedded.
 //!
 //! Every vector row carries its identity digest, and the identity's canonical encoding is stored
 //! beside it; vectors are only ever read back under the identity asked for.
@@ -19,6 +22,7 @@ use evicortex_embed::{
     EmbeddedWindow, EncoderIdentity, EncoderIdentityDigest, Overlength, TextEmbedding,
 };
 use evicortex_ledger::{EvidenceLedger, ScanEvidence};
+use evicortex_postgres::{PgShared, SharedDataError};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::{
@@ -26,7 +30,10 @@ use crate::{
     write_log::WriteLog,
 };
 
+mod in_database;
 mod reads;
+
+pub(crate) use in_database::{Keep, live_keep, open_in_database};
 
 /// The first live turn holding a text, for reporting refusals.
 #[derive(Clone, Debug)]
@@ -47,14 +54,29 @@ const FORMAT_VERSION: &str = "1";
 /// Meta key: the identity of the last catch-up.
 const LAST_IDENTITY: &str = "last_identity";
 
-/// The embedding cache of one store directory.
+/// The embedding cache of one store.
 #[derive(Debug)]
 pub struct EmbeddingCache {
+    /// The cache file, or the database (its URL without the password) holding the cache.
     path: PathBuf,
-    conn: Mutex<Connection>,
-    /// The texts of the committed writes (vectors and refusals), so that a reader that looked
-    /// the vectors of some turns up can tell which of them looking again could find.
+    store: CacheStore,
+    /// The texts of the committed writes (vectors and refusals) into a cache file, so that a
+    /// reader that looked the vectors of some turns up can tell which of them looking again
+    /// could find. A database's cache keeps its generations in its rows.
     writes: WriteLog,
+}
+
+/// Where the cache's rows are.
+#[derive(Debug)]
+enum CacheStore {
+    Sqlite(Mutex<Connection>),
+    Postgres(PgShared),
+}
+
+/// The cache's rows, ready to be read or written.
+enum Backend<'a> {
+    Sqlite(std::sync::MutexGuard<'a, Connection>),
+    Postgres(&'a PgShared),
 }
 
 /// Why an embedding-cache operation failed.
@@ -100,6 +122,9 @@ pub enum EmbeddingCacheError {
     /// Reading the ledger (to reconcile) failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// The database holding a PostgreSQL store's cache failed.
+    #[error(transparent)]
+    Shared(#[from] SharedDataError),
 }
 
 impl EmbeddingCacheError {
@@ -116,6 +141,7 @@ impl EmbeddingCacheError {
                 _ => ErrorClass::Io,
             },
             EmbeddingCacheError::Read(e) => crate::error::read_class(e),
+            EmbeddingCacheError::Shared(e) => crate::shared_data::shared_data_class(e),
         }
     }
 }
@@ -188,9 +214,23 @@ impl EmbeddingCache {
              INSERT OR IGNORE INTO meta (key, value) VALUES ('format', '1');",
         )
         .map_err(&sql)?;
+        EmbeddingCache::of_file(path, conn)
+    }
+
+    /// Opens the existing `DIR/embeddings.sqlite` to read only (a migration's source, which is
+    /// left as it is).
+    pub(crate) fn open_to_read(dir: &Path) -> Result<EmbeddingCache, EmbeddingCacheError> {
+        let path = dir.join(EMBEDDINGS_FILE);
+        let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|source| EmbeddingCacheError::Sqlite { path: path.clone(), source })?;
+        EmbeddingCache::of_file(path, conn)
+    }
+
+    /// The cache in the file `path` opened as `conn`, once its format is checked.
+    fn of_file(path: PathBuf, conn: Connection) -> Result<EmbeddingCache, EmbeddingCacheError> {
         let format: String = conn
             .query_row("SELECT value FROM meta WHERE key = 'format'", [], |r| r.get(0))
-            .map_err(&sql)?;
+            .map_err(sql_err(&path))?;
         if format != FORMAT_VERSION {
             return Err(EmbeddingCacheError::Corrupted {
                 path,
@@ -199,7 +239,14 @@ impl EmbeddingCache {
                 ),
             });
         }
-        Ok(EmbeddingCache { path, conn: Mutex::new(conn), writes: Default::default() })
+        let store = CacheStore::Sqlite(Mutex::new(conn));
+        Ok(EmbeddingCache { path, store, writes: Default::default() })
+    }
+
+    /// The cache in the database `db` (its tables made when it was connected).
+    pub(crate) fn in_database(db: PgShared) -> EmbeddingCache {
+        let path = PathBuf::from(db.url());
+        EmbeddingCache { path, store: CacheStore::Postgres(db), writes: Default::default() }
     }
 
     /// Drops vectors of texts no live turn holds when the ledger recorded an erasure since the
@@ -211,8 +258,7 @@ impl EmbeddingCache {
         let seen = self.meta("reconciled_redactions")?;
         if seen.as_deref() != Some(redactions.as_str()) {
             let _span = tracing::info_span!("reconcile_embedding_cache").entered();
-            let live = live_documents(ledger)?;
-            self.retain_texts(&live)?;
+            self.retain_live(ledger)?;
             self.set_meta("reconciled_redactions", &redactions)?;
         }
         Ok(())
@@ -223,8 +269,15 @@ impl EmbeddingCache {
         &self,
         ledger: &dyn EvidenceLedger,
     ) -> Result<(), EmbeddingCacheError> {
+        if let Backend::Postgres(db) = self.backend() {
+            // The live documents are read under the cache's lock: no write lands in between.
+            db.retain_embeddings(|| live_documents(ledger).map_err(EmbeddingCacheError::from))?;
+            return Ok(());
+        }
         let live = live_documents(ledger)?;
-        self.retain_texts(&live)?;
+        if let Backend::Sqlite(conn) = self.backend() {
+            self.retain_texts(conn, &live)?;
+        }
         Ok(())
     }
 
@@ -234,13 +287,21 @@ impl EmbeddingCache {
         &self.path
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn backend(&self) -> Backend<'_> {
+        match &self.store {
+            CacheStore::Sqlite(conn) => {
+                Backend::Sqlite(conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+            }
+            CacheStore::Postgres(db) => Backend::Postgres(db),
+        }
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>, EmbeddingCacheError> {
-        self.lock()
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        let conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => return Ok(db.setting(&in_database::setting_key(key))?),
+        };
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()
             .map_err(sql_err(&self.path))
     }
@@ -254,8 +315,13 @@ impl EmbeddingCache {
     }
 
     fn set_meta(&self, key: &str, value: &str) -> Result<(), EmbeddingCacheError> {
-        self.lock()
-            .execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", [key, value])
+        let conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => {
+                return Ok(db.set_setting(&in_database::setting_key(key), value)?);
+            }
+        };
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", [key, value])
             .map_err(sql_err(&self.path))?;
         Ok(())
     }
@@ -267,7 +333,17 @@ impl EmbeddingCache {
     ) -> Result<EncoderIdentityDigest, EmbeddingCacheError> {
         let digest = identity.digest();
         let canonical = identity.canonical_json();
-        let conn = self.lock();
+        let conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => {
+                let stored = db.register_embedding_identity(
+                    digest.as_bytes(),
+                    &canonical,
+                    identity.dimension,
+                )?;
+                return self.same_identity(digest, &stored, &canonical);
+            }
+        };
         let stored: Option<String> = conn
             .query_row(
                 "SELECT canonical FROM identities WHERE digest = ?1",
@@ -277,15 +353,7 @@ impl EmbeddingCache {
             .optional()
             .map_err(sql_err(&self.path))?;
         match stored {
-            Some(stored) if stored == canonical => {}
-            Some(_) => {
-                return Err(EmbeddingCacheError::Corrupted {
-                    path: self.path.clone(),
-                    detail: format!(
-                        "identity {digest} is stored with a different canonical encoding"
-                    ),
-                });
-            }
+            Some(stored) => return self.same_identity(digest, &stored, &canonical),
             None => {
                 conn.execute(
                     "INSERT INTO identities (digest, canonical, dimension) VALUES (?1, ?2, ?3)",
@@ -297,20 +365,38 @@ impl EmbeddingCache {
         Ok(digest)
     }
 
+    /// `digest`, when `stored` (its stored encoding) is `canonical`; fails closed otherwise.
+    fn same_identity(
+        &self,
+        digest: EncoderIdentityDigest,
+        stored: &str,
+        canonical: &str,
+    ) -> Result<EncoderIdentityDigest, EmbeddingCacheError> {
+        if stored != canonical {
+            return Err(EmbeddingCacheError::Corrupted {
+                path: self.path.clone(),
+                detail: format!("identity {digest} is stored with a different canonical encoding"),
+            });
+        }
+        Ok(digest)
+    }
+
     /// The stored identity with `digest`, checked against its digest.
     pub(crate) fn identity(
         &self,
         digest: &EncoderIdentityDigest,
     ) -> Result<Option<EncoderIdentity>, EmbeddingCacheError> {
-        let canonical: Option<String> = self
-            .lock()
-            .query_row(
-                "SELECT canonical FROM identities WHERE digest = ?1",
-                [digest.as_bytes()],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(sql_err(&self.path))?;
+        let canonical: Option<String> = match self.backend() {
+            Backend::Sqlite(conn) => conn
+                .query_row(
+                    "SELECT canonical FROM identities WHERE digest = ?1",
+                    [digest.as_bytes()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sql_err(&self.path))?,
+            Backend::Postgres(db) => db.embedding_identity(digest.as_bytes())?,
+        };
         let Some(canonical) = canonical else { return Ok(None) };
         let identity = EncoderIdentity::from_canonical_json(&canonical).map_err(|err| {
             EmbeddingCacheError::Corrupted {
@@ -344,7 +430,12 @@ impl EmbeddingCache {
         texts: &[(TextDigest, &TextEmbedding)],
     ) -> Result<u64, EmbeddingCacheError> {
         let digest = self.register_identity(identity)?;
-        let mut conn = self.lock();
+        let mut conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => {
+                return self.store_in(db, identity, texts, &[], &mut in_database::keep_all);
+            }
+        };
         let sql = sql_err(&self.path);
         let tx = conn.transaction().map_err(&sql)?;
         let mut written = 0;
@@ -356,29 +447,18 @@ impl EmbeddingCache {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )
                 .map_err(&sql)?;
-            for (text, embedding) in texts {
-                for (window_index, window) in embedding.windows.iter().enumerate() {
-                    if window.vector.len() != identity.dimension {
-                        return Err(EmbeddingCacheError::Dimension {
-                            path: self.path.clone(),
-                            got: window.vector.len(),
-                            expected: identity.dimension,
-                        });
-                    }
-                    let blob: Vec<u8> =
-                        window.vector.iter().flat_map(|x| x.to_le_bytes()).collect();
-                    stmt.execute(params![
-                        digest.as_bytes(),
-                        text.as_bytes(),
-                        window_index as i64,
-                        embedding.token_count as i64,
-                        window.content_tokens.start as i64,
-                        window.content_tokens.end as i64,
-                        blob
-                    ])
-                    .map_err(&sql)?;
-                    written += 1;
-                }
+            for row in self.cached_windows(identity, texts)? {
+                stmt.execute(params![
+                    digest.as_bytes(),
+                    row.text_digest.as_bytes(),
+                    row.window_index,
+                    row.token_count,
+                    row.token_start,
+                    row.token_end,
+                    row.vector
+                ])
+                .map_err(&sql)?;
+                written += 1;
             }
         }
         tx.commit().map_err(&sql)?;
@@ -388,16 +468,53 @@ impl EmbeddingCache {
         Ok(written)
     }
 
-    /// How many writes of vectors have committed through this handle: unchanged since a lookup
-    /// means the lookup would find nothing new (vectors only enter through [`Self::put`]).
-    pub(crate) fn write_generation(&self) -> u64 {
-        self.writes.generation()
+    /// Stores vectors (`texts`) and overlength refusals (`refused`) under `identity`, leaving
+    /// out every text `keep` (called just before the write, in the database's case inside the
+    /// transaction that holds the cache's lock) rejects: the one way catch-up writes, so that a
+    /// text an erasure orphaned meanwhile never gets a vector. Returns the vectors written.
+    pub(crate) fn store(
+        &self,
+        identity: &EncoderIdentity,
+        texts: &[(TextDigest, &TextEmbedding)],
+        refused: &[(TextDigest, usize)],
+        keep: &mut dyn FnMut() -> Result<Keep, ReadError>,
+    ) -> Result<u64, EmbeddingCacheError> {
+        if let Backend::Postgres(db) = self.backend() {
+            self.register_identity(identity)?;
+            return self.store_in(db, identity, texts, refused, keep);
+        }
+        let keep = keep()?;
+        let texts: Vec<(TextDigest, &TextEmbedding)> =
+            texts.iter().filter(|(t, _)| keep(t)).copied().collect();
+        let refused: Vec<(TextDigest, usize)> =
+            refused.iter().filter(|(t, _)| keep(t)).copied().collect();
+        let written = self.put(identity, &texts)?;
+        self.put_refused(&identity.digest(), &refused)?;
+        Ok(written)
     }
 
-    /// The texts that got vectors or refusals through this handle after generation `since`
-    /// (`None`: the log no longer reaches back that far; look everything up).
-    pub(crate) fn written_since(&self, since: u64) -> Option<HashSet<TextDigest>> {
-        self.writes.written_since(since)
+    /// How many writes of vectors have committed: unchanged since a lookup means the lookup
+    /// would find nothing new. A file's counts the writes through this handle (vectors only
+    /// enter through it); a database's, every process's.
+    pub(crate) fn write_generation(&self) -> Result<u64, EmbeddingCacheError> {
+        match self.backend() {
+            Backend::Sqlite(_) => Ok(self.writes.generation()),
+            Backend::Postgres(db) => Ok(db.embedding_generation()?),
+        }
+    }
+
+    /// The texts that got vectors or refusals after generation `since` (`None`: too many, or
+    /// the log no longer reaches back that far; look everything up).
+    pub(crate) fn written_since(
+        &self,
+        since: u64,
+    ) -> Result<Option<HashSet<TextDigest>>, EmbeddingCacheError> {
+        match self.backend() {
+            Backend::Sqlite(_) => Ok(self.writes.written_since(since)),
+            Backend::Postgres(db) => {
+                Ok(db.embeddings_written_since(since, crate::write_log::RETAINED_TEXTS)?)
+            }
+        }
     }
 
     /// Records that the texts `refused` (text digest, encoder tokens) are longer than the
@@ -408,7 +525,13 @@ impl EmbeddingCache {
         identity: &EncoderIdentityDigest,
         refused: &[(TextDigest, usize)],
     ) -> Result<(), EmbeddingCacheError> {
-        let mut conn = self.lock();
+        let mut conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => {
+                self.pg_refusals(db, identity, refused)?;
+                return Ok(());
+            }
+        };
         let sql = sql_err(&self.path);
         let tx = conn.transaction().map_err(&sql)?;
         {
@@ -429,7 +552,10 @@ impl EmbeddingCache {
 
     /// Removes every vector and refusal of the given texts, under every identity.
     pub(crate) fn purge_texts(&self, texts: &[TextDigest]) -> Result<u64, EmbeddingCacheError> {
-        let mut conn = self.lock();
+        let mut conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => return Ok(db.purge_embeddings(texts)?),
+        };
         let sql = sql_err(&self.path);
         let tx = conn.transaction().map_err(&sql)?;
         let mut removed = 0;
@@ -450,10 +576,13 @@ impl EmbeddingCache {
     }
 
     /// Removes vectors and refusals of every text not in `live`.
-    fn retain_texts(&self, live: &HashSet<TextDigest>) -> Result<u64, EmbeddingCacheError> {
+    fn retain_texts(
+        &self,
+        conn: std::sync::MutexGuard<'_, Connection>,
+        live: &HashSet<TextDigest>,
+    ) -> Result<u64, EmbeddingCacheError> {
         let mut stale = HashSet::new();
         {
-            let conn = self.lock();
             for sql in [
                 "SELECT DISTINCT text_digest FROM vectors",
                 "SELECT DISTINCT text_digest FROM refused",
@@ -469,6 +598,7 @@ impl EmbeddingCache {
                 }
             }
         }
+        drop(conn);
         let stale: Vec<TextDigest> = stale.into_iter().collect();
         self.purge_texts(&stale)
     }
@@ -479,8 +609,11 @@ impl EmbeddingCache {
         &self,
         identity: &EncoderIdentityDigest,
     ) -> Result<u64, EmbeddingCacheError> {
-        let n: i64 = self
-            .lock()
+        let conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => return Ok(db.embedding_count(identity.as_bytes())?),
+        };
+        let n: i64 = conn
             .query_row(
                 "SELECT COUNT(*) FROM vectors WHERE identity = ?1",
                 [identity.as_bytes()],
@@ -551,19 +684,28 @@ impl EmbeddingCache {
         identity: &EncoderIdentityDigest,
         first_turn: &HashMap<TextDigest, FirstTurn>,
     ) -> Result<Vec<RefusedTurn>, EmbeddingCacheError> {
-        let conn = self.lock();
-        let mut stmt = conn
-            .prepare("SELECT text_digest, token_count FROM refused WHERE identity = ?1")
-            .map_err(sql_err(&self.path))?;
-        let rows = stmt
-            .query_map([identity.as_bytes()], |r| {
-                Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?))
-            })
-            .map_err(sql_err(&self.path))?;
+        let stored: Vec<(TextDigest, i64)> = match self.backend() {
+            Backend::Postgres(db) => db.embedding_refusals(identity.as_bytes(), None)?,
+            Backend::Sqlite(conn) => {
+                let mut stmt = conn
+                    .prepare("SELECT text_digest, token_count FROM refused WHERE identity = ?1")
+                    .map_err(sql_err(&self.path))?;
+                let rows = stmt
+                    .query_map([identity.as_bytes()], |r| {
+                        Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .map_err(sql_err(&self.path))?;
+                let mut stored = Vec::new();
+                for row in rows {
+                    let (text, tokens) = row.map_err(sql_err(&self.path))?;
+                    stored.push((self.text_digest(text)?, tokens));
+                }
+                stored
+            }
+        };
         let mut out = Vec::new();
-        for row in rows {
-            let (text, tokens) = row.map_err(sql_err(&self.path))?;
-            if let Some(first) = first_turn.get(&self.text_digest(text)?) {
+        for (text, tokens) in stored {
+            if let Some(first) = first_turn.get(&text) {
                 let refused = RefusedTurn {
                     namespace: first.namespace.clone(),
                     turn: first.id,

@@ -1,6 +1,7 @@
 //! Erasures made by another process of a PostgreSQL store. Every server of one database keeps
-//! derived files of its own (the embedding cache, the HNSW and lexical index files) and
-//! in-memory indexes; an erasure through one server purges its own at once
+//! derived files of its own (the HNSW and lexical index files; a standby's embedding cache) and
+//! in-memory indexes; the embedding cache of a primary is the database's, which the erasing
+//! server purges. An erasure through one server purges its own files at once
 //! ([`Memory::erase`]), and the others learn of it from the ledger itself: before each compile a
 //! server asks whether a redaction record follows the ledger head it last checked (two
 //! indexed reads: the head, and the redactions after the position it had seen), and when one

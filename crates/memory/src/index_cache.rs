@@ -317,8 +317,11 @@ impl FreshKey {
         also: &[Dense],
         asked: String,
     ) -> Result<Option<FreshKey>, CompileError> {
-        let generations =
-            dense.into_iter().chain(also).map(|d| d.cache.write_generation()).collect();
+        let generations = dense
+            .into_iter()
+            .chain(also)
+            .map(|d| d.cache.write_generation())
+            .collect::<Result<_, _>>()?;
         Ok(view.head()?.map(|head| FreshKey { head, generations, asked }))
     }
 }

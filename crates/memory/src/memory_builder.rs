@@ -10,7 +10,7 @@ use std::{
 use evicortex_compiler::Reranker;
 use evicortex_embed::{Encoder, Overlength};
 use evicortex_ledger::{EvidenceLedger, Ledger, OpenMode};
-use evicortex_postgres::PgLedger;
+use evicortex_postgres::{PgLedger, PgShared};
 use evicortex_vector::IndexFileError;
 
 #[cfg(test)]
@@ -224,8 +224,9 @@ impl MemoryBuilder {
 
     /// Opens the store, creating the directory and an empty ledger if absent. Refuses a store
     /// whose ledger fails the open-time integrity check. The embedding cache (when there is an
-    /// encoder, or when the store already has one) is opened and reconciled with the ledger:
-    /// vectors of texts that an interrupted erasure left behind are dropped.
+    /// encoder, or when the store already has one; always on a PostgreSQL primary, whose cache
+    /// is its database's) is opened and reconciled with the ledger: vectors of texts that an
+    /// interrupted erasure left behind are dropped.
     pub fn open(&self) -> Result<Memory, OpenError> {
         self.check_encoders()?;
         // Before anything is opened: reconciling derived files writes them.
@@ -244,14 +245,28 @@ impl MemoryBuilder {
             Some(_) => Some(ErasureWatch::new(ledger.head().map_err(OpenError::Read)?)),
             None => None,
         };
-        let cache = if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() {
-            let cache = EmbeddingCache::open(&dir)?;
-            if sweeps {
-                cache.reconcile(&*ledger)?;
+        // A PostgreSQL primary's cache is its database's, opened with or without an encoder (an
+        // erasure through any server purges what the others embedded); a standby, which cannot
+        // write there, keeps a file of its own.
+        let in_database = match &url {
+            Some(url) => Some(PgShared::connect(url)?).filter(|db| !db.is_replica()),
+            None => None,
+        };
+        let cache = match in_database {
+            Some(db) => Some(crate::embedding_cache::open_in_database(db, &dir, &*ledger)?),
+            None if self.encoder.is_some() || dir.join(EMBEDDINGS_FILE).exists() => {
+                Some(EmbeddingCache::open(&dir)?)
             }
-            Some(Arc::new(cache))
-        } else {
-            None
+            None => None,
+        };
+        let cache = match cache {
+            Some(cache) => {
+                if sweeps {
+                    cache.reconcile(&*ledger)?;
+                }
+                Some(Arc::new(cache))
+            }
+            None => None,
         };
         let dense = match (&self.encoder, &cache) {
             (Some(encoder), Some(cache)) => {

@@ -1,6 +1,6 @@
 //! Moving an embedded store's ledger to PostgreSQL (the scale-out path): a record-for-record copy
 //! into an empty PostgreSQL ledger, then both ledgers verified and their reports compared, and
-//! the store's embedding cache and encoder list carried into the database's derived directory.
+//! the store's embedding cache and encoder list carried into the database.
 
 use std::path::{Path, PathBuf};
 
@@ -25,10 +25,10 @@ pub struct PostgresMigration {
     /// Both verify reports, equal.
     pub check: MigrationCheck,
     /// The database's derived directory on this machine (`EVICORTEX_DERIVED_DIR`, else the
-    /// user's cache), where the local files went.
+    /// user's cache), claimed for the local caches the database's servers rebuild there.
     pub derived_dir: PathBuf,
-    /// The embedding cache: copied, so that the vectors and the overlength policy the store was
-    /// embedded with serve the database without embedding anything again.
+    /// The embedding cache: its rows copied into the database's, so that the vectors and the
+    /// overlength policy the store was embedded with serve it without embedding anything again.
     pub embedding_cache: CarriedFile,
     /// The store's encoder list (`encoders.json`), carried into the database's
     /// `store_settings` with the overlength policy the store was last embedded with.
@@ -69,7 +69,7 @@ pub enum MigrateToPostgresError {
 
 /// Copies the ledger of the store in `from` into the empty PostgreSQL ledger at `to`, then
 /// verifies both and compares the reports, then carries the store's embedding cache and encoder
-/// list into the database's derived directory (found and claimed before anything is written).
+/// list into the database (the derived directory found and claimed before anything is written).
 /// `progress` sees (records copied, records in all).
 pub fn migrate_to_postgres(
     from: &Path,
@@ -83,7 +83,7 @@ pub fn migrate_to_postgres(
     claim_derived_dir(&derived_dir, to)?;
     let copied = target.import_ledger(&ledger, progress)?;
     let check = evicortex_postgres::verify_migration(&ledger, &target)?;
-    let embedding_cache = carry_embedding_cache(from, &derived_dir)?;
+    let embedding_cache = carry_embedding_cache(from, to, &target)?;
     let encoders = carry_store_encoders(from, to)?;
     Ok(PostgresMigration { copied, check, derived_dir, embedding_cache, encoders })
 }

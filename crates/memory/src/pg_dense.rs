@@ -4,10 +4,11 @@
 //! the search. Every process compiling from the database (and every replica) then reads one
 //! index instead of building its own.
 //!
-//! The embedding cache stays local and content-addressed: a compile brings the namespace's
-//! vectors up from it as on an embedded store, and stores in the database those it lacks
-//! (`sync`), skipping any a turn erased meanwhile. The context vectors (the windows around a
-//! turn) are still computed from the local copy. An erasure removes the erased turns' vectors
+//! The embedding cache (the database's on a primary, a standby's own file) is content-addressed
+//! by text: a compile brings the namespace's vectors up from it as on an embedded store, and
+//! stores in the pgvector tables those they lack (`sync`), skipping any a turn erased
+//! meanwhile. The context vectors (the windows around a turn) are computed from the copy the
+//! compile brought up. An erasure removes the erased turns' vectors
 //! (`DerivedStore::purge`), and opening the store removes any an interrupted erasure left.
 
 use std::collections::{BTreeMap, HashSet};

@@ -17,8 +17,9 @@ pub const DERIVED_FROM_FILE: &str = "derived-from";
 pub enum StoreLocation {
     /// The ledger (`ledger.sqlite`) and the derived files in one directory.
     Directory(PathBuf),
-    /// The ledger in a PostgreSQL database; the derived files (embedding cache, vector index
-    /// files, `encoders.json`, keys) in `derived`, rebuilt from the ledger when lost.
+    /// The ledger in a PostgreSQL database (with the embedding cache, keys and settings every
+    /// server shares); the local derived files (index files, a standby's embedding cache) in
+    /// `derived`, rebuilt from the database when lost.
     Postgres {
         /// The connection string as given (it may hold a password: never shown).
         url: String,

@@ -13,7 +13,7 @@ use evicortex_core::TextDigest;
 
 /// Texts kept in the log; a reader whose last lookup is older than what the log still holds
 /// looks everything up again.
-const RETAINED_TEXTS: usize = 1 << 18;
+pub(crate) const RETAINED_TEXTS: usize = 1 << 18;
 
 /// The texts of the last writes (vectors or refusals) through one embedding-cache handle.
 #[derive(Debug, Default)]

@@ -51,6 +51,7 @@ mod redacted_url;
 mod retention_check;
 mod schema;
 mod shared;
+mod shared_embeddings;
 mod summary_reads;
 mod table;
 mod tls;
@@ -75,5 +76,6 @@ pub use crate::{
     redacted_url::{database_identity, redact_password},
     schema::SCHEMA_VERSION,
     shared::{PgShared, SharedDataError, StoredKey},
+    shared_embeddings::{CachedWindow, EmbeddingWrite},
     tls_error::{TlsError, TlsFailure},
 };

@@ -1,7 +1,7 @@
 //! What every process on one database derives the same way, kept in the database so that
-//! every server sees one copy: the API keys (hashed: the plaintext never reaches the server)
-//! and the store's settings (its encoder list, the overlength policy its vectors were embedded
-//! with).
+//! every server sees one copy: the API keys (hashed: the plaintext never reaches the server),
+//! the store's settings (its encoder list, the overlength policy its vectors were embedded
+//! with) and the embedding cache (`shared_embeddings`).
 //!
 //! The tables are derived from nothing: they are created idempotently beside the ledger's,
 //! under their own advisory lock, by the first process that opens them on the primary (a
@@ -30,6 +30,34 @@ CREATE TABLE IF NOT EXISTS store_settings (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS embedding_identities (
+    digest    BYTEA PRIMARY KEY CHECK (length(digest) = 32),
+    canonical TEXT NOT NULL,
+    dimension BIGINT NOT NULL
+);
+CREATE SEQUENCE IF NOT EXISTS embedding_writes;
+CREATE TABLE IF NOT EXISTS embedding_vectors (
+    identity     BYTEA NOT NULL,
+    text_digest  BYTEA NOT NULL CHECK (length(text_digest) = 32),
+    window_index BIGINT NOT NULL,
+    token_count  BIGINT NOT NULL,
+    token_start  BIGINT NOT NULL,
+    token_end    BIGINT NOT NULL,
+    vector       BYTEA NOT NULL,
+    generation   BIGINT NOT NULL,
+    PRIMARY KEY (identity, text_digest, window_index)
+);
+CREATE INDEX IF NOT EXISTS embedding_vectors_by_text ON embedding_vectors (text_digest);
+CREATE INDEX IF NOT EXISTS embedding_vectors_by_generation ON embedding_vectors (generation);
+CREATE TABLE IF NOT EXISTS embedding_refusals (
+    identity    BYTEA NOT NULL,
+    text_digest BYTEA NOT NULL CHECK (length(text_digest) = 32),
+    token_count BIGINT NOT NULL,
+    generation  BIGINT NOT NULL,
+    PRIMARY KEY (identity, text_digest)
+);
+CREATE INDEX IF NOT EXISTS embedding_refusals_by_text ON embedding_refusals (text_digest);
+CREATE INDEX IF NOT EXISTS embedding_refusals_by_generation ON embedding_refusals (generation);
 ";
 
 /// One stored API key: its hash and scope, never its secret.
@@ -77,8 +105,8 @@ pub enum SharedDataError {
 /// The shared tables of one database. `Send + Sync`: calls run on a small pool of connections
 /// of their own (as [`crate::PgLedger`]'s), so a server's concurrent key checks do not queue.
 pub struct PgShared {
-    client: ClientPool,
-    url: String,
+    pub(crate) client: ClientPool,
+    pub(crate) url: String,
     replica: bool,
 }
 
@@ -262,18 +290,18 @@ impl PgShared {
         })
     }
 
-    fn check_writable(&self, what: &'static str) -> Result<(), SharedDataError> {
+    pub(crate) fn check_writable(&self, what: &'static str) -> Result<(), SharedDataError> {
         if self.replica {
             return Err(SharedDataError::ReadOnlyReplica { url: self.url.clone(), what });
         }
         Ok(())
     }
 
-    fn client(&self) -> ClientGuard<'_> {
+    pub(crate) fn client(&self) -> ClientGuard<'_> {
         self.client.lock()
     }
 
-    fn db(&self, op: &'static str) -> impl Fn(postgres::Error) -> DatabaseError + '_ {
+    pub(crate) fn db(&self, op: &'static str) -> impl Fn(postgres::Error) -> DatabaseError + '_ {
         move |source| DatabaseError { url: self.url.clone(), op, source }
     }
 }

@@ -106,11 +106,10 @@ fn to_postgres(from: &Path, url: &str, json: bool) -> anyhow::Result<()> {
             )?;
         }
         outln!("copied: both ledgers verify with the same records, head and chain head")?;
-        let derived = migration.derived_dir.display().to_string();
-        let database = "the database".to_owned();
+        let database = "the database";
         for (what, carried, to) in [
-            ("embedding cache", migration.embedding_cache, &derived),
-            ("encoder list", migration.encoders, &database),
+            ("embedding cache", migration.embedding_cache, database),
+            ("encoder list", migration.encoders, database),
         ] {
             match carried {
                 evicortex::CarriedFile::Copied => outln!("{what}: copied to {to}")?,

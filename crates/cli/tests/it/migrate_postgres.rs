@@ -191,30 +191,36 @@ fn embedded_sample(dir: &Path) -> std::path::PathBuf {
     store
 }
 
+/// A cache file an earlier version kept in the database's derived directory is moved into the
+/// database by the next open: nothing is embedded again, and the file is gone.
 #[test]
-fn a_migration_keeps_a_derived_directory_that_already_holds_a_cache() {
+fn an_old_cache_file_in_the_derived_directory_is_moved_into_the_database() {
     let db = TestDb::new();
     let dir = tempfile::tempdir().unwrap();
     let store = embedded_sample(dir.path());
     let derived = dir.path().join("derived");
-    // The database's derived directory was made by an earlier process and holds a cache.
     ok_url(&db.url, &derived, &["stats"]);
+    let stdout = migrated(&store, &db.url, &derived, &[]);
+    assert!(stdout.contains("embedding cache: copied to the database"), "{stdout}");
+    assert!(stdout.contains("encoder list: none in"), "{stdout}");
+    let copied = crate::postgres_shared::cached_vectors(&db.url);
+    assert!(copied > 0);
+    let mut client = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    client.batch_execute("DELETE FROM embedding_vectors").unwrap();
+    // The derived directory holds the cache file an earlier version carried there.
     let placed = derived.join("embeddings.sqlite");
     fs_err::copy(store.join("embeddings.sqlite"), &placed).unwrap();
-    let before = fs_err::read(&placed).unwrap();
 
-    let stdout = migrated(&store, &db.url, &derived, &[]);
-    let kept = format!("embedding cache: {} already holds one; kept it", derived.display());
-    assert!(stdout.contains(&kept), "{stdout}");
-    assert!(stdout.contains("encoder list: none in"), "{stdout}");
-    assert_eq!(fs_err::read(&placed).unwrap(), before);
-    assert!(!derived.join(".embeddings.sqlite-migrating.tmp").exists());
+    let embedded = ok_url(&db.url, &derived, &["embed"]);
+    assert!(embedded.starts_with("embedded 0 texts"), "{embedded}");
+    assert!(!placed.exists(), "the cache file is still in the derived directory");
+    assert_eq!(crate::postgres_shared::cached_vectors(&db.url), copied);
 }
 
-/// A migration killed while it carried the embedding cache leaves its temporary copy (the
-/// vectors) in the database's derived directory, and a second migrate is refused (the ledger is
-/// not empty): the next process that opens the database removes the copy, whose lock nobody
-/// holds.
+/// A migration of an earlier version killed while it carried the embedding cache left its
+/// temporary copy (the vectors) in the database's derived directory, and a second migrate is
+/// refused (the ledger is not empty): the next process that opens the database removes the
+/// copy, whose lock nobody holds.
 #[test]
 fn an_abandoned_copy_of_the_embedding_cache_is_removed_by_the_next_open() {
     let db = TestDb::new();
@@ -223,9 +229,8 @@ fn an_abandoned_copy_of_the_embedding_cache_is_removed_by_the_next_open() {
     let derived = dir.path().join("derived");
     migrated(&store, &db.url, &derived, &[]);
     let abandoned = derived.join(".embeddings.sqlite-migrating.tmp");
-    fs_err::copy(derived.join("embeddings.sqlite"), &abandoned).unwrap();
+    fs_err::copy(store.join("embeddings.sqlite"), &abandoned).unwrap();
 
     ok_url(&db.url, &derived, &["verify"]);
     assert!(!abandoned.exists(), "the abandoned copy of the embedding cache is still there");
-    assert!(derived.join("embeddings.sqlite").exists());
 }

@@ -1,6 +1,8 @@
 //! Reading the embedding cache: whether texts are known, one text's embedding, and the vectors
 //! of a namespace's turns for its index.
 
+use evicortex_postgres::CachedWindow;
+
 use super::*;
 
 impl EmbeddingCache {
@@ -10,7 +12,10 @@ impl EmbeddingCache {
         identity: &EncoderIdentityDigest,
         text: &TextDigest,
     ) -> Result<bool, EmbeddingCacheError> {
-        let conn = self.lock();
+        let conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => return Ok(db.embedding_known(identity.as_bytes(), text)?),
+        };
         let sql = sql_err(&self.path);
         for query in [
             "SELECT 1 FROM vectors WHERE identity = ?1 AND text_digest = ?2 AND window_index = 0",
@@ -32,7 +37,10 @@ impl EmbeddingCache {
         &self,
         identity: &EncoderIdentityDigest,
     ) -> Result<HashSet<TextDigest>, EmbeddingCacheError> {
-        let conn = self.lock();
+        let conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => return Ok(db.known_embeddings(identity.as_bytes())?),
+        };
         let sql = sql_err(&self.path);
         let mut known = HashSet::new();
         for query in [
@@ -59,21 +67,48 @@ impl EmbeddingCache {
         text: &TextDigest,
     ) -> Result<Option<TextEmbedding>, EmbeddingCacheError> {
         let dimension = self.identity(identity)?.map(|stored| stored.dimension);
-        let conn = self.lock();
-        let sql = sql_err(&self.path);
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT window_index, token_count, token_start, token_end, vector FROM vectors
-                 WHERE identity = ?1 AND text_digest = ?2 ORDER BY window_index",
-            )
-            .map_err(&sql)?;
-        let mut rows = stmt.query(params![identity.as_bytes(), text.as_bytes()]).map_err(&sql)?;
+        let windows = match self.backend() {
+            Backend::Postgres(db) => db.embedding_windows(identity.as_bytes(), &[*text])?,
+            Backend::Sqlite(conn) => {
+                let sql = sql_err(&self.path);
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT window_index, token_count, token_start, token_end, vector
+                         FROM vectors WHERE identity = ?1 AND text_digest = ?2
+                         ORDER BY window_index",
+                    )
+                    .map_err(&sql)?;
+                let rows = stmt
+                    .query_map(params![identity.as_bytes(), text.as_bytes()], |r| {
+                        Ok(CachedWindow {
+                            text_digest: *text,
+                            window_index: r.get(0)?,
+                            token_count: r.get(1)?,
+                            token_start: r.get(2)?,
+                            token_end: r.get(3)?,
+                            vector: r.get(4)?,
+                        })
+                    })
+                    .map_err(&sql)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(&sql)?
+            }
+        };
+        self.checked_embedding(text, dimension, windows)
+    }
+
+    /// The embedding of `text` made of its stored `windows` (in window order), checked.
+    fn checked_embedding(
+        &self,
+        text: &TextDigest,
+        dimension: Option<usize>,
+        windows: Vec<CachedWindow>,
+    ) -> Result<Option<TextEmbedding>, EmbeddingCacheError> {
         let mut out: Option<TextEmbedding> = None;
-        while let Some(row) = rows.next().map_err(&sql)? {
-            let window_index: i64 = row.get(0).map_err(&sql)?;
-            let token_count: i64 = row.get(1).map_err(&sql)?;
-            let (start, end): (i64, i64) = (row.get(2).map_err(&sql)?, row.get(3).map_err(&sql)?);
-            let blob: Vec<u8> = row.get(4).map_err(&sql)?;
+        for window in windows {
+            let CachedWindow {
+                window_index, token_count, token_start: start, token_end: end, ..
+            } = window;
+            let blob = window.vector;
             let corrupted = |what: String| EmbeddingCacheError::Corrupted {
                 path: self.path.clone(),
                 detail: format!("text {text}: window {window_index} {what}"),
@@ -116,7 +151,13 @@ impl EmbeddingCache {
         identity: &EncoderIdentityDigest,
         text: &TextDigest,
     ) -> Result<Vec<Vec<f32>>, EmbeddingCacheError> {
-        let conn = self.lock();
+        let conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => {
+                let windows = db.embedding_windows(identity.as_bytes(), &[*text])?;
+                return Ok(windows.iter().map(|w| decode_vector(&w.vector)).collect());
+            }
+        };
         self.vectors_of(&conn, identity, text)
     }
 
@@ -172,7 +213,10 @@ impl EmbeddingCache {
             missing: Vec::new(),
             refused: Vec::new(),
         };
-        let conn = self.lock();
+        let conn = match self.backend() {
+            Backend::Sqlite(conn) => conn,
+            Backend::Postgres(db) => return self.pg_namespace_vectors(db, turns, out),
+        };
         // One snapshot for both passes: a purge between them cannot leave a counted row unread.
         let snapshot = conn.unchecked_transaction().map_err(sql_err(&self.path))?;
         // Texts are read in key order, the table's (identity, text digest): consecutive lookups

@@ -60,10 +60,10 @@ pub(super) fn refresh_dense(
         });
     }
     let index = slot.as_mut().expect("set above");
-    let generation = dense.cache.write_generation();
+    let generation = dense.cache.write_generation()?;
     let (covered, written) = match index.looked_up {
         Some((seen, covered)) if seen == generation => (covered, Some(HashSet::new())),
-        Some((seen, covered)) => (covered, dense.cache.written_since(seen)),
+        Some((seen, covered)) => (covered, dense.cache.written_since(seen)?),
         None => (0, None),
     };
     let to_look_up = to_look_up(&index.missing, covered, written.as_ref());

@@ -123,12 +123,7 @@ fn two_encoders_are_embedded_fused_named_and_purged_together() {
     let cello_record = cello.record;
     memory.erase(&EraseTarget::Record(Namespace::new("alice").unwrap(), cello_record)).unwrap();
     drop(memory);
-    let db =
-        rusqlite::Connection::open(store.files_dir().join(evicortex::EMBEDDINGS_FILE)).unwrap();
-    let identities: i64 =
-        db.query_row("SELECT COUNT(DISTINCT identity) FROM vectors", [], |r| r.get(0)).unwrap();
-    let rows: i64 = db.query_row("SELECT COUNT(*) FROM vectors", [], |r| r.get(0)).unwrap();
-    assert_eq!((identities, rows), (2, 8), "4 live texts under each of the 2 encoders");
+    assert_eq!(cached_vectors(&store), (2, 8), "4 live texts under each of the 2 encoders");
     if let Some(url) = store.postgres_url() {
         assert_eq!(pgvector_rows(url), [4, 4], "4 live turns under each of the 2 encoders");
     }
@@ -150,4 +145,21 @@ fn encoders_that_cannot_be_fused_are_refused_at_open() {
     builder.also_encoder(minilm);
     let err = builder.open().expect_err("an also-encoder needs a first one");
     assert!(err.to_string().contains("without a first"), "{err}");
+}
+
+/// (identities, vectors) in the store's embedding cache: its file, or its database's table.
+fn cached_vectors(store: &TestStore) -> (i64, i64) {
+    let count = "SELECT COUNT(DISTINCT identity), COUNT(*) FROM";
+    match store.postgres_url() {
+        Some(url) => {
+            let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            let row = client.query_one(&format!("{count} embedding_vectors"), &[]).unwrap();
+            (row.get(0), row.get(1))
+        }
+        None => {
+            let file = store.files_dir().join(evicortex::EMBEDDINGS_FILE);
+            let db = rusqlite::Connection::open(file).unwrap();
+            db.query_row(&format!("{count} vectors"), [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap()
+        }
+    }
 }

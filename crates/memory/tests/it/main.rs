@@ -29,6 +29,8 @@ mod lexical_files;
 mod postgres_backend;
 /// A store over a PostgreSQL hot standby: compiles what the primary compiles, refuses writes.
 mod postgres_replica;
+/// Two servers of one PostgreSQL store share its embedding cache.
+mod postgres_shared_cache;
 /// A PostgreSQL store over verified TLS.
 mod postgres_tls;
 /// A PostgreSQL store's dense candidates from pgvector, and its vectors purged on erasure.

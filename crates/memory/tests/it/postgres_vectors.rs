@@ -15,7 +15,8 @@ use crate::{
     test_store::TestDb,
 };
 
-fn open(db: &TestDb, derived: &tempfile::TempDir) -> Memory {
+/// The store in `db` opened with the pinned encoder and `derived` as its derived directory.
+pub(crate) fn open(db: &TestDb, derived: &tempfile::TempDir) -> Memory {
     Memory::builder(&db.url)
         .derived_dir(derived.path())
         .encoder(pinned_encoder())

@@ -1,6 +1,6 @@
 //! `evicortex migrate --from DIR --to postgres://...` killed at random moments: while it
 //! verifies the source, copies the ledger in its one transaction, verifies both sides, or
-//! carries the embedding cache into the database's derived directory. Each run migrates into a
+//! carries the embedding cache into the database. Each run migrates into a
 //! new database. After the kill the source store's files are byte for byte what they were and
 //! it verifies; `migrate` is run again: it completes (the killed one committed nothing), or it
 //! is refused because the ledger is not empty, and then the database holds the whole ledger:
@@ -65,7 +65,6 @@ pub fn to_postgres(mut rng: StdRng, wanted: usize) -> Row {
         let changed: Vec<_> = changed_files(&source, &store_files(&store));
         assert!(changed.is_empty(), "run {run}: the source store's files changed: {changed:?}");
         ok(&store, &["verify"]);
-        let carrying = !temporaries(&derived).is_empty();
         let again = migrate(&store, &db.url, &derived, &[]);
         let place = match again.code {
             0 => {
@@ -73,10 +72,8 @@ pub fn to_postgres(mut rng: StdRng, wanted: usize) -> Row {
                 "before the ledger's commit"
             }
             2 if again.stderr.contains("is not empty") => {
-                if derived.join(evicortex::EMBEDDINGS_FILE).exists() {
+                if crate::postgres_shared::cached_vectors(&db.url) > 0 {
                     "after the embedding cache was carried"
-                } else if carrying {
-                    "while the embedding cache was copied (its temporary file)"
                 } else {
                     "after the ledger's commit, before the cache was carried"
                 }
