@@ -311,7 +311,13 @@ impl EmbeddingCache {
         &self,
         identity: &EncoderIdentityDigest,
     ) -> Result<(), EmbeddingCacheError> {
-        self.set_meta(LAST_IDENTITY, &identity.to_hex())
+        // Every catch-up round records it, the background embedder's too: a write (and its
+        // fsync, or a database commit) only when it changes.
+        let hex = identity.to_hex();
+        if self.meta(LAST_IDENTITY)?.as_deref() == Some(hex.as_str()) {
+            return Ok(());
+        }
+        self.set_meta(LAST_IDENTITY, &hex)
     }
 
     fn set_meta(&self, key: &str, value: &str) -> Result<(), EmbeddingCacheError> {

@@ -75,6 +75,9 @@ pub const INDEX_FILES_LOCK: &str = "index-files.lock";
 struct Entries {
     map: HashMap<Namespace, Entry>,
     clock: u64,
+    /// The namespace last warned about for exceeding the budget alone (warned once, not at
+    /// every refresh of a namespace that keeps growing).
+    oversized: Option<Namespace>,
 }
 
 #[derive(Debug)]
@@ -182,7 +185,7 @@ impl IndexCache {
 
     /// Records the size of `namespace`'s indexes after a refresh, then drops the least recently
     /// used namespaces while the total exceeds the budget (never the one just refreshed, which
-    /// the caller is using: a namespace larger than the budget is built, used and dropped).
+    /// the caller is using: a namespace larger than the whole budget stays, alone, with a warning).
     pub(crate) fn resized(
         &self,
         namespace: &Namespace,
@@ -198,6 +201,9 @@ impl IndexCache {
         loop {
             let total: usize = entries.map.values().map(|e| e.bytes).sum();
             if total <= self.budget_bytes {
+                if entries.oversized.as_ref() == Some(namespace) {
+                    entries.oversized = None;
+                }
                 return;
             }
             let oldest = entries
@@ -211,16 +217,18 @@ impl IndexCache {
                     tracing::debug!(namespace = %ns, "index cache over budget: dropping");
                     entries.map.remove(&ns);
                 }
+                None if entries.oversized.as_ref() == Some(namespace) => return,
                 None => {
-                    // Not silent: every compile of this namespace now rebuilds its indexes.
+                    // Kept: a rebuild at every compile would allocate as much again and cost
+                    // seconds a compile; the budget still bounds every other namespace.
+                    entries.oversized = Some(namespace.clone());
                     tracing::warn!(
                         namespace = %namespace,
                         bytes,
                         budget = self.budget_bytes,
-                        "a namespace's indexes exceed the whole index cache budget: they are \
-                         rebuilt at every compile (raise the budget: --index-cache-mib)"
+                        "a namespace's indexes alone exceed the index cache budget: kept, and \
+                         every other namespace is dropped (raise the budget: --index-cache-mib)"
                     );
-                    entries.map.remove(namespace);
                     return;
                 }
             }

@@ -147,7 +147,8 @@ pub struct RetrievalArgs {
     /// compiled namespaces are dropped beyond it and rebuilt from the store when next asked
     /// for. With dense retrieval a namespace of 100,000 vectors fits the default and one of a
     /// million needs several GiB (vectors, context vectors, BM25); one larger than the whole
-    /// budget is rebuilt at every compile, and the server warns when that happens.
+    /// budget is kept alone (every other namespace is dropped), and the server warns when that
+    /// happens.
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
     pub index_cache_mib: Option<u64>,
     /// The reranker compile requests with `options.rerank` on use (mpnet-cosine, cosine:MODEL

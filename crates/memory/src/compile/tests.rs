@@ -183,6 +183,41 @@ fn the_index_cache_stays_within_its_budget() {
     assert_eq!(compile_ns(0), first);
 }
 
+/// A namespace whose indexes alone exceed the budget stays cached (a rebuild at every compile
+/// would allocate as much again), and every other namespace is dropped beside it.
+#[test]
+fn a_namespace_over_the_whole_budget_stays_cached_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = 4_000;
+    let memory = Memory::builder(dir.path()).index_cache_bytes(budget).open().unwrap();
+    let mut lines: Vec<String> = (0..200)
+        .map(|t| line("big", "s1", t, "2024-05-02T10:00:00Z", &format!("turn {t} on roses")))
+        .collect();
+    lines.push(line("small", "s1", 0, "2024-05-02T10:00:00Z", "one turn on roses"));
+    append(&memory, &lines.iter().map(String::as_str).collect::<Vec<_>>());
+    let reader = TiktokenReader::o200k_base();
+    let config = CompileConfig::hybrid(10, DenseConfig::Off);
+    let compile_ns = |ns: &str| {
+        let query = CompileQuery {
+            namespace: Namespace::new(ns).unwrap(),
+            question: "roses".to_owned(),
+            as_of: None,
+            budget: TokenBudget::new(200),
+        };
+        let request =
+            CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
+        memory.compile(&request).unwrap().to_json()
+    };
+    compile_ns("small");
+    let first = compile_ns("big");
+    let (bytes, namespaces) = memory.inner.indexes.usage();
+    assert!(bytes > budget, "the namespace fits ({bytes} bytes): the test needs a larger one");
+    assert_eq!(namespaces, 1, "the other namespace stays beside it");
+    let slot = memory.inner.indexes.slot(&Namespace::new("big").unwrap());
+    assert!(slot.read().unwrap().corpus.len() == 200, "kept, not dropped");
+    assert_eq!(compile_ns("big"), first);
+}
+
 /// The background precount fills the cache packing reads with the counts packing would
 /// compute: live turns only, in each tokenizer compiled with, and a warm compile returns what a
 /// cold one returns.
