@@ -161,14 +161,32 @@ impl WindowIndex {
             return Ok(());
         }
         let radius = self.radius;
+        // Each record is analysed once, as in `build`: the windows that changed share most of
+        // their records.
+        let mut turn_terms: HashMap<usize, Vec<String>> = HashMap::new();
+        let mut terms_of = |index: &Bm25Index, positions: &[usize]| -> Vec<String> {
+            if turn_terms.len() > TURN_TERMS_KEPT {
+                turn_terms.clear();
+            }
+            let mut terms = Vec::new();
+            for &p in positions {
+                let analysed = turn_terms
+                    .entry(p)
+                    .or_insert_with(|| index.analyze(&turn_document(&corpus.at(p).turn)));
+                terms.extend(analysed.iter().cloned());
+            }
+            terms
+        };
         for pos in windows_holding(corpus, radius, built_for..corpus.len()) {
             let id = corpus.at(pos).id;
-            let document = window_document(corpus, pos, radius);
+            let members = window_positions(corpus, pos, radius);
+            let document = terms_of(&self.index, &members);
             if pos < built_for {
                 let before = window_positions_among(corpus, pos, radius, |p| p < built_for);
-                self.index.replace(id, &document_of(corpus, before), &document)?;
+                let before = terms_of(&self.index, &before);
+                self.index.replace_terms(id, &before, &document)?;
             } else {
-                self.index.add(id, &document)?;
+                self.index.add_terms(id, &document)?;
             }
         }
         if let Some(last) = corpus.last_record() {
@@ -482,8 +500,8 @@ mod tests {
     #[test]
     fn extending_a_window_index_searches_like_building_it_again() {
         let params = Bm25Params { k1: 1.2, b: 0.75 };
-        // Both analyzers: a build indexes windows from their turns' terms, an extension from
-        // the window documents' text.
+        // Both analyzers: build and extension index windows from their turns' terms, and the
+        // extension replaces the windows new turns entered.
         let settings = [1, 2].into_iter().flat_map(|r| {
             [Analyzer::Plain, Analyzer::EnglishSnowball].map(move |analyzer| (r, analyzer))
         });

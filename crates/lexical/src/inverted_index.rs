@@ -204,11 +204,24 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
     /// be what the row holds (every term and frequency is checked), else nothing changes and
     /// the call fails.
     pub fn replace(&mut self, key: K, old_text: &str, new_text: &str) -> Result<(), LexicalError> {
+        let old_terms = self.analyze(old_text);
+        let new_terms = self.analyze(new_text);
+        self.replace_terms(key, &old_terms, &new_terms)
+    }
+
+    /// [`Bm25Index::replace`] given the old and new documents' terms under this index's analyzer
+    /// (in any order), for callers that analysed the documents' parts already (see
+    /// [`Bm25Index::add_terms`]).
+    pub fn replace_terms<S: AsRef<str>, T: AsRef<str>>(
+        &mut self,
+        key: K,
+        old_terms: &[S],
+        new_terms: &[T],
+    ) -> Result<(), LexicalError> {
         let row =
             self.row(key).ok_or_else(|| LexicalError::UnknownKey { key: format!("{key:?}") })?;
         let stale = || LexicalError::StaleDocument { key: format!("{key:?}") };
-        let old_terms = self.analyze(old_text);
-        let (old, old_len) = term_counts(&old_terms);
+        let (old, old_len) = term_counts(old_terms);
         if old_len != self.doc_len[row.index()] {
             return Err(stale());
         }
@@ -224,8 +237,7 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         for (term_id, at) in found {
             self.postings[term_id].remove(at);
         }
-        let new_terms = self.analyze(new_text);
-        let (new, new_len) = term_counts(&new_terms);
+        let (new, new_len) = term_counts(new_terms);
         for (term, tf) in new {
             let term_id = self.term_id(term, tf, new_len) as usize;
             let postings = &mut self.postings[term_id];

@@ -235,9 +235,20 @@ impl Memory {
         let asked = serde_json::to_string(config).expect("a compile config serialises");
         let key = FreshKey::now(self.view(), dense, also, asked)?;
         let indexes = self.inner.indexes.refreshed(namespace, &slot, key, |indexes| {
+            let started = Instant::now();
             indexes.refresh(self.view(), namespace, dense, also)?;
+            let turns = started.elapsed();
             indexes.refresh_context(config, namespace)?;
-            crate::lexical_file::save_if_grown(self.view(), namespace, indexes)
+            let context = started.elapsed() - turns;
+            crate::lexical_file::save_if_grown(self.view(), namespace, indexes)?;
+            tracing::debug!(
+                %namespace,
+                turns_ms = turns.as_secs_f64() * 1e3,
+                context_ms = context.as_secs_f64() * 1e3,
+                files_ms = (started.elapsed() - turns - context).as_secs_f64() * 1e3,
+                "indexes refreshed"
+            );
+            Ok(())
         })?;
         let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
         let analyzer = config.lexical.analyzer;
@@ -346,6 +357,13 @@ impl Memory {
         };
         let (context, mut stages) = compile_timed(&inputs, query, config)?;
         stages.dense += pg_fetch;
+        tracing::debug!(
+            %namespace,
+            refresh_ms = index_refresh.as_secs_f64() * 1e3,
+            query_embedding_ms = query_embedding.as_secs_f64() * 1e3,
+            stages = ?stages,
+            "compiled"
+        );
         self.inner.precounts.offer(&slot, &indexes, reader);
         Ok(CompileReport { context, stages, index_refresh, query_embedding })
     }
