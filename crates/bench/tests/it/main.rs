@@ -32,7 +32,7 @@ fn succeeds(args: &[&str]) -> String {
 /// parses: run with `--help` appended, every option it names is one the benchmark takes.
 #[test]
 fn every_benchmark_has_help_with_examples_that_parse() {
-    for cmd in [&[][..], &["ledger"], &["embed"], &["ann"], &["writers"]] {
+    for cmd in [&[][..], &["ledger"], &["embed"], &["ann"], &["writers"], &["serve-load"]] {
         let help = succeeds(&[cmd, &["--help"]].concat());
         let examples: Vec<&str> = help
             .split_once("Examples:\n")
