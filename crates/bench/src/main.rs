@@ -83,12 +83,12 @@ pub enum Bench {
     /// rate), sampled every interval (throughput, p50/p99, errors, the servers' RSS); then every
     /// acknowledged append is read back through the export and the ledger verified.
     #[command(
-        after_help = "Start the servers first (bench/load-test-servers and bench/soak do).\n\n\
+        after_help = "Start the servers first (bench/load-test-servers and bench/soak do); the key may come from EVICORTEX_LOAD_KEY.\n\n\
         Examples:\n  \
         evicortex-bench serve-load --server http://127.0.0.1:8787 --key KEY\n  \
         evicortex-bench serve-load --server A --server B --key K --namespaces 50\n  \
         evicortex-bench serve-load --server A --key K --mix append=4,compile=1,erase=1\n  \
-        evicortex-bench serve-load --server A --key K --mix compile=1 --append-rate 2000"
+        evicortex-bench serve-load --server A --append-rate 2000 --mix compile=1"
     )]
     ServeLoad(serve_load::ServeLoadArgs),
 }
