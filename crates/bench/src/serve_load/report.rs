@@ -322,6 +322,7 @@ impl Summary {
             "servers": servers,
             "connections": args.connections,
             "namespaces": namespaces,
+            "append_rate": args.append_rate,
             "seconds": self.elapsed.as_secs_f64(),
             "ops": ops,
             "errors": self.totals.iter().map(|t| t.errors).sum::<u64>(),
