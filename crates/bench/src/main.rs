@@ -6,6 +6,7 @@ mod ann;
 mod embed;
 mod ledger;
 mod progress;
+mod serve_load;
 mod writers;
 
 use std::process::ExitCode;
@@ -30,7 +31,8 @@ pub(crate) use outln;
     after_help = "Examples:\n  \
     evicortex-bench ledger\n  \
     evicortex-bench embed\n  \
-    evicortex-bench writers"
+    evicortex-bench writers\n  \
+    evicortex-bench serve-load --server http://127.0.0.1:8787 --key KEY"
 )]
 pub struct BenchArgs {
     /// Which benchmark.
@@ -76,6 +78,19 @@ pub enum Bench {
         evicortex-bench writers\n  \
         evicortex-bench writers --writers 50 --seconds 2")]
     Writers(writers::WritersBenchArgs),
+    /// HTTP load on running `evicortex serve` processes: appends, compiles and erasures over
+    /// many keep-alive connections spread over the servers (appends optionally at a fixed
+    /// rate), sampled every interval (throughput, p50/p99, errors, the servers' RSS); then every
+    /// acknowledged append is read back through the export and the ledger verified.
+    #[command(
+        after_help = "Start the servers first (bench/load-test-servers and bench/soak do); the key may come from EVICORTEX_LOAD_KEY.\n\n\
+        Examples:\n  \
+        evicortex-bench serve-load --server http://127.0.0.1:8787 --key KEY\n  \
+        evicortex-bench serve-load --server A --server B --key K --namespaces 50\n  \
+        evicortex-bench serve-load --server A --key K --mix append=4,compile=1,erase=1\n  \
+        evicortex-bench serve-load --server A --append-rate 2000 --mix compile=1"
+    )]
+    ServeLoad(serve_load::ServeLoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +100,7 @@ fn main() -> ExitCode {
         Bench::Embed(args) => embed::run(args),
         Bench::Ann(args) => ann::run(args),
         Bench::Writers(args) => writers::run(args),
+        Bench::ServeLoad(args) => serve_load::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

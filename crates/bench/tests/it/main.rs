@@ -32,7 +32,7 @@ fn succeeds(args: &[&str]) -> String {
 /// parses: run with `--help` appended, every option it names is one the benchmark takes.
 #[test]
 fn every_benchmark_has_help_with_examples_that_parse() {
-    for cmd in [&[][..], &["ledger"], &["embed"], &["ann"], &["writers"]] {
+    for cmd in [&[][..], &["ledger"], &["embed"], &["ann"], &["writers"], &["serve-load"]] {
         let help = succeeds(&[cmd, &["--help"]].concat());
         let examples: Vec<&str> = help
             .split_once("Examples:\n")
@@ -80,4 +80,84 @@ fn the_encoder_benchmark_prints_its_table() {
     for order in ["|     4 | sorted   |", "|     4 | unsorted |"] {
         assert!(out.contains(order), "no {order:?} row:\n{out}");
     }
+}
+
+/// `serve-load` against a real `evicortex serve` (the binary the same build made, beside this
+/// one) for a few seconds: appends, compiles and erasures over two namespaces, then the
+/// read-back and verify pass and the tables print.
+#[test]
+fn the_serve_load_benchmark_drives_a_real_server_and_reads_every_append_back() {
+    let evicortex = Path::new(env!("CARGO_BIN_EXE_evicortex-bench")).with_file_name("evicortex");
+    assert!(
+        evicortex.exists(),
+        "{} is missing: build it with `cargo build -p evicortex-cli` (scripts/test builds the \
+         workspace)",
+        evicortex.display()
+    );
+    let store = tempfile::tempdir().unwrap();
+    let key = Command::new(&evicortex)
+        .arg("--store")
+        .arg(store.path())
+        .args(["keys", "create", "--admin"])
+        .output()
+        .expect("run evicortex keys create");
+    assert!(key.status.success(), "{}", String::from_utf8_lossy(&key.stderr));
+    let key = String::from_utf8(key.stdout).unwrap().lines().last().unwrap().trim().to_owned();
+    let mut server = Command::new(&evicortex)
+        .arg("--store")
+        .arg(store.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--lexical-only"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start evicortex serve");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let base = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}"));
+    let pid = server.id().to_string();
+    let summary = store.path().join("summary.json");
+    let args = [
+        "serve-load",
+        "--server",
+        base,
+        "--key",
+        &key,
+        "--connections",
+        "8",
+        "--namespaces",
+        "2",
+        "--mix",
+        "append=4,compile=1,erase=1",
+        "--batch",
+        "2",
+        "--seed-turns",
+        "20",
+        "--seconds",
+        "3",
+        "--interval",
+        "1",
+        "--pid",
+        &pid,
+        "--summary",
+        summary.to_str().unwrap(),
+    ];
+    let out = bench(&args);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    for row in ["| append |", "| compile |", "| erase |", "read-back: all ", "verify: ok, "] {
+        assert!(stdout.contains(row), "no {row:?}:\n{stdout}");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&fs_err::read(&summary).unwrap()).unwrap();
+    let appended = summary["ops"]["append"]["turns"].as_u64().unwrap();
+    let erased = summary["erased_absent"].as_u64().unwrap();
+    assert!(appended > 0 && erased > 0, "{summary}");
+    // Every acknowledged turn, the 2 x 20 seeds included, less the erased ones, was read back.
+    assert_eq!(summary["stored"].as_u64().unwrap(), appended + 40 - erased, "{summary}");
+    assert_eq!(summary["errors"], 0);
 }
