@@ -91,6 +91,27 @@ pub struct ServeLoadArgs {
     /// Threads of the load generator (default: up to 4, one per core).
     #[arg(long)]
     pub client_threads: Option<usize>,
+    /// Turn texts to append instead of the synthetic ones: a file of JSON strings, one a line
+    /// (each turn's text is its own head, then one of them).
+    #[arg(long, value_name = "FILE")]
+    pub texts: Option<PathBuf>,
+    /// Questions to compile instead of the synthetic ones: a file of JSON strings, one a line.
+    #[arg(long, value_name = "FILE")]
+    pub questions: Option<PathBuf>,
+}
+
+/// The JSON strings of `path`, one a line (none when not given).
+fn json_lines(path: Option<&std::path::Path>) -> anyhow::Result<Vec<String>> {
+    let Some(path) = path else { return Ok(Vec::new()) };
+    let text = fs_err::read_to_string(path)?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str::<String>(line)
+                .with_context(|| format!("{} line {}: not a JSON string", path.display(), n + 1))
+        })
+        .collect()
 }
 
 /// Runs the load, prints samples and the final table, and fails on any request error, lost
@@ -117,6 +138,10 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
         open_conns == args.connections || !mix.is_empty(),
         "--mix has only appends, which --append-rate sends over --append-connections: give the \
          other connections compile or erase weights, or as many --append-connections as --connections"
+    );
+    traffic::use_real_texts(
+        json_lines(args.texts.as_deref())?,
+        json_lines(args.questions.as_deref())?,
     );
     let servers: Vec<String> =
         args.servers.iter().map(|s| s.trim_end_matches('/').to_owned()).collect();
@@ -344,5 +369,23 @@ impl Read for Body {
                 None => return Ok(0),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_lines;
+
+    #[test]
+    fn texts_files_are_json_strings_one_a_line_and_a_bad_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("texts.jsonl");
+        fs_err::write(&good, "\"a\\nb\"\n\n\"c\"\n").unwrap();
+        assert_eq!(json_lines(Some(&good)).unwrap(), ["a\nb", "c"]);
+        let bad = dir.path().join("bad.jsonl");
+        fs_err::write(&bad, "\"a\"\n{\"text\": 1}\n").unwrap();
+        let err = format!("{:#}", json_lines(Some(&bad)).unwrap_err());
+        assert!(err.contains("bad.jsonl line 2: not a JSON string"), "{err}");
+        assert!(json_lines(None).unwrap().is_empty());
     }
 }

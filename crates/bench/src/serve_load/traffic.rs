@@ -4,7 +4,7 @@
 use std::{
     collections::VecDeque,
     sync::{
-        Mutex, PoisonError,
+        Mutex, OnceLock, PoisonError,
         atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
@@ -116,10 +116,40 @@ const QUESTIONS: [&str; 5] = [
     "What did the vet say about the cat?",
 ];
 
-/// The text of turn `turn` of connection `conn`: the read-back recomputes it.
+/// Real texts and questions this process's turns and compiles carry (`--texts`,
+/// `--questions`), set once before the load; absent or empty: the synthetic ones above.
+static REAL_TEXTS: OnceLock<Vec<String>> = OnceLock::new();
+static REAL_QUESTIONS: OnceLock<Vec<String>> = OnceLock::new();
+
+/// Makes turns carry `texts` and compiles ask `questions` (each ignored when empty); the first
+/// call wins.
+pub fn use_real_texts(texts: Vec<String>, questions: Vec<String>) {
+    let _ = REAL_TEXTS.set(texts);
+    let _ = REAL_QUESTIONS.set(questions);
+}
+
+/// The text of turn `turn` of connection `conn`: the read-back recomputes it. Real texts keep
+/// the synthetic head, so that every turn's text is its own (as new conversation is).
 pub fn text(run: &str, conn: u32, turn: u32) -> String {
-    let topic = TOPICS[(conn as usize + turn as usize) % TOPICS.len()];
-    format!("Load {run}, connection {conn}, turn {turn}: we talked about {topic}.")
+    let head = format!("Load {run}, connection {conn}, turn {turn}");
+    match REAL_TEXTS.get().filter(|t| !t.is_empty()) {
+        Some(texts) => {
+            let at = (conn as usize).wrapping_mul(7_919).wrapping_add(turn as usize) % texts.len();
+            format!("{head}: {}", texts[at])
+        }
+        None => {
+            let topic = TOPICS[(conn as usize + turn as usize) % TOPICS.len()];
+            format!("{head}: we talked about {topic}.")
+        }
+    }
+}
+
+/// The question of the `i`-th compile of a connection.
+fn question(i: u32) -> &'static str {
+    match REAL_QUESTIONS.get().filter(|q| !q.is_empty()) {
+        Some(questions) => &questions[i as usize % questions.len()],
+        None => QUESTIONS[i as usize % QUESTIONS.len()],
+    }
 }
 
 fn turn_json(run: &str, conn: u32, turn: u32) -> serde_json::Value {
@@ -410,7 +440,7 @@ impl Workload {
         i: u32,
     ) -> Result<(), String> {
         let path = format!("/v1/namespaces/{}/compile", self.namespaces[usize::from(ns)]);
-        let query = QUESTIONS[i as usize % QUESTIONS.len()];
+        let query = question(i);
         let body =
             json!({ "query": query, "budget": self.budget, "reader_tokenizer": "o200k_base" });
         self.post::<serde_json::Value>(client, base, &path, &body).await.map(drop)
