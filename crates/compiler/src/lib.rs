@@ -119,7 +119,7 @@ pub use crate::{
         LongTurns, NamesConfig, RerankConfig, SessionConfig, SessionSpread, SpreadQuestions,
         SupportSignal, TimeConfig,
     },
-    context_index::{ContextVectors, WindowIndex, window_document},
+    context_index::{ContextVectors, WindowIndex},
     corpus::Corpus,
     error::{CompileError, CorpusError},
     excerpt::Excerpt,
