@@ -11,10 +11,10 @@
 //! rebuilding every window of a namespace after each append made the next compile take seconds
 //! at ten thousand turns.
 
-use std::{borrow::Cow, collections::HashMap};
+use std::borrow::Cow;
 
 use evicortex_core::TurnId;
-use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params, LexicalError};
+use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params, LexicalError, TermCounts};
 use evicortex_vector::{ExactIndex, VectorError, VectorHit, VectorIndexRead};
 
 use crate::{Admission, Corpus, turn_document};
@@ -107,9 +107,71 @@ fn document_of(corpus: &Corpus, positions: Vec<usize>) -> String {
     out
 }
 
-/// Turns whose analysed terms a window build keeps for the next windows (turns of one session
-/// are mostly near each other in ledger order).
-const TURN_TERMS_KEPT: usize = 4_096;
+/// Windows indexed per pass: their records' terms are held while the pass runs.
+const WINDOWS_PER_PASS: usize = 1_024;
+
+/// Indexes the window documents of `windows` (ascending positions): a window at a position below
+/// `built_for` was indexed when only the first `built_for` records were held and is replaced, the
+/// others are added. Each record is analysed once a pass (`analysed` gives the terms a caller
+/// has already, under the index's analyzer) and counted once; a window's counts are its
+/// records' joined (the analyzer is additive at the line breaks that join a window's turns).
+fn index_windows<'t>(
+    index: &mut Bm25Index,
+    corpus: &Corpus,
+    radius: u32,
+    windows: &[usize],
+    built_for: usize,
+    analysed: &dyn Fn(usize) -> Option<&'t [String]>,
+) -> Result<(), LexicalError> {
+    for pass in windows.chunks(WINDOWS_PER_PASS) {
+        let members: Vec<(usize, Vec<usize>, Option<Vec<usize>>)> = pass
+            .iter()
+            .map(|&pos| {
+                let before = (pos < built_for)
+                    .then(|| window_positions_among(corpus, pos, radius, |p| p < built_for));
+                (pos, window_positions(corpus, pos, radius), before)
+            })
+            .collect();
+        let mut needed: Vec<usize> = members
+            .iter()
+            .flat_map(|(_, now, before)| now.iter().chain(before.iter().flatten()))
+            .copied()
+            .collect();
+        needed.sort_unstable();
+        needed.dedup();
+        let owned: Vec<Option<Vec<String>>> = needed
+            .iter()
+            .map(|&p| {
+                analysed(p).is_none().then(|| index.analyze(&turn_document(&corpus.at(p).turn)))
+            })
+            .collect();
+        let counts: Vec<TermCounts<'_>> = needed
+            .iter()
+            .zip(&owned)
+            .map(|(&p, own)| match own {
+                Some(terms) => TermCounts::of(terms),
+                None => TermCounts::of(analysed(p).unwrap_or_default()),
+            })
+            .collect();
+        let joined =
+            |positions: &[usize]| {
+                TermCounts::joined(positions.iter().map(|p| {
+                    &counts[needed.binary_search(p).expect("every window member is counted")]
+                }))
+            };
+        for (pos, now, before) in &members {
+            let id = corpus.at(*pos).id;
+            let document = joined(now);
+            match before {
+                Some(before) => index.replace_counts(id, &joined(before), &document)?,
+                None => {
+                    index.add_counts(id, &document)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
 
 /// BM25 over the window documents of a corpus, one per eligible record, keyed by the record.
 #[derive(Debug, Clone)]
@@ -128,26 +190,9 @@ impl WindowIndex {
         analyzer: Analyzer,
     ) -> Result<WindowIndex, LexicalError> {
         let mut index = Bm25Index::with_analyzer(params.validate()?, analyzer);
-        // Each turn is in up to 2 * radius + 1 windows: its terms are analysed once and reused
-        // (the analyzer is additive at the line breaks that join a window's documents), kept
-        // while windows close to it are built.
-        let mut turn_terms: HashMap<usize, Vec<String>> = HashMap::new();
-        for pos in 0..corpus.len() {
-            if corpus.eligible_time_at(pos).is_some() {
-                if turn_terms.len() > TURN_TERMS_KEPT {
-                    turn_terms.clear();
-                }
-                let members = window_positions(corpus, pos, radius);
-                for &p in &members {
-                    turn_terms
-                        .entry(p)
-                        .or_insert_with(|| index.analyze(&turn_document(&corpus.at(p).turn)));
-                }
-                let terms: Vec<&str> =
-                    members.iter().flat_map(|p| turn_terms[p].iter().map(String::as_str)).collect();
-                index.add_terms(corpus.at(pos).id, &terms)?;
-            }
-        }
+        let windows: Vec<usize> =
+            (0..corpus.len()).filter(|&pos| corpus.eligible_time_at(pos).is_some()).collect();
+        index_windows(&mut index, corpus, radius, &windows, 0, &|_| None)?;
         if let Some(last) = corpus.last_record() {
             index.mark_covered(last)?;
         }
@@ -160,39 +205,22 @@ impl WindowIndex {
     /// searches exactly as [`WindowIndex::build`] over `corpus` would, at the cost of the
     /// windows that changed rather than all of them.
     pub fn extend(&mut self, corpus: &Corpus) -> Result<(), LexicalError> {
+        self.extend_analysed(corpus, &|_| None)
+    }
+
+    /// [`WindowIndex::extend`] given the terms, under this index's analyzer, of the records a
+    /// caller analysed already (`analysed` of a corpus position; `None` for the others).
+    pub fn extend_analysed<'t>(
+        &mut self,
+        corpus: &Corpus,
+        analysed: &dyn Fn(usize) -> Option<&'t [String]>,
+    ) -> Result<(), LexicalError> {
         let built_for = self.built_for;
         if corpus.len() <= built_for {
             return Ok(());
         }
-        let radius = self.radius;
-        // Each record is analysed once, as in `build`: the windows that changed share most of
-        // their records.
-        let mut turn_terms: HashMap<usize, Vec<String>> = HashMap::new();
-        let mut terms_of = |index: &Bm25Index, positions: &[usize]| -> Vec<String> {
-            if turn_terms.len() > TURN_TERMS_KEPT {
-                turn_terms.clear();
-            }
-            let mut terms = Vec::new();
-            for &p in positions {
-                let analysed = turn_terms
-                    .entry(p)
-                    .or_insert_with(|| index.analyze(&turn_document(&corpus.at(p).turn)));
-                terms.extend(analysed.iter().cloned());
-            }
-            terms
-        };
-        for pos in windows_holding(corpus, radius, built_for..corpus.len()) {
-            let id = corpus.at(pos).id;
-            let members = window_positions(corpus, pos, radius);
-            let document = terms_of(&self.index, &members);
-            if pos < built_for {
-                let before = window_positions_among(corpus, pos, radius, |p| p < built_for);
-                let before = terms_of(&self.index, &before);
-                self.index.replace_terms(id, &before, &document)?;
-            } else {
-                self.index.add_terms(id, &document)?;
-            }
-        }
+        let windows = windows_holding(corpus, self.radius, built_for..corpus.len());
+        index_windows(&mut self.index, corpus, self.radius, &windows, built_for, analysed)?;
         if let Some(last) = corpus.last_record() {
             self.index.mark_covered(last)?;
         }

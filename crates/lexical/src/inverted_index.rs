@@ -5,7 +5,7 @@ use std::{collections::HashMap, fmt::Debug, hash::Hash};
 use evicortex_core::TurnId;
 
 use crate::{
-    Analyzer, LexicalError,
+    Analyzer, LexicalError, TermCounts,
     bm25::{Bm25Params, LengthNorm, bm25_idf},
     max_score::{Posting, QueryTerm, top_k},
 };
@@ -180,13 +180,19 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         key: K,
         terms: &[S],
     ) -> Result<DocRow, LexicalError> {
+        self.add_counts(key, &TermCounts::of(terms))
+    }
+
+    /// [`Bm25Index::add_terms`] given the document's terms counted, for callers that build a
+    /// document's counts from its parts' ([`TermCounts::joined`]).
+    pub fn add_counts(&mut self, key: K, counts: &TermCounts<'_>) -> Result<DocRow, LexicalError> {
         if self.rows.contains_key(&key) {
             return Err(LexicalError::DuplicateKey { key: format!("{key:?}") });
         }
         let row = u32::try_from(self.keys.len())
             .map_err(|_| LexicalError::Full { rows: self.keys.len() })?;
-        let (counts, doc_len) = term_counts(terms);
-        for (term, tf) in counts {
+        let doc_len = counts.len();
+        for &(term, tf) in counts.counts() {
             let term_id = self.term_id(term, tf, doc_len);
             self.postings[term_id as usize].push(Posting { row, tf });
         }
@@ -218,27 +224,37 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         old_terms: &[S],
         new_terms: &[T],
     ) -> Result<(), LexicalError> {
+        self.replace_counts(key, &TermCounts::of(old_terms), &TermCounts::of(new_terms))
+    }
+
+    /// [`Bm25Index::replace_terms`] given both documents' terms counted.
+    pub fn replace_counts(
+        &mut self,
+        key: K,
+        old: &TermCounts<'_>,
+        new: &TermCounts<'_>,
+    ) -> Result<(), LexicalError> {
         let row =
             self.row(key).ok_or_else(|| LexicalError::UnknownKey { key: format!("{key:?}") })?;
         let stale = || LexicalError::StaleDocument { key: format!("{key:?}") };
-        let (old, old_len) = term_counts(old_terms);
+        let old_len = old.len();
         if old_len != self.doc_len[row.index()] {
             return Err(stale());
         }
-        let mut found = Vec::with_capacity(old.len());
-        for (term, tf) in &old {
-            let term_id = *self.term_ids.get(*term).ok_or_else(stale)? as usize;
+        let mut found = Vec::with_capacity(old.counts().len());
+        for &(term, tf) in old.counts() {
+            let term_id = *self.term_ids.get(term).ok_or_else(stale)? as usize;
             let postings = &self.postings[term_id];
             match postings.binary_search_by_key(&row.0, |p| p.row) {
-                Ok(at) if postings[at].tf == *tf => found.push((term_id, at)),
+                Ok(at) if postings[at].tf == tf => found.push((term_id, at)),
                 _ => return Err(stale()),
             }
         }
         for (term_id, at) in found {
             self.postings[term_id].remove(at);
         }
-        let (new, new_len) = term_counts(new_terms);
-        for (term, tf) in new {
+        let new_len = new.len();
+        for &(term, tf) in new.counts() {
             let term_id = self.term_id(term, tf, new_len) as usize;
             let postings = &mut self.postings[term_id];
             let at = postings.partition_point(|p| p.row < row.0);
@@ -440,21 +456,6 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
     fn avg_len(&self) -> f32 {
         self.total_len as f32 / self.doc_len.len() as f32
     }
-}
-
-/// `terms` with their frequencies, in term order, and their number (the document's length).
-fn term_counts<S: AsRef<str>>(terms: &[S]) -> (Vec<(&str, u32)>, u32) {
-    let doc_len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
-    let mut terms: Vec<&str> = terms.iter().map(AsRef::as_ref).collect();
-    terms.sort_unstable();
-    let mut counts: Vec<(&str, u32)> = Vec::new();
-    for term in terms {
-        match counts.last_mut() {
-            Some((last, tf)) if *last == term => *tf += 1,
-            _ => counts.push((term, 1)),
-        }
-    }
-    (counts, doc_len)
 }
 
 /// The query's distinct terms in sorted order: the order both scorers add weights in, so their

@@ -24,10 +24,12 @@ mod bm25;
 mod error;
 mod inverted_index;
 mod max_score;
+mod term_counts;
 
 pub use crate::{
     analyzer::{ANALYZER_VERSION, Analyzer, analyze, analyze_into},
     bm25::{Bm25Params, MAX_K1, bm25_idf},
     error::LexicalError,
     inverted_index::{Bm25Index, DocRow, LexicalHit, SharedSearch},
+    term_counts::TermCounts,
 };

@@ -240,7 +240,16 @@ impl Memory {
             let turns = started.elapsed();
             indexes.refresh_context(config, namespace)?;
             let context = started.elapsed() - turns;
-            crate::lexical_file::save_if_grown(self.view(), namespace, indexes)?;
+            match self.inner.indexes.lexical_quiet {
+                None => crate::lexical_file::save_if_grown(self.view(), namespace, indexes)?,
+                Some(quiet) => {
+                    if crate::lexical_file::due(&self.inner.indexes, indexes)
+                        && indexes.claim_saving()
+                    {
+                        crate::lexical_file::save_when_quiet(&self.inner, &slot, namespace, quiet);
+                    }
+                }
+            }
             tracing::debug!(
                 %namespace,
                 turns_ms = turns.as_secs_f64() * 1e3,

@@ -16,7 +16,11 @@ use std::{
     borrow::Cow,
     collections::{HashMap, HashSet},
     path::PathBuf,
-    sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard},
+    sync::{
+        Arc, Mutex, PoisonError, RwLock, RwLockReadGuard,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use evicortex_compiler::{
@@ -45,6 +49,10 @@ pub(crate) fn cached_analyzer() -> Analyzer {
     CompileConfig::default_for(false).lexical.analyzer
 }
 
+/// Most records whose terms a refresh keeps for the window index (see
+/// `NamespaceIndexes::analysed`).
+const ANALYSED_KEPT: usize = 4_096;
+
 /// The default budget of the index cache.
 pub const DEFAULT_INDEX_CACHE_BYTES: usize = 1 << 30;
 
@@ -63,6 +71,9 @@ pub(crate) struct IndexCache {
     /// Turns a namespace must hold for its lexical indexes to be written (`None`: never written
     /// or read).
     pub(crate) lexical_files_from: Option<usize>,
+    /// Write lexical files off the request path once a namespace has been quiet this long
+    /// (`None`: inside the compile that finds one due).
+    pub(crate) lexical_quiet: Option<Duration>,
     /// The file locked across processes while index files are checked and renamed into place,
     /// and while an erasure removes them (`None` with no persisted files).
     files_lock: Option<PathBuf>,
@@ -104,6 +115,7 @@ impl IndexCache {
             ann_dir: dir.map(|d| d.join(crate::VECTOR_INDEX_DIR)),
             lexical_dir: dir.map(|d| d.join(crate::LEXICAL_INDEX_DIR)),
             lexical_files_from,
+            lexical_quiet: None,
             files_lock: dir.map(|d| d.join(INDEX_FILES_LOCK)),
         }
     }
@@ -163,6 +175,7 @@ impl IndexCache {
             indexes.fresh_for = None;
             refresh(&mut indexes)?;
             indexes.fresh_for = key;
+            indexes.last_refresh = Instant::now();
             indexes.heap_bytes()
         };
         self.resized(namespace, slot, bytes);
@@ -294,8 +307,17 @@ pub(crate) struct NamespaceIndexes {
     pub(crate) context_vectors: Option<ContextVectors>,
     /// Turns that got their vectors since the context vectors were last brought up to date.
     vectors_added: Vec<TurnId>,
+    /// The terms of the records the last refreshes added to the turn index, by corpus position,
+    /// under its analyzer: the window index takes them instead of analysing each turn again.
+    analysed: Vec<(usize, Vec<String>)>,
     /// Turns the lexical index file held when last written or loaded by this process.
-    pub(crate) lexical_saved: Option<usize>,
+    /// (0: none; a file holds at least one turn.)
+    lexical_saved: AtomicUsize,
+    /// When a refresh last changed these indexes: a namespace quiet for a while gets its lexical
+    /// file written in the background (see [`crate::MemoryBuilder::lexical_files_when_quiet`]).
+    pub(crate) last_refresh: Instant,
+    /// Whether a background write of the lexical file is pending.
+    saving: AtomicBool,
     text_bytes: usize,
     /// What the last refresh was asked for and saw (see [`FreshKey`]).
     fresh_for: Option<FreshKey>,
@@ -347,11 +369,35 @@ impl NamespaceIndexes {
             window: None,
             context_vectors: None,
             vectors_added: Vec::new(),
-            lexical_saved: None,
+            analysed: Vec::new(),
+            lexical_saved: AtomicUsize::new(0),
+            last_refresh: Instant::now(),
+            saving: AtomicBool::new(false),
             text_bytes: 0,
             fresh_for: None,
             precounted: Mutex::default(),
         }
+    }
+
+    /// Turns the lexical index file held when last written or loaded by this process.
+    pub(crate) fn lexical_saved(&self) -> Option<usize> {
+        Some(self.lexical_saved.load(Ordering::Acquire)).filter(|&turns| turns > 0)
+    }
+
+    /// Records that the lexical file now holds `turns` turns (set under the shared lock by a
+    /// background write).
+    pub(crate) fn set_lexical_saved(&self, turns: usize) {
+        self.lexical_saved.store(turns, Ordering::Release);
+    }
+
+    /// Whether the caller may start the background write of the lexical file (none pending).
+    pub(crate) fn claim_saving(&self) -> bool {
+        !self.saving.swap(true, Ordering::AcqRel)
+    }
+
+    /// The background write of the lexical file ended (written, refused or failed).
+    pub(crate) fn end_saving(&self) {
+        self.saving.store(false, Ordering::Release);
     }
 
     /// Whether this is the first call for `tokenizer`: the caller then starts its precount.
@@ -397,7 +443,13 @@ impl NamespaceIndexes {
                     if w.built_for() < self.corpus.len() {
                         let _span = tracing::debug_span!("window_index_extend", %namespace, radius)
                             .entered();
-                        w.extend(&self.corpus).map_err(lexical_err)?;
+                        let analysed = &self.analysed;
+                        let same_analyzer = analyzer == self.lexical.analyzer();
+                        w.extend_analysed(&self.corpus, &|pos| {
+                            let at = analysed.binary_search_by_key(&pos, |(p, _)| *p).ok()?;
+                            same_analyzer.then(|| analysed[at].1.as_slice())
+                        })
+                        .map_err(lexical_err)?;
                     }
                 }
                 _ => {
@@ -409,6 +461,7 @@ impl NamespaceIndexes {
                 }
             }
         }
+        self.analysed.clear();
         let radius = config.context.dense_radius;
         if let (true, DenseConfig::On { .. }, Some(dense)) =
             (radius > 0, config.dense, self.dense.as_ref())
@@ -484,7 +537,7 @@ impl NamespaceIndexes {
                         indexed = saved.records;
                         self.lexical = saved.lexical;
                         self.window = saved.window;
-                        self.lexical_saved = Some(saved.records);
+                        self.set_lexical_saved(saved.records);
                     }
                     live
                 }
@@ -492,10 +545,20 @@ impl NamespaceIndexes {
             for e in &new_records {
                 self.text_bytes += e.turn.text.len();
             }
-            for e in &new_records[indexed..] {
-                self.lexical.add(e.id, &turn_document(&e.turn)).map_err(|source| {
-                    CompileError::Lexical { namespace: namespace.clone(), source }
+            // Kept for the window index only when few: a rebuild's window index analyses as it goes.
+            let keep = self.analysed.len() + new_records.len() - indexed <= ANALYSED_KEPT;
+            if !keep {
+                self.analysed.clear();
+            }
+            for (i, e) in new_records.iter().enumerate().skip(indexed) {
+                let terms = self.lexical.analyze(&turn_document(&e.turn));
+                self.lexical.add_terms(e.id, &terms).map_err(|source| CompileError::Lexical {
+                    namespace: namespace.clone(),
+                    source,
                 })?;
+                if keep {
+                    self.analysed.push((self.corpus.len() + i, terms));
+                }
             }
             for index in std::iter::once(&mut self.dense).chain(&mut self.also_dense).flatten() {
                 index.missing.extend(new_records.iter().map(pending));

@@ -14,6 +14,8 @@ use evicortex_ledger::EvidenceLedger;
 use std::{
     io::{BufReader, Read},
     path::{Path, PathBuf},
+    sync::{Arc, PoisonError, RwLock},
+    time::Duration,
 };
 
 use evicortex_compiler::WindowIndex;
@@ -24,10 +26,11 @@ use evicortex_vector::{
 };
 
 use crate::{
-    CompileError, OpenError,
+    CompileError, Memory, OpenError,
     derived_view::DerivedView,
-    index_cache::{BM25, NamespaceIndexes, cached_analyzer},
+    index_cache::{BM25, IndexCache, NamespaceIndexes, cached_analyzer},
     index_files,
+    memory::Inner,
 };
 
 /// The directory of the lexical index files inside a store directory.
@@ -143,24 +146,37 @@ fn matches_live(
     Ok(())
 }
 
-/// Writes `indexes`' lexical indexes when the namespace holds enough turns, they cover its last
-/// record and the turn index grew by more than an eighth since it was last written.
+/// Whether `indexes`' lexical indexes are due to be written: the namespace holds enough turns,
+/// they cover its last record and the turn index grew by more than an eighth since it was last
+/// written.
+pub(crate) fn due(cache: &IndexCache, indexes: &NamespaceIndexes) -> bool {
+    let (Some(_), Some(from)) = (cache.lexical_dir.as_deref(), cache.lexical_files_from) else {
+        return false;
+    };
+    let turns = indexes.lexical.len();
+    let grown = indexes.lexical_saved().is_none_or(|saved| turns - saved.min(turns) > saved / 8);
+    let window_current = indexes.window.as_ref().is_none_or(|w| w.built_for() == turns);
+    turns >= from
+        && grown
+        && window_current
+        && indexes.corpus.len() == turns
+        && indexes.lexical.covers().is_some()
+}
+
+/// Writes `indexes`' lexical indexes when they are [`due`].
 pub(crate) fn save_if_grown(
     view: DerivedView<'_>,
     namespace: &Namespace,
-    indexes: &mut NamespaceIndexes,
+    indexes: &NamespaceIndexes,
 ) -> Result<(), CompileError> {
     let cache = &view.indexes;
-    let (Some(dir), Some(from)) = (cache.lexical_dir.as_deref(), cache.lexical_files_from) else {
+    if !due(cache, indexes) {
+        return Ok(());
+    }
+    let (Some(dir), Some(covers)) = (cache.lexical_dir.as_deref(), indexes.lexical.covers()) else {
         return Ok(());
     };
     let turns = indexes.lexical.len();
-    let Some(covers) = indexes.lexical.covers() else { return Ok(()) };
-    let grown = indexes.lexical_saved.is_none_or(|saved| turns - saved.min(turns) > saved / 8);
-    let window_current = indexes.window.as_ref().is_none_or(|w| w.built_for() == turns);
-    if turns < from || !grown || !window_current || indexes.corpus.len() != turns {
-        return Ok(());
-    }
     let Some(_guard) = index_files::begin_write(view, namespace, covers, dir)? else {
         return Ok(());
     };
@@ -186,8 +202,48 @@ pub(crate) fn save_if_grown(
         }
     })
     .map_err(|e| file_err(namespace, e))?;
-    indexes.lexical_saved = Some(turns);
+    indexes.set_lexical_saved(turns);
     Ok(())
+}
+
+/// How often a background write checks whether its namespace has been quiet long enough.
+const QUIET_POLL: Duration = Duration::from_millis(250);
+
+/// Writes `namespace`'s lexical indexes on a thread of their own once no refresh has changed
+/// them for `quiet` (the caller has claimed the write: [`NamespaceIndexes::claim_saving`]). The
+/// thread holds the indexes' shared lock while it writes, so compiles keep searching; it ends
+/// without writing when the memory or the namespace's indexes are dropped first.
+pub(crate) fn save_when_quiet(
+    memory: &Arc<Inner>,
+    slot: &Arc<RwLock<NamespaceIndexes>>,
+    namespace: &Namespace,
+    quiet: Duration,
+) {
+    let (weak_memory, weak_slot) = (Arc::downgrade(memory), Arc::downgrade(slot));
+    let namespace = namespace.clone();
+    let spawned = std::thread::Builder::new().name("evicortex-index-files".to_owned()).spawn(
+        move || loop {
+            std::thread::sleep(quiet.min(QUIET_POLL));
+            let Some(slot) = weak_slot.upgrade() else { return };
+            let indexes = slot.read().unwrap_or_else(PoisonError::into_inner);
+            if indexes.last_refresh.elapsed() < quiet {
+                continue;
+            }
+            if let Some(inner) = weak_memory.upgrade() {
+                let memory = Memory { inner };
+                if let Err(e) = save_if_grown(memory.view(), &namespace, &indexes) {
+                    // Derived data: the next growth of an eighth tries again.
+                    tracing::warn!(%namespace, error = %e, "writing the lexical index file failed");
+                }
+            }
+            indexes.end_saving();
+            return;
+        },
+    );
+    if let Err(e) = spawned {
+        slot.read().unwrap_or_else(PoisonError::into_inner).end_saving();
+        tracing::warn!(error = %e, "could not start the lexical index file's writer");
+    }
 }
 
 /// A file that could not be read: damaged (removed and rebuilt) or unreadable (an error).

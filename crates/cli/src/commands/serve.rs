@@ -13,6 +13,9 @@ use evicortex_server::{
 
 use crate::{exit::UsageError, stdout::outln};
 
+/// How long a namespace has no new turns before the server writes its lexical index file.
+const LEXICAL_FILES_QUIET: Duration = Duration::from_secs(2);
+
 /// Arguments of `evicortex serve`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Every request but GET /healthz needs a key (`evicortex keys create`) \
@@ -167,6 +170,9 @@ impl RetrievalArgs {
         let mut builder = Memory::builder(store);
         // Held by the memory for as long as the server runs.
         builder.lock_store();
+        // Writing a big namespace's lexical file inside a compile cost that compile up to a
+        // second under a stream of appends: a server writes it once the namespace is quiet.
+        builder.lexical_files_when_quiet(Some(LEXICAL_FILES_QUIET));
         // A usage error before anything is read from the store (a database's settings included).
         crate::commands::compile::use_ann(&mut builder, store, self.ann_from, self.ann_index)?;
         let overlength = if self.lexical_only {

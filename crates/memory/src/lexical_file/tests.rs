@@ -72,7 +72,7 @@ fn saved(memory: &Memory) -> Option<usize> {
     let slot = memory.inner.indexes.slot(&alice());
     let indexes = slot.read().unwrap();
     assert!(indexes.window.is_some(), "the default compile has a window index");
-    indexes.lexical_saved
+    indexes.lexical_saved()
 }
 
 #[test]
@@ -234,4 +234,44 @@ fn written_then_erased(memory: &Memory, path: &Path) -> Vec<u8> {
     let before_erasure = fs_err::read(path).unwrap();
     memory.erase(&EraseTarget::Record(alice(), evicortex_core::TurnId::from_raw(3))).unwrap();
     before_erasure
+}
+
+/// Waits (a bounded while) until `check` holds.
+fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_server_writes_the_file_off_the_request_path_once_the_namespace_is_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let quiet = Duration::from_millis(300);
+    let memory = Memory::builder(dir.path())
+        .lexical_files_from(Some(40))
+        .lexical_files_when_quiet(Some(quiet))
+        .open()
+        .unwrap();
+    append(&memory, 0..48);
+    let started = std::time::Instant::now();
+    compile(&memory, QUESTIONS[0]);
+    if started.elapsed() < quiet {
+        assert!(!file(dir.path()).exists(), "not written by the compile");
+    }
+    eventually("the file written once quiet", || saved(&memory) == Some(48));
+    assert!(file(dir.path()).exists());
+
+    // Appends keep the namespace busy: each compile's refresh restarts the quiet period.
+    append(&memory, 48..60);
+    compile(&memory, QUESTIONS[1]);
+    eventually("the grown file written", || saved(&memory) == Some(60));
+
+    // The next process loads what the background write left, as a compile's own write.
+    drop(memory);
+    let reopened = open(dir.path(), Some(40));
+    let plain = open(dir.path(), None);
+    assert_eq!(compile(&reopened, QUESTIONS[0]), compile(&plain, QUESTIONS[0]));
+    assert_eq!(saved(&reopened), Some(60));
 }
