@@ -5,7 +5,10 @@
 //! The configuration decides what runs; the memory supplies what it has. Asking for dense
 //! retrieval from a memory without an encoder, or for reranking without a reranker, is refused.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::{Arc, RwLock, RwLockReadGuard},
+    time::{Duration, Instant},
+};
 
 use evicortex_compiler::{
     Admission, CompileConfig, CompileInputs, CompileQuery, CompiledContext, ContextInputs,
@@ -20,7 +23,7 @@ use evicortex_vector::{VectorError, VectorIndexRead};
 use crate::{
     EmbeddingCacheError, ErrorClass, Memory, ReadError,
     dense::Dense,
-    index_cache::{DenseIndex, FreshKey},
+    index_cache::{DenseIndex, FreshKey, NamespaceIndexes},
     pg_dense::{DenseQuery, PgCandidates},
 };
 
@@ -232,33 +235,7 @@ impl Memory {
         let slot = self.inner.indexes.slot(namespace);
         let also: &[crate::dense::Dense] =
             if dense.is_some() { &self.inner.also_dense } else { &[] };
-        let asked = serde_json::to_string(config).expect("a compile config serialises");
-        let key = FreshKey::now(self.view(), dense, also, asked)?;
-        let indexes = self.inner.indexes.refreshed(namespace, &slot, key, |indexes| {
-            let started = Instant::now();
-            indexes.refresh(self.view(), namespace, dense, also)?;
-            let turns = started.elapsed();
-            indexes.refresh_context(config, namespace)?;
-            let context = started.elapsed() - turns;
-            match self.inner.indexes.lexical_quiet {
-                None => crate::lexical_file::save_if_grown(self.view(), namespace, indexes)?,
-                Some(quiet) => {
-                    if crate::lexical_file::due(&self.inner.indexes, indexes)
-                        && indexes.claim_saving()
-                    {
-                        crate::lexical_file::save_when_quiet(&self.inner, &slot, namespace, quiet);
-                    }
-                }
-            }
-            tracing::debug!(
-                %namespace,
-                turns_ms = turns.as_secs_f64() * 1e3,
-                context_ms = context.as_secs_f64() * 1e3,
-                files_ms = (started.elapsed() - turns - context).as_secs_f64() * 1e3,
-                "indexes refreshed"
-            );
-            Ok(())
-        })?;
+        let indexes = self.fresh_indexes(namespace, &slot, config, dense, also)?;
         let params = Bm25Params { k1: config.lexical.k1, b: config.lexical.b };
         let analyzer = config.lexical.analyzer;
         // BM25 settings other than the cached index's get an index of their own, not cached:
@@ -375,6 +352,49 @@ impl Memory {
         );
         self.inner.precounts.offer(&slot, &indexes, reader);
         Ok(CompileReport { context, stages, index_refresh, query_embedding })
+    }
+}
+
+impl Memory {
+    /// `namespace`'s indexes (`slot`), shared, brought up to the ledger head and to what
+    /// `config` asks for (the context indexes), with the encoders `dense` and `also`; the
+    /// lexical file written when due (by a thread of its own on a server).
+    pub(crate) fn fresh_indexes<'s>(
+        &self,
+        namespace: &Namespace,
+        slot: &'s Arc<RwLock<NamespaceIndexes>>,
+        config: &CompileConfig,
+        dense: Option<&Dense>,
+        also: &[Dense],
+    ) -> Result<RwLockReadGuard<'s, NamespaceIndexes>, CompileError> {
+        let asked = serde_json::to_string(config).expect("a compile config serialises");
+        let key = FreshKey::now(self.view(), dense, also, asked)?;
+        self.inner.indexes.refreshed(namespace, slot, key, |indexes| {
+            let started = Instant::now();
+            indexes.refresh(self.view(), namespace, dense, also)?;
+            let turns = started.elapsed();
+            indexes.refresh_context(config, namespace)?;
+            indexes.asked = Some(config.clone());
+            let context = started.elapsed() - turns;
+            match self.inner.indexes.lexical_quiet {
+                None => crate::lexical_file::save_if_grown(self.view(), namespace, indexes)?,
+                Some(quiet) => {
+                    if crate::lexical_file::due(&self.inner.indexes, indexes)
+                        && indexes.claim_saving()
+                    {
+                        crate::lexical_file::save_when_quiet(&self.inner, slot, namespace, quiet);
+                    }
+                }
+            }
+            tracing::debug!(
+                %namespace,
+                turns_ms = turns.as_secs_f64() * 1e3,
+                context_ms = context.as_secs_f64() * 1e3,
+                files_ms = (started.elapsed() - turns - context).as_secs_f64() * 1e3,
+                "indexes refreshed"
+            );
+            Ok(())
+        })
     }
 }
 

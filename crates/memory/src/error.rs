@@ -53,9 +53,15 @@ pub enum OpenError {
     /// The embedding cache refused to open or to reconcile with the ledger.
     #[error(transparent)]
     EmbeddingCache(#[from] EmbeddingCacheError),
-    /// The background embedder's thread could not be started.
-    #[error("starting the background embedder: {0}")]
-    BackgroundEmbedder(#[source] std::io::Error),
+    /// A background thread (the embedder or the indexer) could not be started.
+    #[error("starting the background {what}: {source}")]
+    Background {
+        /// Which thread.
+        what: &'static str,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
     /// Reconciling the vector index files with the ledger failed.
     #[error("vector index files: {source}")]
     IndexFile {
@@ -290,7 +296,7 @@ impl OpenError {
             OpenError::Locked(e) => e.class(),
             OpenError::Ledger(e) => ledger_open_class(e),
             OpenError::EmbeddingCache(e) => e.class(),
-            OpenError::BackgroundEmbedder(_) => ErrorClass::Internal,
+            OpenError::Background { .. } => ErrorClass::Internal,
             OpenError::IndexFile { .. } => ErrorClass::Io,
             OpenError::Read(e) => read_class(e),
             OpenError::Encoders(_) => ErrorClass::BadInput,

@@ -182,6 +182,12 @@ impl IndexCache {
         Ok(slot.read().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// The namespaces cached, with their indexes.
+    pub(crate) fn cached(&self) -> Vec<(Namespace, Arc<RwLock<NamespaceIndexes>>)> {
+        let entries = self.lock();
+        entries.map.iter().map(|(ns, e)| (ns.clone(), Arc::clone(&e.slot))).collect()
+    }
+
     /// The indexes of `namespace` (empty when not cached), marked as just used.
     pub(crate) fn slot(&self, namespace: &Namespace) -> Arc<RwLock<NamespaceIndexes>> {
         let mut entries = self.lock();
@@ -318,6 +324,9 @@ pub(crate) struct NamespaceIndexes {
     pub(crate) last_refresh: Instant,
     /// Whether a background write of the lexical file is pending.
     saving: AtomicBool,
+    /// The settings of the last compile that refreshed these: what the background indexer
+    /// keeps them up to date for (see [`crate::background_index`]).
+    pub(crate) asked: Option<CompileConfig>,
     text_bytes: usize,
     /// What the last refresh was asked for and saw (see [`FreshKey`]).
     fresh_for: Option<FreshKey>,
@@ -373,6 +382,7 @@ impl NamespaceIndexes {
             lexical_saved: AtomicUsize::new(0),
             last_refresh: Instant::now(),
             saving: AtomicBool::new(false),
+            asked: None,
             text_bytes: 0,
             fresh_for: None,
             precounted: Mutex::default(),

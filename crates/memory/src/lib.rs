@@ -47,6 +47,7 @@
 mod ann;
 mod answer;
 mod background;
+mod background_index;
 mod catch_up;
 mod compile;
 mod compile_options;

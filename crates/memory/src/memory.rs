@@ -71,6 +71,8 @@ pub(crate) struct Inner {
     pub(crate) appends: GroupCommit,
     /// The thread that embeds appended turns, when asked for.
     pub(crate) embedder: OnceLock<BackgroundEmbedder>,
+    /// The thread that indexes appended turns ahead of compiles, when asked for.
+    pub(crate) indexer: OnceLock<crate::background_index::BackgroundIndexer>,
     /// The background counts of reader tokens (see [`crate::token_precount`]).
     pub(crate) precounts: Arc<Precounts>,
     /// The store's writer lock, held for as long as this memory lives
@@ -209,6 +211,9 @@ impl Memory {
         let receipt = self.inner.appends.append(&*self.inner.ledger, turns)?;
         if let Some(embedder) = self.inner.embedder.get() {
             embedder.notify();
+        }
+        if let Some(indexer) = self.inner.indexer.get() {
+            indexer.notify();
         }
         Ok(receipt)
     }

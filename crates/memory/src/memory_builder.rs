@@ -66,6 +66,7 @@ pub struct MemoryBuilder {
     ann: Option<Option<crate::AnnSettings>>,
     lexical_files_from: Option<usize>,
     lexical_files_when_quiet: Option<std::time::Duration>,
+    background_indexing: bool,
     lock: LockRequest,
 }
 
@@ -84,6 +85,7 @@ impl MemoryBuilder {
             ann: None,
             lexical_files_from: Some(crate::DEFAULT_LEXICAL_FILES_FROM),
             lexical_files_when_quiet: None,
+            background_indexing: false,
             lock: LockRequest::None,
         }
     }
@@ -209,6 +211,16 @@ impl MemoryBuilder {
         self
     }
 
+    /// Indexes appended turns on a thread of the memory's own, ahead of compiles: after each
+    /// append, every cached namespace is brought to the ledger head for the settings its last
+    /// compile asked for, so that a compile under a stream of appends finds its indexes
+    /// current instead of indexing what arrived since the last compile in its request. What a
+    /// compile returns does not change. For servers.
+    pub fn background_indexing(&mut self) -> &mut MemoryBuilder {
+        self.background_indexing = true;
+        self
+    }
+
     /// Takes the store's writer lock ([`crate::StoreLock`]) when opening, and holds it for as
     /// long as the memory lives: a second process that opens the store so is refused at once
     /// ([`crate::StoreLockError::Busy`], naming the holder), before anything is written. Every
@@ -252,9 +264,12 @@ impl MemoryBuilder {
         // writer could remove a vector it stored for a turn appended after this open's read.
         let sweeps = !store_access.beside();
         if self.background_embedding && store_access.beside() {
-            return Err(OpenError::BackgroundEmbedder(std::io::Error::other(
-                "a memory opened beside the store's writer embeds no turn",
-            )));
+            return Err(OpenError::Background {
+                what: "embedder",
+                source: std::io::Error::other(
+                    "a memory opened beside the store's writer embeds no turn",
+                ),
+            });
         }
         let OpenedLedger { dir, ledger, url } = self.open_ledger(OpenMode::ReadWrite)?;
         // Read before the derived files are reconciled: a later erasure is applied by a compile.
@@ -346,6 +361,7 @@ impl MemoryBuilder {
             indexes,
             appends: GroupCommit::default(),
             embedder: OnceLock::new(),
+            indexer: OnceLock::new(),
             precounts: Arc::default(),
             store_access,
             #[cfg(test)]
@@ -359,8 +375,14 @@ impl MemoryBuilder {
             });
             let encoders = memory.inner.dense.iter().chain(&memory.inner.also_dense);
             let embedder = BackgroundEmbedder::start(encoders, round)
-                .map_err(OpenError::BackgroundEmbedder)?;
+                .map_err(|source| OpenError::Background { what: "embedder", source })?;
             memory.inner.embedder.set(embedder).expect("a new memory has no embedder yet");
+        }
+        if self.background_indexing {
+            let indexer =
+                crate::background_index::BackgroundIndexer::start(Arc::downgrade(&memory.inner))
+                    .map_err(|source| OpenError::Background { what: "indexer", source })?;
+            memory.inner.indexer.set(indexer).expect("a new memory has no indexer yet");
         }
         Ok(memory)
     }
@@ -442,6 +464,7 @@ impl MemoryBuilder {
             indexes,
             appends: GroupCommit::default(),
             embedder: OnceLock::new(),
+            indexer: OnceLock::new(),
             precounts: Arc::default(),
             store_access: StoreAccess::Unlocked,
             #[cfg(test)]

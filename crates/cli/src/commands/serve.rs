@@ -173,6 +173,8 @@ impl RetrievalArgs {
         // Writing a big namespace's lexical file inside a compile cost that compile up to a
         // second under a stream of appends: a server writes it once the namespace is quiet.
         builder.lexical_files_when_quiet(Some(LEXICAL_FILES_QUIET));
+        // Appended turns are indexed ahead of compiles, as they are embedded.
+        builder.background_indexing();
         // A usage error before anything is read from the store (a database's settings included).
         crate::commands::compile::use_ann(&mut builder, store, self.ann_from, self.ann_index)?;
         let overlength = if self.lexical_only {

@@ -284,3 +284,38 @@ fn a_small_namespace_is_not_precounted() {
         memory.inner.indexes.slot(&alice).read().unwrap().corpus.text_tokens_cached("o200k_base");
     assert!(cached < 200, "{cached} of 200 turns counted");
 }
+
+#[test]
+fn the_background_indexer_indexes_appends_ahead_of_compiles_without_changing_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Memory::builder(dir.path()).background_indexing().open().unwrap();
+    let turns: Vec<String> = (0..40)
+        .map(|i| {
+            line(
+                "alice",
+                &format!("s{}", i % 3),
+                i,
+                "2024-05-01T10:00:00Z",
+                &format!("day {i} about the lake"),
+            )
+        })
+        .collect();
+    let lines: Vec<&str> = turns.iter().map(String::as_str).collect();
+    append(&warm, &lines[..20]);
+    compile(&warm, "the lake", None);
+    let slot = warm.inner.indexes.slot(&Namespace::new("alice").unwrap());
+    let indexed = || slot.read().unwrap().corpus.len();
+    assert_eq!(indexed(), 20);
+
+    append(&warm, &lines[20..]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while indexed() < 40 {
+        assert!(std::time::Instant::now() < deadline, "not indexed ahead within 20 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(slot.read().unwrap().lexical.len(), 40);
+    let fresh = Memory::builder(dir.path()).open().unwrap();
+    for question in ["the lake", "day 33", "day 7 lake"] {
+        assert_eq!(compile(&warm, question, None), compile(&fresh, question, None), "{question}");
+    }
+}
