@@ -48,14 +48,19 @@ fn a_failed_fsync_poisons_the_writer_until_the_ledger_is_reopened() {
         run_child("faults::a_failed_fsync_poisons_the_writer_until_the_ledger_is_reopened", CHILD);
     assert!(fired.starts_with("fsync "), "{fired}");
     let ledger = Ledger::open(&dir.path().join("ledger.sqlite")).unwrap();
+    let texts = verified_texts(&ledger);
+    assert_eq!(texts, ["before", "after reopening"]);
+}
+
+/// The texts of namespace `a`, once `ledger` verifies.
+fn verified_texts(ledger: &Ledger) -> Vec<String> {
     ledger.verify().unwrap();
-    let texts: Vec<String> = ledger
+    ledger
         .evidence(&Namespace::new("a").unwrap())
         .unwrap()
         .into_iter()
         .map(|e| e.turn.text)
-        .collect();
-    assert_eq!(texts, ["before", "after reopening"]);
+        .collect()
 }
 
 /// Runs under the shim: `control` arms the next fsync to fail.
@@ -141,13 +146,7 @@ fn scrub_child(dir: &Path) {
     let reopened = Ledger::open(&path).unwrap();
     let left = holding(dir, "SCRUB-MARKER");
     assert!(left.is_empty(), "the erased text is still in {left:?} after the reopen");
-    reopened.verify().unwrap();
-    let texts: Vec<String> = reopened
-        .evidence(&Namespace::new("a").unwrap())
-        .unwrap()
-        .into_iter()
-        .map(|e| e.turn.text)
-        .collect();
+    let texts = verified_texts(&reopened);
     assert_eq!(texts, ["kept"]);
     // The mark is gone: the next erasure starts from a clean state, and so does a third open.
     reopened.erase(&target).unwrap();
