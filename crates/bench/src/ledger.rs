@@ -76,13 +76,7 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
     // Bytes on disk and verify at `turns`: the stores written in batches of 10,000.
     let ledger_dir = work.path().join("ledger-b10000");
     let anchor_path = work.path().join("anchor-b10000.sqlite");
-    rows.push(Row {
-        operation: "bytes on disk per turn".to_owned(),
-        turns: args.turns,
-        ours: dir_bytes(&ledger_dir)? as f64 / args.turns as f64,
-        anchor: file_bytes(&anchor_path)? as f64 / args.turns as f64,
-        unit: "bytes",
-    });
+    rows.push(bytes_per_turn(&ledger_dir, &anchor_path, args.turns)?);
     let (ours, anchor) = time_verify(&ledger_dir, &anchor_path, args.turns)?;
     rows.push(Row { operation: "verify".to_owned(), turns: args.turns, ours, anchor, unit: "s" });
     let (ours, anchor) = time_read(&ledger_dir, &anchor_path, args.turns)?;
@@ -124,13 +118,7 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
             anchor,
             unit: "s",
         });
-        rows.push(Row {
-            operation: "bytes on disk per turn".to_owned(),
-            turns: args.large_turns,
-            ours: dir_bytes(&dir)? as f64 / args.large_turns as f64,
-            anchor: file_bytes(&path)? as f64 / args.large_turns as f64,
-            unit: "bytes",
-        });
+        rows.push(bytes_per_turn(&dir, &path, args.large_turns)?);
     }
 
     outln!(
@@ -288,19 +276,49 @@ pub(super) fn chrono_now_micros() -> i64 {
         .map_or(0, |d| d.as_micros() as i64)
 }
 
+/// The row of bytes on disk per turn of the ledger in `ledger_dir` and of the anchor, both
+/// holding `turns` turns.
+fn bytes_per_turn(
+    ledger_dir: &std::path::Path,
+    anchor: &std::path::Path,
+    turns: usize,
+) -> anyhow::Result<Row> {
+    Ok(Row {
+        operation: "bytes on disk per turn".to_owned(),
+        turns,
+        ours: dir_bytes(ledger_dir)? as f64 / turns as f64,
+        anchor: file_bytes(anchor)? as f64 / turns as f64,
+        unit: "bytes",
+    })
+}
+
 /// Verify of the ledger against a full scan of the anchor reading every column.
 fn time_verify(
     ledger_dir: &std::path::Path,
     anchor: &std::path::Path,
     n: usize,
 ) -> anyhow::Result<(f64, f64)> {
-    let memory = Memory::open_read_only(ledger_dir)?;
-    let spinner = progress::spinner(&format!("verifying {n}"));
-    let start = Instant::now();
-    let report = memory.verify()?;
-    let ours = start.elapsed().as_secs_f64();
-    ensure!(report.turns as usize == n, "verify saw {} turns, expected {n}", report.turns);
+    time_beside_anchor_scan(ledger_dir, anchor, n, "verifying", |memory| {
+        let report = memory.verify()?;
+        ensure!(report.turns as usize == n, "verify saw {} turns, expected {n}", report.turns);
+        Ok(())
+    })
+}
 
+/// Seconds of `run` over the ledger in `ledger_dir` (opened read-only; `doing` names it on the
+/// spinner), and of a full scan of the anchor's `n` rows.
+fn time_beside_anchor_scan(
+    ledger_dir: &std::path::Path,
+    anchor: &std::path::Path,
+    n: usize,
+    doing: &str,
+    run: impl FnOnce(&Memory) -> anyhow::Result<()>,
+) -> anyhow::Result<(f64, f64)> {
+    let memory = Memory::open_read_only(ledger_dir)?;
+    let spinner = progress::spinner(&format!("{doing} {n}"));
+    let start = Instant::now();
+    run(&memory)?;
+    let ours = start.elapsed().as_secs_f64();
     spinner.finish_and_clear();
     let (_, anchor_time) = scan_anchor(anchor, n)?;
     Ok((ours, anchor_time))
@@ -334,19 +352,15 @@ fn time_read(
     anchor: &std::path::Path,
     n: usize,
 ) -> anyhow::Result<(f64, f64)> {
-    let memory = Memory::open_read_only(ledger_dir)?;
-    let spinner = progress::spinner(&format!("reading {n}"));
-    let start = Instant::now();
-    let mut bytes = 0usize;
-    let seen = memory.for_each_evidence(None, None, |e| {
-        bytes += e.turn.text.len();
-        Ok::<(), evicortex::ReadError>(())
-    })?;
-    let ours = start.elapsed().as_secs_f64();
-    spinner.finish_and_clear();
-    ensure!(seen as usize == n && bytes > 0, "read {seen} turns, expected {n}");
-    let (_, anchor_time) = scan_anchor(anchor, n)?;
-    Ok((ours, anchor_time))
+    time_beside_anchor_scan(ledger_dir, anchor, n, "reading", |memory| {
+        let mut bytes = 0usize;
+        let seen = memory.for_each_evidence(None, None, |e| {
+            bytes += e.turn.text.len();
+            Ok::<(), evicortex::ReadError>(())
+        })?;
+        ensure!(seen as usize == n && bytes > 0, "read {seen} turns, expected {n}");
+        Ok(())
+    })
 }
 
 /// What a compile's refresh reads after an append: the turns of one namespace after the one it

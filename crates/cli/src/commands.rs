@@ -19,7 +19,14 @@ pub mod verify;
 use std::path::Path;
 
 use anyhow::Context;
-use evicortex::Memory;
+use evicortex::{Memory, Namespace};
+
+use crate::exit::UsageError;
+
+/// The namespace `--namespace` names, or a usage error (exit 2) naming the flag.
+pub fn namespace_flag(raw: &str) -> Result<Namespace, UsageError> {
+    Namespace::new(raw).map_err(|e| UsageError(format!("--namespace: {e}")))
+}
 
 /// Opens an existing store for reading: refuses a missing store, and one that fails the
 /// open-time integrity check (exit code 4; `verify` inspects such a store).

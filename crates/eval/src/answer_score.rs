@@ -13,8 +13,8 @@ pub use self::{
         locomo_token_f1,
     },
     longmemeval::{
-        Answerability, JUDGE_DECODING, JudgeVerdict, LongMemEvalType, judge_label,
-        longmemeval_judge, longmemeval_judge_prompt,
+        Answerability, JUDGE_DECODING, JudgeVerdict, judge_label, longmemeval_judge,
+        longmemeval_judge_prompt,
     },
     porter::porter_stem,
 };

@@ -18,9 +18,10 @@ use serde::Serialize;
 
 use crate::{
     answer_score::{
-        Answerability, JUDGE_DECODING, LocomoCategory, LongMemEvalType, contains_answer,
-        judge_label, locomo_answer_score, longmemeval_judge_prompt,
+        Answerability, JUDGE_DECODING, LocomoCategory, contains_answer, judge_label,
+        locomo_answer_score, longmemeval_judge_prompt,
     },
+    datasets::longmemeval::QuestionType,
     eval_question::EvalQuestion,
     runner::Benchmark,
     systems::SystemOutput,
@@ -292,7 +293,7 @@ impl ReaderStage {
             }
             Benchmark::LongMemEval => {
                 if let Some(judge) = &self.judge {
-                    let kind = LongMemEvalType::parse(&question.kind).with_context(|| {
+                    let kind = QuestionType::parse(&question.kind).with_context(|| {
                         format!("question {}: unknown type {}", question.id, question.kind)
                     })?;
                     let text = longmemeval_judge_prompt(

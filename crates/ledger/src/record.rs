@@ -364,16 +364,7 @@ mod tests {
         assert_eq!(&v1_content, blake3::hash(&content).as_bytes());
 
         let t = turn("hi");
-        let parts = TurnParts {
-            namespace: "alice",
-            session: "s1",
-            turn: 3,
-            role: Role::Assistant,
-            event_utc_micros: t.time.utc_micros(),
-            event_offset_seconds: 3600,
-            ingest_utc_micros: 42,
-            content: v1_content,
-        };
+        let parts = parts_of(&t, v1_content);
         let bytes = record_bytes(1, &t, &v1_content);
         assert_eq!(
             turn_digest_parts(Format::V1, &parts).as_bytes(),
@@ -381,12 +372,9 @@ mod tests {
         );
     }
 
-    /// The public pieces other back ends digest stored columns with give `turn_digest`.
-    #[test]
-    fn digest_from_parts_is_the_turn_digest() {
-        let t = turn("hi");
-        let meta = canonical_json(&serde_json::Value::Object(t.meta.clone()));
-        let parts = TurnParts {
+    /// The stored columns of `t` (one of `turn`'s) appended at 42 µs, with `content`.
+    fn parts_of(t: &Turn, content: [u8; 32]) -> TurnParts<'static> {
+        TurnParts {
             namespace: "alice",
             session: "s1",
             turn: 3,
@@ -394,8 +382,16 @@ mod tests {
             event_utc_micros: t.time.utc_micros(),
             event_offset_seconds: 3600,
             ingest_utc_micros: 42,
-            content: salted_content_digest(&SALT, Some("Ada"), "hi", &meta),
-        };
+            content,
+        }
+    }
+
+    /// The public pieces other back ends digest stored columns with give `turn_digest`.
+    #[test]
+    fn digest_from_parts_is_the_turn_digest() {
+        let t = turn("hi");
+        let meta = canonical_json(&serde_json::Value::Object(t.meta.clone()));
+        let parts = parts_of(&t, salted_content_digest(&SALT, Some("Ada"), "hi", &meta));
         assert_eq!(turn_digest_from_parts(&parts), turn_digest(&t, 42, &SALT));
     }
 

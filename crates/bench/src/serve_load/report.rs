@@ -36,6 +36,18 @@ fn rate(n: u64, span: Duration) -> f64 {
     n as f64 / span.as_secs_f64().max(1e-9)
 }
 
+/// The req/s, turns/s, p50 ms, p99 ms and errors cells of a table row for `t` over `span`.
+fn rate_cells(t: &Tally, span: Duration) -> String {
+    format!(
+        "{:.0} | {:.0} | {:.2} | {:.2} | {}",
+        rate(t.requests, span),
+        rate(t.turns, span),
+        t.latency.quantile_ms(0.5),
+        t.latency.quantile_ms(0.99),
+        t.errors
+    )
+}
+
 fn rss_cell(rss: &[Option<f64>]) -> String {
     if rss.is_empty() {
         return "-".to_owned();
@@ -109,14 +121,10 @@ impl Report {
         for &op in &self.active {
             let t = &sample.tallies[op as usize];
             outln!(
-                "| {:.0} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {} | {rss} |",
+                "| {:.0} | {} | {} | {rss} |",
                 sample.at.as_secs_f64(),
                 op.name(),
-                rate(t.requests, sample.span),
-                rate(t.turns, sample.span),
-                t.latency.quantile_ms(0.5),
-                t.latency.quantile_ms(0.99),
-                t.errors
+                rate_cells(t, sample.span)
             )?;
         }
         self.samples.push(sample);
@@ -149,15 +157,11 @@ impl Report {
         for &op in &self.active {
             let t = &summary.totals[op as usize];
             outln!(
-                "| {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {} |",
+                "| {} | {} | {} | {} |",
                 op.name(),
                 t.requests,
                 t.turns,
-                rate(t.requests, summary.elapsed),
-                rate(t.turns, summary.elapsed),
-                t.latency.quantile_ms(0.5),
-                t.latency.quantile_ms(0.99),
-                t.errors
+                rate_cells(t, summary.elapsed)
             )?;
         }
         outln!()?;

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use evicortex::front_end::erase_target;
-use evicortex::{Memory, Namespace, SessionId, TurnId};
+use evicortex::{Memory, SessionId, TurnId};
 
 use crate::{exit::UsageError, stdout::outln};
 
@@ -31,8 +31,7 @@ pub struct EraseArgs {
 
 /// Runs `evicortex erase` on the store in `store`.
 pub fn run(store: &Path, args: &EraseArgs) -> anyhow::Result<()> {
-    let namespace =
-        Namespace::new(&args.namespace).map_err(|e| UsageError(format!("--namespace: {e}")))?;
+    let namespace = super::namespace_flag(&args.namespace)?;
     let session = match &args.session {
         Some(session) => {
             Some(SessionId::new(session).map_err(|e| UsageError(format!("--session: {e}")))?)

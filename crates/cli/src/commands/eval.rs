@@ -319,27 +319,7 @@ fn spec_from_args(benchmark: Benchmark, a: &EvalRunArgs) -> anyhow::Result<RunSp
             let Some(dataset) = a.dataset.clone() else {
                 return Err(usage("--dataset is required without --config".into()));
             };
-            RunSpec {
-                benchmark,
-                dataset,
-                split: SplitName::All,
-                split_file: None,
-                systems: vec!["bm25-official".into()],
-                budgets: vec![None],
-                reader_tokenizer: "o200k_base".into(),
-                cutoffs: vec![1, 3, 5, 10],
-                candidate_limit: 50,
-                max_questions: None,
-                max_per_type: None,
-                abstention_thresholds: Default::default(),
-                variants: Default::default(),
-                encoder: evicortex::DEFAULT_MODEL.to_owned(),
-                also_encoders: Vec::new(),
-                reranker: None,
-                config_file: None,
-                stratified: None,
-                reader: None,
-            }
+            RunSpec::new(benchmark, dataset)
         }
     };
     if let Some(d) = &a.dataset {

@@ -2,10 +2,6 @@
 
 use std::{io::Write, path::Path};
 
-use evicortex::Namespace;
-
-use crate::exit::UsageError;
-
 /// Arguments of `evicortex export`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Writes live (unerased) turns in ledger order, one JSON object per \
@@ -25,11 +21,7 @@ pub struct ExportArgs {
 
 /// Runs `evicortex export` on the store in `store`.
 pub fn run(store: &Path, args: &ExportArgs) -> anyhow::Result<()> {
-    let namespace = args
-        .namespace
-        .as_deref()
-        .map(|ns| Namespace::new(ns).map_err(|e| UsageError(format!("--namespace: {e}"))))
-        .transpose()?;
+    let namespace = args.namespace.as_deref().map(super::namespace_flag).transpose()?;
     let memory = super::open_existing(store)?;
     let summary = match &args.output {
         Some(path) => {

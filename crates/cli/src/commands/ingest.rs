@@ -4,9 +4,9 @@ use std::{io::Read, path::Path};
 
 use anyhow::Context;
 use evicortex::front_end::parse_jsonl_numbered;
-use evicortex::{DEFAULT_MAX_TEXT_BYTES, IngestOptions, Memory, Namespace, Turn};
+use evicortex::{DEFAULT_MAX_TEXT_BYTES, IngestOptions, Memory, Turn};
 
-use crate::{exit::UsageError, progress, stdout::outln};
+use crate::{progress, stdout::outln};
 
 /// Arguments of `evicortex ingest`.
 #[derive(Debug, clap::Args)]
@@ -49,11 +49,7 @@ pub struct IngestArgs {
 
 /// Runs `evicortex ingest` on the store in `store`.
 pub fn run(store: &Path, args: &IngestArgs) -> anyhow::Result<()> {
-    let default_namespace = args
-        .namespace
-        .as_deref()
-        .map(|ns| Namespace::new(ns).map_err(|e| UsageError(format!("--namespace: {e}"))))
-        .transpose()?;
+    let default_namespace = args.namespace.as_deref().map(super::namespace_flag).transpose()?;
     let options = IngestOptions { default_namespace, max_text_bytes: args.max_text_bytes };
 
     let bar = progress::bar(args.files.len() as u64, "reading");

@@ -53,22 +53,6 @@ pub fn ok(store: &Path, args: &[&str]) -> String {
     r.stdout
 }
 
-/// Every file of the store directory with its bytes.
-pub fn store_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    for entry in fs_err::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            out.push((path.clone(), fs_err::read(&path).unwrap()));
-        }
-    }
-    out
-}
-
-pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}
-
 /// Slow tests run only with EVICORTEX_SLOW_TESTS=1 (CI sets it); say so when skipping.
 pub fn slow_tests_enabled(test: &str) -> bool {
     let on = std::env::var("EVICORTEX_SLOW_TESTS").is_ok_and(|v| v == "1");

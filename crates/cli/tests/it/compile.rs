@@ -12,7 +12,8 @@ fn store_with_sample() -> tempfile::TempDir {
 const LEXICAL: &[&str] =
     &["compile", "--namespace", "alice", "--reader-tokenizer", "o200k_base", "--dense", "off"];
 
-fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+/// A lexical compile of namespace `alice` in o200k_base tokens, then `extra`.
+pub(crate) fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     LEXICAL.iter().copied().chain(extra.iter().copied()).collect()
 }
 

@@ -1,4 +1,7 @@
-use crate::cli::{contains, ok, run, sample, store_files};
+use crate::{
+    cli::{ok, run, sample},
+    store_bytes::{all_bytes, contains},
+};
 
 #[test]
 fn erase_removes_text_from_every_file_and_verify_passes() {
@@ -6,14 +9,14 @@ fn erase_removes_text_from_every_file_and_verify_passes() {
     let store = dir.path();
     ok(store, &["ingest", sample().to_str().unwrap()]);
     let secret = "Sr. Tavares";
-    assert!(store_files(store).iter().any(|(_, b)| contains(b, secret.as_bytes())));
+    assert!(all_bytes(store).iter().any(|(_, b)| contains(b, secret.as_bytes())));
 
     let out = ok(store, &["erase", "--namespace", "alice", "--session", "2024-04-18-apartment"]);
     assert!(
         out.starts_with("erased 6 turn(s) of namespace alice session \"2024-04-18-apartment\""),
         "{out}"
     );
-    for (path, bytes) in store_files(store) {
+    for (path, bytes) in all_bytes(store) {
         assert!(!contains(&bytes, secret.as_bytes()), "{secret} still in {}", path.display());
         assert!(!contains(&bytes, b"third floor, no lift"), "text still in {}", path.display());
     }

@@ -53,14 +53,17 @@ const DESCRIBE: &str = "return ['auth-message','compile-message','verify-result'
 async fn connect(browser: &Browser, key: &str) {
     browser.type_into("#key", key).await;
     browser.click("#connect").await;
-    browser
-        .wait_for(
-            "const m = document.getElementById('auth-message').textContent;
+    wait_until(
+        browser,
+        "const m = document.getElementById('auth-message').textContent;
                 return m.length > 0 && m !== 'Connecting…';",
-            30,
-            DESCRIBE,
-        )
-        .await;
+    )
+    .await;
+}
+
+/// Waits up to 30 s for `script` to return true in the page.
+async fn wait_until(browser: &Browser, script: &str) {
+    browser.wait_for(script, 30, DESCRIBE).await;
 }
 
 /// Fills the compile form and waits for a result or an error.
@@ -164,12 +167,7 @@ async fn inspector_compile_matches_compile_json_and_keys_are_enforced() {
 
     // Alice's key reads alice only: the namespace list and the timeline are hers.
     connect(&browser, &alice).await;
-    browser
-        .wait_for(
-            "return document.querySelectorAll('#timeline li strong').length > 0;",
-            30,
-            DESCRIBE,
-        )
+    wait_until(&browser, "return document.querySelectorAll('#timeline li strong').length > 0;")
         .await;
     assert_eq!(texts(&browser, "#namespace option").await, ["alice"]);
     assert_eq!(
@@ -218,18 +216,13 @@ async fn inspector_compile_matches_compile_json_and_keys_are_enforced() {
 
     // Verify needs an admin key: the page says so with the API's 403.
     browser.click("#verify").await;
-    browser
-        .wait_for(
-            "return document.getElementById('verify-result').className.includes('error');",
-            30,
-            DESCRIBE,
-        )
-        .await;
-    assert!(
-        browser.text("#verify-result").await.contains("403"),
-        "{}",
-        browser.text("#verify-result").await
-    );
+    wait_until(
+        &browser,
+        "return document.getElementById('verify-result').className.includes('error');",
+    )
+    .await;
+    let verified = browser.text("#verify-result").await;
+    assert!(verified.contains("403"), "{verified}");
 
     // Erase asks first; cancelling erases nothing, confirming erases the session.
     browser.type_into("#erase-target", "2024-06-02-settled").await;
@@ -239,18 +232,10 @@ async fn inspector_compile_matches_compile_json_and_keys_are_enforced() {
     assert_eq!(browser.text("#erase-result").await, "Nothing erased.");
     browser.click("#erase").await;
     browser.click("#erase-yes").await;
-    browser
-        .wait_for(
-            "return document.querySelectorAll('#timeline li strong').length === 2;",
-            30,
-            DESCRIBE,
-        )
+    wait_until(&browser, "return document.querySelectorAll('#timeline li strong').length === 2;")
         .await;
-    assert!(
-        browser.text("#erase-result").await.starts_with("Erased 6 turns"),
-        "{}",
-        browser.text("#erase-result").await
-    );
+    let erased = browser.text("#erase-result").await;
+    assert!(erased.starts_with("Erased 6 turns"), "{erased}");
 
     // Nothing of bob's namespace ever reached the page.
     let page = browser.script("return document.documentElement.outerHTML;", json!([])).await;
@@ -286,12 +271,7 @@ async fn stored_markup_renders_as_text() {
     let browser = Browser::start(1400, 1000).await;
     browser.open(&format!("{}/ui", server.base)).await;
     connect(&browser, &key).await;
-    browser
-        .wait_for(
-            "return document.querySelectorAll('#timeline li strong').length > 0;",
-            30,
-            DESCRIBE,
-        )
+    wait_until(&browser, "return document.querySelectorAll('#timeline li strong').length > 0;")
         .await;
     compile(&browser, "Where is the locker and what is its code?").await;
 

@@ -62,8 +62,14 @@ mod product_path;
 mod serve_index_cache;
 /// `evicortex serve`: concurrent appends, SIGTERM, clean exit, verify, no acknowledged turn lost.
 mod serve_sigterm;
+/// A store directory's files and their bytes (the ledger's test helper).
+#[path = "../../../ledger/tests/support/store_bytes.rs"]
+mod store_bytes;
 /// `evicortex encoders`: the store's encoder list, used by ingest and compile.
 mod store_encoders;
+/// A database of its own per test on the PostgreSQL test servers (the PostgreSQL crate's helper).
+#[path = "../../../postgres/tests/support/test_db.rs"]
+mod test_db;
 /// Two processes on one store: a second writer refused, naming the holder; no stale lock.
 mod two_processes;
 /// Verify and the open-time check on tampered stores.

@@ -1,10 +1,21 @@
 //! `evicortex mcp` as a real child process, driven by the official Rust MCP client (rmcp) over
 //! its stdin/stdout: handshake, tool listing, remember, recall, forget, and refused arguments.
 
-use rmcp::ServiceExt;
+use std::path::Path;
+
 use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+
+/// `evicortex --store STORE mcp MCP_ARGS` as a child process, once the handshake is done.
+async fn mcp(store: &Path, mcp_args: &[&str]) -> RunningService<RoleClient, ()> {
+    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_evicortex")).configure(|cmd| {
+        cmd.arg("--store").arg(store).arg("mcp").args(mcp_args);
+    });
+    ().serve(TokioChildProcess::new(command).expect("spawn")).await.expect("mcp handshake")
+}
 
 fn args(value: Value) -> rmcp::model::JsonObject {
     value.as_object().expect("object").clone()
@@ -14,11 +25,7 @@ fn args(value: Value) -> rmcp::model::JsonObject {
 async fn mcp_client_handshake_and_tools_over_stdio() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
-    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_evicortex")).configure(|cmd| {
-        cmd.arg("--store").arg(&store).args(["mcp", "--namespace", "agent-7"]);
-    });
-    let client =
-        ().serve(TokioChildProcess::new(command).expect("spawn")).await.expect("mcp handshake");
+    let client = mcp(&store, &["--namespace", "agent-7"]).await;
 
     let info = client.peer_info().expect("server info after the handshake");
     let server_info = info.server_info.clone().expect("server info in the handshake");
@@ -102,18 +109,11 @@ async fn mcp_client_handshake_and_tools_over_stdio() {
 async fn answer_tool_reads_with_the_servers_reader() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
-    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_evicortex")).configure(|cmd| {
-        cmd.arg("--store").arg(&store).args([
-            "mcp",
-            "--namespace",
-            "agent-7",
-            "--lexical-only",
-            "--reader",
-            "smollm2-135m-instruct-q4_1",
-        ]);
-    });
-    let client =
-        ().serve(TokioChildProcess::new(command).expect("spawn")).await.expect("mcp handshake");
+    let client = mcp(
+        &store,
+        &["--namespace", "agent-7", "--lexical-only", "--reader", "smollm2-135m-instruct-q4_1"],
+    )
+    .await;
     let remembered = client
         .call_tool(CallToolRequestParams::new("remember").with_arguments(args(json!({"turns": [
             {"session": "s1", "turn": 0, "role": "user", "text": "My sister lives in Porto.",
@@ -155,17 +155,8 @@ async fn answer_compiles_the_same_context_as_the_command_line() {
     // Ingested and embedded first, so that neither door sees a turn without its vector.
     crate::cli::ok(&store, &["ingest", crate::cli::sample().to_str().unwrap()]);
     let question = "What is my dog's name?";
-    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_evicortex")).configure(|cmd| {
-        cmd.arg("--store").arg(&store).args([
-            "mcp",
-            "--namespace",
-            "alice",
-            "--reader",
-            "smollm2-135m-instruct-q4_1",
-        ]);
-    });
     let client =
-        ().serve(TokioChildProcess::new(command).expect("spawn")).await.expect("mcp handshake");
+        mcp(&store, &["--namespace", "alice", "--reader", "smollm2-135m-instruct-q4_1"]).await;
     let answered = client
         .call_tool(CallToolRequestParams::new("answer").with_arguments(args(json!({
             "query": question, "budget": 300, "max_new_tokens": 4

@@ -5,65 +5,7 @@
 use std::path::Path;
 
 use crate::cli::{Run, command, finish, ok, sample};
-
-/// A database of its own on the test server, dropped at the end.
-pub(crate) struct TestDb {
-    pub(crate) url: String,
-    name: String,
-    server: String,
-}
-
-impl TestDb {
-    pub(crate) fn new() -> TestDb {
-        let server = std::env::var("EVICORTEX_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-            panic!(
-                "EVICORTEX_TEST_POSTGRES_URL is not set: this test needs a PostgreSQL server. \
-                 Run `scripts/postgres start` and export the URL it prints"
-            )
-        });
-        TestDb::on(&server, None)
-    }
-
-    /// A database of its own on `server`, in `tablespace` when one is named.
-    pub(crate) fn on(server: &str, tablespace: Option<&str>) -> TestDb {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("evicortex_cli_{}_{next}_{nanos}", std::process::id());
-        let mut admin = postgres::Client::connect(server, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("connecting to the test server: {e}"));
-        let in_tablespace = tablespace.map(|t| format!(" TABLESPACE {t}")).unwrap_or_default();
-        admin
-            .batch_execute(&format!(
-                "CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0{in_tablespace}"
-            ))
-            .unwrap_or_else(|e| panic!("creating database {name}: {e}"));
-        let (base, query) = server.split_once('?').map_or((server, ""), |(b, q)| (b, q));
-        let base = base.rsplit_once('/').map_or(base, |(b, _)| b);
-        let url = if query.is_empty() {
-            format!("{base}/{name}")
-        } else {
-            format!("{base}/{name}?{query}")
-        };
-        TestDb { url, name, server: server.to_owned() }
-    }
-
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Ok(mut admin) = postgres::Client::connect(&self.server, postgres::NoTls) {
-            let _ =
-                admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
-    }
-}
+use crate::test_db::TestDb;
 
 /// `evicortex --store URL args`, its derived files in `derived`.
 pub(crate) fn ok_url(url: &str, derived: &Path, args: &[&str]) -> String {

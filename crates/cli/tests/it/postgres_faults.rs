@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::migrate_postgres::TestDb;
 use crate::postgres_front_ends::{evicortex, ok};
 use crate::postgres_shared::{create_key, serve, stop};
+use crate::test_db::TestDb;
 
 const NAMESPACE: &str = "faults";
 const TURNS: &str = "/v1/namespaces/faults/turns";

@@ -13,7 +13,7 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
 use crate::cli::{sigterm, spawn_serve};
-use crate::migrate_postgres::TestDb;
+use crate::test_db::TestDb;
 
 /// `evicortex --store URL` with the derived files in `derived`.
 pub(crate) fn evicortex(url: &str, derived: &Path) -> Command {

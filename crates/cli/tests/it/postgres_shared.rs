@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::cli::{sigterm, spawn_serve};
-use crate::migrate_postgres::TestDb;
 use crate::postgres_front_ends::{evicortex, ok};
+use crate::test_db::TestDb;
 
 pub(crate) fn create_key(url: &str, derived: &Path, namespace: &str) -> String {
     let mut keys = evicortex(url, derived);

@@ -37,26 +37,14 @@ fn spec(benchmark: Benchmark, dataset: &str, split: SplitName) -> RunSpec {
         evicortex_eval::DATA_DIR_ENV
     );
     RunSpec {
-        benchmark,
-        dataset,
         split,
         split_file: (benchmark == Benchmark::LongMemEval)
             .then(|| data.join("longmemeval/split.tsv")),
         systems: vec!["evicortex".into()],
         budgets: vec![Some(1024)],
-        reader_tokenizer: "o200k_base".into(),
         cutoffs: vec![10],
         candidate_limit: CANDIDATES,
-        max_questions: None,
-        max_per_type: None,
-        abstention_thresholds: Default::default(),
-        variants: Default::default(),
-        encoder: evicortex::DEFAULT_MODEL.to_owned(),
-        also_encoders: Vec::new(),
-        reranker: None,
-        config_file: None,
-        stratified: None,
-        reader: None,
+        ..RunSpec::new(benchmark, dataset)
     }
 }
 

@@ -89,6 +89,16 @@ fn served_store() -> (tempfile::TempDir, std::path::PathBuf, String, Server) {
     (dir, store, key, server)
 }
 
+/// Panics unless `store` verifies with exactly the three turns that hold `texts`.
+fn assert_verified_holding(store: &Path, texts: [&str; 3]) {
+    let verify = ok(store, &["verify"]);
+    assert!(verify.starts_with("ok: 3 records verified (3 turns"), "{verify}");
+    let export = ok(store, &["export"]);
+    for text in texts {
+        assert!(export.contains(text), "{text:?} missing from the export:\n{export}");
+    }
+}
+
 #[test]
 fn a_cli_ingest_or_erase_while_serve_runs_is_refused_and_the_ledger_stays_one() {
     let (dir, store, key, server) = served_store();
@@ -109,12 +119,10 @@ fn a_cli_ingest_or_erase_while_serve_runs_is_refused_and_the_ledger_stays_one() 
 
     // Once the server is gone the same ingest goes through, onto the same chain.
     ok(&store, &["ingest", "--no-embed", &input]);
-    let verify = ok(&store, &["verify"]);
-    assert!(verify.starts_with("ok: 3 records verified (3 turns"), "{verify}");
-    let export = ok(&store, &["export"]);
-    for text in ["said over HTTP", "said over HTTP again", "said through the CLI"] {
-        assert!(export.contains(text), "{text:?} missing from the export:\n{export}");
-    }
+    assert_verified_holding(
+        &store,
+        ["said over HTTP", "said over HTTP again", "said through the CLI"],
+    );
 }
 
 #[test]
@@ -140,12 +148,7 @@ fn a_second_server_on_the_same_store_is_refused_and_a_killed_server_leaves_no_st
     assert_eq!(second.append(&key, "c", "second server"), 200);
     second.stop();
 
-    let verify = ok(&store, &["verify"]);
-    assert!(verify.starts_with("ok: 3 records verified (3 turns"), "{verify}");
-    let export = ok(&store, &["export"]);
-    for text in ["first server", "first server again", "second server"] {
-        assert!(export.contains(text), "{text:?} missing from the export:\n{export}");
-    }
+    assert_verified_holding(&store, ["first server", "first server again", "second server"]);
 }
 
 /// `migrate` rewrites every record in place: while `serve` holds the store it is refused,

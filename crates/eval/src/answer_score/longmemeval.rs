@@ -10,50 +10,7 @@
 
 use evicortex_reader::{ChatMessage, ChatRole, DecodingSettings, ReadError, Reader};
 
-/// A LongMemEval question type.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum LongMemEvalType {
-    /// `single-session-user`.
-    SingleSessionUser,
-    /// `single-session-assistant`.
-    SingleSessionAssistant,
-    /// `single-session-preference`.
-    SingleSessionPreference,
-    /// `multi-session`.
-    MultiSession,
-    /// `temporal-reasoning`.
-    TemporalReasoning,
-    /// `knowledge-update`.
-    KnowledgeUpdate,
-}
-
-impl LongMemEvalType {
-    /// Parses the `question_type` field; `None` for any other value (the released code raises
-    /// `NotImplementedError` on them).
-    pub fn parse(value: &str) -> Option<LongMemEvalType> {
-        Some(match value {
-            "single-session-user" => LongMemEvalType::SingleSessionUser,
-            "single-session-assistant" => LongMemEvalType::SingleSessionAssistant,
-            "single-session-preference" => LongMemEvalType::SingleSessionPreference,
-            "multi-session" => LongMemEvalType::MultiSession,
-            "temporal-reasoning" => LongMemEvalType::TemporalReasoning,
-            "knowledge-update" => LongMemEvalType::KnowledgeUpdate,
-            _ => return None,
-        })
-    }
-
-    /// The `question_type` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LongMemEvalType::SingleSessionUser => "single-session-user",
-            LongMemEvalType::SingleSessionAssistant => "single-session-assistant",
-            LongMemEvalType::SingleSessionPreference => "single-session-preference",
-            LongMemEvalType::MultiSession => "multi-session",
-            LongMemEvalType::TemporalReasoning => "temporal-reasoning",
-            LongMemEvalType::KnowledgeUpdate => "knowledge-update",
-        }
-    }
-}
+use crate::datasets::longmemeval::QuestionType;
 
 /// Whether the question is one of LongMemEval's abstention questions.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -80,7 +37,7 @@ pub const JUDGE_DECODING: DecodingSettings = DecodingSettings::greedy(10);
 
 /// The judge prompt `get_anscheck_prompt` builds.
 pub fn longmemeval_judge_prompt(
-    question_type: LongMemEvalType,
+    question_type: QuestionType,
     answerability: Answerability,
     question: &str,
     answer: &str,
@@ -90,13 +47,13 @@ pub fn longmemeval_judge_prompt(
         (Answerability::Abstention, _) => ABSTENTION,
         (
             Answerability::Answerable,
-            LongMemEvalType::SingleSessionUser
-            | LongMemEvalType::SingleSessionAssistant
-            | LongMemEvalType::MultiSession,
+            QuestionType::SingleSessionUser
+            | QuestionType::SingleSessionAssistant
+            | QuestionType::MultiSession,
         ) => SINGLE_OR_MULTI_SESSION,
-        (Answerability::Answerable, LongMemEvalType::TemporalReasoning) => TEMPORAL,
-        (Answerability::Answerable, LongMemEvalType::KnowledgeUpdate) => KNOWLEDGE_UPDATE,
-        (Answerability::Answerable, LongMemEvalType::SingleSessionPreference) => PREFERENCE,
+        (Answerability::Answerable, QuestionType::TemporalReasoning) => TEMPORAL,
+        (Answerability::Answerable, QuestionType::KnowledgeUpdate) => KNOWLEDGE_UPDATE,
+        (Answerability::Answerable, QuestionType::SingleSessionPreference) => PREFERENCE,
     };
     py_format3(template, question, answer, response)
 }
@@ -114,7 +71,7 @@ pub struct JudgeVerdict {
 /// does.
 pub fn longmemeval_judge(
     judge: &dyn Reader,
-    question_type: LongMemEvalType,
+    question_type: QuestionType,
     answerability: Answerability,
     question: &str,
     answer: &str,
@@ -162,7 +119,7 @@ mod tests {
     #[test]
     fn prompts_fill_the_three_fields_in_order() {
         let prompt = longmemeval_judge_prompt(
-            LongMemEvalType::KnowledgeUpdate,
+            QuestionType::KnowledgeUpdate,
             Answerability::Answerable,
             "Where do I live?",
             "Lisbon",
@@ -174,7 +131,7 @@ mod tests {
              Lisbon {}.\n\nIs the model response correct? Answer yes or no only."
         ));
         let abs = longmemeval_judge_prompt(
-            LongMemEvalType::TemporalReasoning,
+            QuestionType::TemporalReasoning,
             Answerability::of_question_id("gpt4_2655b836_abs"),
             "q",
             "a",
@@ -202,8 +159,8 @@ mod tests {
             "temporal-reasoning",
             "knowledge-update",
         ] {
-            assert_eq!(LongMemEvalType::parse(name).unwrap().as_str(), name);
+            assert_eq!(QuestionType::parse(name).unwrap().as_str(), name);
         }
-        assert_eq!(LongMemEvalType::parse("other"), None);
+        assert_eq!(QuestionType::parse("other"), None);
     }
 }

@@ -2,9 +2,10 @@
 //! answer): every system's packed context is read, answers are scored and cached, and a rerun
 //! resumes from the cache.
 
-use std::sync::Arc;
+use std::{path::Path, sync::Arc};
 
 use evicortex_eval::{
+    eval_store::EvalStore,
     reader_stage::{JudgeSetting, ReaderStageSpec, export_answers, import_answers},
     runner::{Benchmark, RunSpec, prepare_store, run, stratified},
     split::SplitName,
@@ -14,48 +15,45 @@ use crate::data_file;
 
 const TEST_READER: &str = "smollm2-135m-instruct-q4_1";
 
-fn spec(benchmark: Benchmark, dataset: &str, split: SplitName, cache: &std::path::Path) -> RunSpec {
-    RunSpec {
-        benchmark,
-        dataset: data_file(dataset),
+/// A run of `questions` stratified questions of `dataset` through the no-memory and oracle systems at 256
+/// tokens, read by the test reader with its answers cached in `dir`; and its store.
+fn stratified_run(
+    dir: &Path,
+    benchmark: Benchmark,
+    dataset: &str,
+    split: SplitName,
+    questions: usize,
+) -> (RunSpec, Arc<EvalStore>) {
+    let spec = RunSpec {
         split,
         split_file: (benchmark == Benchmark::LongMemEval)
             .then(|| data_file("longmemeval/split.tsv")),
         systems: ["no-memory", "oracle"].map(String::from).to_vec(),
         budgets: vec![Some(256)],
-        reader_tokenizer: "o200k_base".into(),
         cutoffs: vec![1, 5],
-        candidate_limit: 50,
-        max_questions: None,
-        max_per_type: None,
-        encoder: evicortex::DEFAULT_MODEL.to_owned(),
-        also_encoders: Vec::new(),
-        reranker: None,
-        abstention_thresholds: Default::default(),
-        variants: Default::default(),
-        config_file: None,
-        stratified: None,
+        stratified: Some(questions),
         reader: Some(ReaderStageSpec {
             reader: TEST_READER.to_owned(),
             judge: JudgeSetting::Reader,
             max_new_tokens: 4,
-            cache: cache.to_owned(),
+            cache: dir.join("answers.sqlite"),
         }),
-    }
+        ..RunSpec::new(benchmark, data_file(dataset))
+    };
+    let (store, _, _) = prepare_store(&spec, &dir.join("store"), Vec::new(), None).unwrap();
+    (spec, Arc::new(store))
 }
 
 #[test]
 fn locomo_answers_are_scored_per_category_and_resume_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = spec(
+    let (s, store) = stratified_run(
+        dir.path(),
         Benchmark::Locomo,
         "locomo/locomo10.dev.json",
         SplitName::All,
-        &dir.path().join("answers.sqlite"),
+        5,
     );
-    s.stratified = Some(5);
-    let (store, _, _) = prepare_store(&s, &dir.path().join("store"), Vec::new(), None).unwrap();
-    let store = Arc::new(store);
     let first = run(&s, Some(store.clone()), &mut |_, _| Ok(None)).unwrap();
     for system in ["no-memory", "oracle"] {
         let summary = &first.answers[system]["256"];
@@ -104,15 +102,14 @@ fn locomo_answers_are_scored_per_category_and_resume_from_the_cache() {
 #[test]
 fn longmemeval_answers_are_judged_with_the_released_prompts() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = spec(
+    let (s, store) = stratified_run(
+        dir.path(),
         Benchmark::LongMemEval,
         "longmemeval/longmemeval_oracle.json.gz",
         SplitName::Dev,
-        &dir.path().join("answers.sqlite"),
+        2,
     );
-    s.stratified = Some(2);
-    let (store, _, _) = prepare_store(&s, &dir.path().join("store"), Vec::new(), None).unwrap();
-    let report = run(&s, Some(Arc::new(store)), &mut |_, _| Ok(None)).unwrap();
+    let report = run(&s, Some(store), &mut |_, _| Ok(None)).unwrap();
     for outcome in &report.outcomes {
         let answer = outcome.answer.as_ref().expect("every question read");
         assert!(answer.judge_correct.is_some() && answer.judge_reply.is_some(), "{answer:?}");
@@ -125,12 +122,7 @@ fn longmemeval_answers_are_judged_with_the_released_prompts() {
 
 #[test]
 fn stratified_subsets_take_kinds_in_turn_and_keep_file_order() {
-    let s = spec(
-        Benchmark::Locomo,
-        "locomo/locomo10.dev.json",
-        SplitName::All,
-        std::path::Path::new("unused"),
-    );
+    let s = RunSpec::new(Benchmark::Locomo, data_file("locomo/locomo10.dev.json"));
     let (_, _, questions, _, _) = evicortex_eval::runner::load_questions(&s).unwrap();
     let ids: Vec<String> = questions.iter().map(|q| q.id.clone()).collect();
     let picked = stratified(questions, 12);

@@ -22,8 +22,6 @@ fn spec(
     budgets: Vec<Option<usize>>,
 ) -> RunSpec {
     RunSpec {
-        benchmark,
-        dataset: data_file(dataset),
         split,
         split_file: (benchmark == Benchmark::LongMemEval)
             .then(|| data_file("longmemeval/split.tsv")),
@@ -31,19 +29,8 @@ fn spec(
             .map(String::from)
             .to_vec(),
         budgets,
-        reader_tokenizer: "o200k_base".into(),
         cutoffs: vec![1, 5, 10],
-        candidate_limit: 50,
-        max_questions: None,
-        max_per_type: None,
-        abstention_thresholds: Default::default(),
-        variants: Default::default(),
-        encoder: evicortex::DEFAULT_MODEL.to_owned(),
-        also_encoders: Vec::new(),
-        reranker: None,
-        config_file: None,
-        stratified: None,
-        reader: None,
+        ..RunSpec::new(benchmark, data_file(dataset))
     }
 }
 

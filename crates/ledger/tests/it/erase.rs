@@ -1,7 +1,10 @@
 use evicortex_core::{Namespace, SessionId, TextDigest, TurnId};
 use evicortex_ledger::{EraseError, EraseTarget, EvidenceLedger, Ledger, LedgerPosition, OpenMode};
 
-use crate::fixture::{Store, all_bytes, contains, raw, turn};
+use crate::{
+    fixture::{Store, raw, turn},
+    store_bytes::{all_bytes, contains},
+};
 
 /// A text long enough to spill into SQLite overflow pages, carrying a unique marker.
 fn secret(marker: &str) -> String {

@@ -16,17 +16,15 @@ use crate::{faultfs_shim::build_faultfs, fixture::turn};
 
 const CHILD: &str = "EVICORTEX_FAULT_CHILD_DIR";
 
-#[test]
-fn a_failed_fsync_poisons_the_writer_until_the_ledger_is_reopened() {
-    if let Ok(dir) = std::env::var(CHILD) {
-        return child(Path::new(&dir));
-    }
+/// Runs test `name` of this binary again under the shim, `child_env` naming a fresh directory
+/// whose `control` file the child arms; panics unless the child passes. Returns the directory
+/// and the faults that fired.
+fn run_child(name: &str, child_env: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let shim = build_faultfs(dir.path());
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "faults::a_failed_fsync_poisons_the_writer_until_the_ledger_is_reopened"])
-        .args(["--nocapture", "--test-threads", "1"])
-        .env(CHILD, dir.path())
+        .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+        .env(child_env, dir.path())
         .env("FAULTFS_CONTROL", dir.path().join("control"))
         .env("LD_PRELOAD", &shim)
         .output()
@@ -38,16 +36,31 @@ fn a_failed_fsync_poisons_the_writer_until_the_ledger_is_reopened() {
         String::from_utf8_lossy(&output.stderr)
     );
     let fired = fs_err::read_to_string(dir.path().join("control.fired")).unwrap();
+    (dir, fired)
+}
+
+#[test]
+fn a_failed_fsync_poisons_the_writer_until_the_ledger_is_reopened() {
+    if let Ok(dir) = std::env::var(CHILD) {
+        return child(Path::new(&dir));
+    }
+    let (dir, fired) =
+        run_child("faults::a_failed_fsync_poisons_the_writer_until_the_ledger_is_reopened", CHILD);
     assert!(fired.starts_with("fsync "), "{fired}");
     let ledger = Ledger::open(&dir.path().join("ledger.sqlite")).unwrap();
+    let texts = verified_texts(&ledger);
+    assert_eq!(texts, ["before", "after reopening"]);
+}
+
+/// The texts of namespace `a`, once `ledger` verifies.
+fn verified_texts(ledger: &Ledger) -> Vec<String> {
     ledger.verify().unwrap();
-    let texts: Vec<String> = ledger
+    ledger
         .evidence(&Namespace::new("a").unwrap())
         .unwrap()
         .into_iter()
         .map(|e| e.turn.text)
-        .collect();
-    assert_eq!(texts, ["before", "after reopening"]);
+        .collect()
 }
 
 /// Runs under the shim: `control` arms the next fsync to fail.
@@ -95,33 +108,17 @@ fn an_erasure_interrupted_before_its_scrub_is_finished_by_the_next_open() {
     if let Ok(dir) = std::env::var(SCRUB_CHILD) {
         return scrub_child(Path::new(&dir));
     }
-    let dir = tempfile::tempdir().unwrap();
-    let shim = build_faultfs(dir.path());
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "faults::an_erasure_interrupted_before_its_scrub_is_finished_by_the_next_open",
-        ])
-        .args(["--nocapture", "--test-threads", "1"])
-        .env(SCRUB_CHILD, dir.path())
-        .env("FAULTFS_CONTROL", dir.path().join("control"))
-        .env("LD_PRELOAD", &shim)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the child run failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let (_dir, fired) = run_child(
+        "faults::an_erasure_interrupted_before_its_scrub_is_finished_by_the_next_open",
+        SCRUB_CHILD,
     );
-    let fired = fs_err::read_to_string(dir.path().join("control.fired")).unwrap();
     assert!(fired.starts_with("write "), "{fired}");
 }
 
 fn holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
-    crate::fixture::all_bytes(dir)
+    crate::store_bytes::all_bytes(dir)
         .into_iter()
-        .filter(|(_, bytes)| crate::fixture::contains(bytes, needle.as_bytes()))
+        .filter(|(_, bytes)| crate::store_bytes::contains(bytes, needle.as_bytes()))
         .map(|(path, _)| path)
         .collect()
 }
@@ -149,13 +146,7 @@ fn scrub_child(dir: &Path) {
     let reopened = Ledger::open(&path).unwrap();
     let left = holding(dir, "SCRUB-MARKER");
     assert!(left.is_empty(), "the erased text is still in {left:?} after the reopen");
-    reopened.verify().unwrap();
-    let texts: Vec<String> = reopened
-        .evidence(&Namespace::new("a").unwrap())
-        .unwrap()
-        .into_iter()
-        .map(|e| e.turn.text)
-        .collect();
+    let texts = verified_texts(&reopened);
     assert_eq!(texts, ["kept"]);
     // The mark is gone: the next erasure starts from a clean state, and so does a third open.
     reopened.erase(&target).unwrap();

@@ -41,19 +41,3 @@ pub fn raw(path: &Path) -> rusqlite::Connection {
     conn.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
     conn
 }
-
-/// Every file of `dir`, concatenated: what an attacker with the disk would see.
-pub fn all_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    for entry in fs_err::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            out.push((path.clone(), fs_err::read(&path).unwrap()));
-        }
-    }
-    out
-}
-
-pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}

@@ -9,7 +9,10 @@ use evicortex_ledger::{
     canonical_json,
 };
 
-use crate::fixture::{all_bytes, contains, raw, turn};
+use crate::{
+    fixture::{raw, turn},
+    store_bytes::{all_bytes, contains},
+};
 
 /// Three live and three erased turns, a record and a session redaction.
 const FIXTURE: &[u8] = include_bytes!("../fixtures/ledger-v1.sqlite");

@@ -26,5 +26,8 @@ mod format_v2;
 mod open_check;
 /// Append/verify/read round trips over arbitrary batches (property test).
 mod round_trip;
+/// A store directory's files and their bytes (shared with the CLI's tests).
+#[path = "../support/store_bytes.rs"]
+mod store_bytes;
 /// Reads, appends and erasures refuse records altered behind the ledger's back.
 mod tamper;

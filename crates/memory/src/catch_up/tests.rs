@@ -26,6 +26,14 @@ fn open(dir: &std::path::Path, encoder: Arc<dyn Encoder>) -> Memory {
     Memory::builder(dir).encoder(encoder).open().unwrap()
 }
 
+/// A store in `dir` with the default encoder, holding `turns`; and that encoder.
+fn store_holding(dir: &std::path::Path, turns: &[Turn]) -> (Arc<dyn Encoder>, Memory) {
+    let encoder = default_encoder();
+    let memory = open(dir, encoder.clone());
+    memory.append(turns).unwrap();
+    (encoder, memory)
+}
+
 fn cache(memory: &Memory) -> &EmbeddingCache {
     &memory.inner.dense.as_ref().expect("opened with an encoder").cache
 }
@@ -59,15 +67,14 @@ fn long_text() -> String {
 #[test]
 fn identical_text_is_embedded_once_across_namespaces_and_runs_resume() {
     let dir = tempfile::tempdir().unwrap();
-    let encoder = default_encoder();
-    let memory = open(dir.path(), encoder.clone());
-    memory
-        .append(&[
+    let (encoder, memory) = store_holding(
+        dir.path(),
+        &[
             turn("alice", "s1", 0, "I moved to Lisbon in May."),
             turn("bob", "s1", 0, "I moved to Lisbon in May."),
             turn("bob", "s1", 1, "My sister visited in June."),
-        ])
-        .unwrap();
+        ],
+    );
     let mut seen = Vec::new();
     let report =
         memory.catch_up(None, CatchUpLimits { chunk_texts: 1 }, &mut |p| seen.push(*p)).unwrap();
@@ -184,15 +191,14 @@ fn overlength_turns_are_refused_and_reported_or_windowed_when_asked() {
 #[test]
 fn erasure_removes_vectors_of_texts_no_live_turn_holds() {
     let dir = tempfile::tempdir().unwrap();
-    let encoder = default_encoder();
-    let memory = open(dir.path(), encoder.clone());
-    memory
-        .append(&[
+    let (encoder, memory) = store_holding(
+        dir.path(),
+        &[
             turn("alice", "s1", 0, "shared text"),
             turn("alice", "s1", 1, "alice's secret"),
             turn("bob", "s1", 0, "shared text"),
-        ])
-        .unwrap();
+        ],
+    );
     let id = encoder.identity_digest();
     memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
     assert_eq!(cache(&memory).count(&id).unwrap(), 2);
@@ -216,14 +222,13 @@ fn erasure_removes_vectors_of_texts_no_live_turn_holds() {
 #[test]
 fn a_turn_s_vector_is_its_document_s_and_erasure_purges_the_document() {
     let dir = tempfile::tempdir().unwrap();
-    let encoder = default_encoder();
-    let memory = open(dir.path(), encoder.clone());
-    memory
-        .append(&[
+    let (encoder, memory) = store_holding(
+        dir.path(),
+        &[
             said_by("Alice", turn("chat", "s1", 0, "see you at the lake")),
             said_by("Bob", turn("chat", "s1", 1, "see you at the lake")),
-        ])
-        .unwrap();
+        ],
+    );
     let id = encoder.identity_digest();
     let report = memory.catch_up(None, CatchUpLimits::default(), &mut no_progress()).unwrap();
     assert_eq!((report.distinct_texts, report.embedded_texts), (2, 2), "two documents");

@@ -22,17 +22,26 @@ fn line(ns: &str, session: &str, turn: u32, time: &str, text: &str) -> String {
 }
 
 fn compile(memory: &Memory, question: &str, as_of: Option<&str>) -> CompiledContext {
-    let reader = TiktokenReader::o200k_base();
+    try_compile(memory, &TiktokenReader::o200k_base(), "alice", question, as_of, 10).unwrap()
+}
+
+/// A lexical hybrid compile (`top_n` candidates) of `question` over `namespace` at 200 tokens.
+fn try_compile(
+    memory: &Memory,
+    reader: &TiktokenReader,
+    namespace: &str,
+    question: &str,
+    as_of: Option<&str>,
+    top_n: usize,
+) -> Result<CompiledContext, CompileError> {
     let query = CompileQuery {
-        namespace: Namespace::new("alice").unwrap(),
+        namespace: Namespace::new(namespace).unwrap(),
         question: question.to_owned(),
         as_of: as_of.map(|t| EventTime::parse_rfc3339(t).unwrap()),
         budget: TokenBudget::new(200),
     };
-    let config = CompileConfig::hybrid(10, DenseConfig::Off);
-    let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
-    memory.compile(&request).unwrap()
+    let config = CompileConfig::hybrid(top_n, DenseConfig::Off);
+    memory.compile(&CompileRequest { query: &query, config: &config, reader, query_vectors: &[] })
 }
 
 /// BM25 indexes the speaker's name with the text: a question naming Melanie finds what
@@ -56,16 +65,7 @@ fn a_question_naming_a_speaker_finds_that_speakers_turn() {
         ],
     );
     let reader = TiktokenReader::o200k_base();
-    let query = CompileQuery {
-        namespace: Namespace::new("alice").unwrap(),
-        question: "Melanie race".to_owned(),
-        as_of: None,
-        budget: TokenBudget::new(200),
-    };
-    let config = CompileConfig::hybrid(1, DenseConfig::Off);
-    let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
-    let context = memory.compile(&request).unwrap();
+    let context = try_compile(&memory, &reader, "alice", "Melanie race", None, 1).unwrap();
     assert_eq!(context.items.len(), 1, "{}", context.explain());
     assert_eq!(context.items[0].text, "The race was great.", "{}", context.explain());
 }
@@ -116,20 +116,16 @@ fn an_empty_question_is_refused_and_dense_needs_an_encoder() {
     let memory = Memory::open(dir.path()).unwrap();
     append(&memory, &[&line("alice", "s1", 0, "2024-05-02T10:00:00Z", "hello")]);
     let reader = TiktokenReader::o200k_base();
-    let mut query = CompileQuery {
-        namespace: Namespace::new("alice").unwrap(),
-        question: "  \n".to_owned(),
-        as_of: None,
-        budget: TokenBudget::new(200),
-    };
-    let config = CompileConfig::hybrid(10, DenseConfig::Off);
-    let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
-    let err = memory.compile(&request).unwrap_err();
+    let err = try_compile(&memory, &reader, "alice", "  \n", None, 10).unwrap_err();
     assert!(matches!(err, CompileError::EmptyQuestion), "{err:?}");
     assert_eq!((err.class(), err.field().as_deref()), (ErrorClass::BadInput, Some("query")));
 
-    query.question = "hello".to_owned();
+    let query = CompileQuery {
+        namespace: Namespace::new("alice").unwrap(),
+        question: "hello".to_owned(),
+        as_of: None,
+        budget: TokenBudget::new(200),
+    };
     let dense = CompileConfig::hybrid(10, DenseConfig::On { top_n: 10 });
     let request =
         CompileRequest { query: &query, config: &dense, reader: &reader, query_vectors: &[] };
@@ -160,17 +156,8 @@ fn the_index_cache_stays_within_its_budget() {
         .collect();
     append(&memory, &lines.iter().map(String::as_str).collect::<Vec<_>>());
     let reader = TiktokenReader::o200k_base();
-    let config = CompileConfig::hybrid(10, DenseConfig::Off);
     let compile_ns = |ns: usize| {
-        let query = CompileQuery {
-            namespace: Namespace::new(&format!("ns{ns}")).unwrap(),
-            question: "gardening".to_owned(),
-            as_of: None,
-            budget: TokenBudget::new(200),
-        };
-        let request =
-            CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
-        memory.compile(&request).unwrap().to_json()
+        try_compile(&memory, &reader, &format!("ns{ns}"), "gardening", None, 10).unwrap().to_json()
     };
     let first = compile_ns(0);
     for ns in 0..30 {
@@ -196,18 +183,8 @@ fn a_namespace_over_the_whole_budget_stays_cached_alone() {
     lines.push(line("small", "s1", 0, "2024-05-02T10:00:00Z", "one turn on roses"));
     append(&memory, &lines.iter().map(String::as_str).collect::<Vec<_>>());
     let reader = TiktokenReader::o200k_base();
-    let config = CompileConfig::hybrid(10, DenseConfig::Off);
-    let compile_ns = |ns: &str| {
-        let query = CompileQuery {
-            namespace: Namespace::new(ns).unwrap(),
-            question: "roses".to_owned(),
-            as_of: None,
-            budget: TokenBudget::new(200),
-        };
-        let request =
-            CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
-        memory.compile(&request).unwrap().to_json()
-    };
+    let compile_ns =
+        |ns: &str| try_compile(&memory, &reader, ns, "roses", None, 10).unwrap().to_json();
     compile_ns("small");
     let first = compile_ns("big");
     let (bytes, namespaces) = memory.inner.indexes.usage();
@@ -253,17 +230,7 @@ fn the_background_token_precount_counts_every_live_turn_as_packing_would() {
         compile(&fresh, question, None).to_json()
     );
 
-    let reader = TiktokenReader::cl100k_base();
-    let query = CompileQuery {
-        namespace: alice.clone(),
-        question: question.to_owned(),
-        as_of: None,
-        budget: TokenBudget::new(200),
-    };
-    let config = CompileConfig::hybrid(10, DenseConfig::Off);
-    let request =
-        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
-    memory.compile(&request).unwrap();
+    try_compile(&memory, &TiktokenReader::cl100k_base(), "alice", question, None, 10).unwrap();
     assert!(memory.wait_for_token_counts(std::time::Duration::from_secs(120)));
     assert_eq!(cached("cl100k_base"), live);
 }

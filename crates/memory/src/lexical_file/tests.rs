@@ -75,6 +75,16 @@ fn saved(memory: &Memory) -> Option<usize> {
     indexes.lexical_saved()
 }
 
+/// Panics unless `memory` compiles every question as a store over `dir` that keeps no lexical
+/// files does; returns that store.
+fn assert_compiles_as_plain(dir: &Path, memory: &Memory) -> Memory {
+    let plain = open(dir, None);
+    for question in QUESTIONS {
+        assert_eq!(compile(memory, question), compile(&plain, question), "{question}");
+    }
+    plain
+}
+
 #[test]
 fn the_next_process_loads_the_file_and_compiles_as_a_store_without_one() {
     let dir = tempfile::tempdir().unwrap();
@@ -90,20 +100,14 @@ fn the_next_process_loads_the_file_and_compiles_as_a_store_without_one() {
     let written = inode(&file(dir.path()));
 
     let reopened = open(dir.path(), Some(40));
-    let plain = open(dir.path(), None);
-    for question in QUESTIONS {
-        assert_eq!(compile(&reopened, question), compile(&plain, question), "{question}");
-    }
+    let plain = assert_compiles_as_plain(dir.path(), &reopened);
     assert_eq!(saved(&reopened), Some(48));
     assert_eq!(inode(&file(dir.path())), written, "loaded, not rebuilt and written again");
     assert_eq!(saved(&plain), None);
 
     // Appended turns extend what was loaded; a growth of an eighth or less is not written.
     append(&reopened, 48..52);
-    let plain = open(dir.path(), None);
-    for question in QUESTIONS {
-        assert_eq!(compile(&reopened, question), compile(&plain, question), "{question}");
-    }
+    assert_compiles_as_plain(dir.path(), &reopened);
     assert_eq!(inode(&file(dir.path())), written, "grown by 4 of 48: not written");
     append(&reopened, 52..60);
     compile(&reopened, QUESTIONS[1]);
@@ -111,10 +115,7 @@ fn the_next_process_loads_the_file_and_compiles_as_a_store_without_one() {
     let rewritten = inode(&file(dir.path()));
     assert_ne!(rewritten, written);
     let again = open(dir.path(), Some(40));
-    let plain = open(dir.path(), None);
-    for question in QUESTIONS {
-        assert_eq!(compile(&again, question), compile(&plain, question), "{question}");
-    }
+    assert_compiles_as_plain(dir.path(), &again);
     assert_eq!(saved(&again), Some(60));
     assert_eq!(inode(&file(dir.path())), rewritten, "loaded");
 }

@@ -349,6 +349,19 @@ fn a_stale_or_damaged_file_is_rebuilt() {
     HnswIndex::<(TurnId, u32)>::load(&path).unwrap();
 }
 
+/// A store holding the sample, served by the graph and compiled once, so that its one index
+/// file exists: (its directory, the store, the file).
+fn sample_with_graph_file(
+    encoder: &Arc<dyn evicortex::Encoder>,
+) -> (tempfile::TempDir, Memory, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(dir.path(), encoder, graph_always());
+    ingest(&memory, SAMPLE);
+    compile(&memory, QUESTIONS[0].0, None);
+    let (path, _) = only_index_file(dir.path());
+    (dir, memory, path)
+}
+
 /// The bytes of a stored unit vector as the file holds them.
 fn vector_bytes(path: &Path, turn: TurnId) -> Vec<u8> {
     let (_, index) = HnswIndex::<(TurnId, u32)>::load(path).unwrap();
@@ -363,11 +376,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 #[test]
 fn erasure_leaves_no_erased_vector_in_any_index_file() {
     let encoder = encoder();
-    let dir = tempfile::tempdir().unwrap();
-    let memory = open(dir.path(), &encoder, graph_always());
-    ingest(&memory, SAMPLE);
-    compile(&memory, QUESTIONS[0].0, None);
-    let (path, _) = only_index_file(dir.path());
+    let (dir, memory, path) = sample_with_graph_file(&encoder);
     let victim = memory
         .evidence(&alice())
         .unwrap()
@@ -393,11 +402,7 @@ fn erasure_leaves_no_erased_vector_in_any_index_file() {
 #[test]
 fn a_file_left_by_an_interrupted_erasure_is_removed_on_open() {
     let encoder = encoder();
-    let dir = tempfile::tempdir().unwrap();
-    let memory = open(dir.path(), &encoder, graph_always());
-    ingest(&memory, SAMPLE);
-    compile(&memory, QUESTIONS[0].0, None);
-    let (path, _) = only_index_file(dir.path());
+    let (dir, memory, path) = sample_with_graph_file(&encoder);
     let saved = fs_err::read(&path).unwrap();
     let victim = memory.evidence(&alice()).unwrap()[0].id;
     memory.erase(&EraseTarget::Record(alice(), victim)).unwrap();
@@ -414,11 +419,7 @@ fn a_file_left_by_an_interrupted_erasure_is_removed_on_open() {
 #[test]
 fn a_temporary_file_of_a_killed_writer_is_removed_on_open() {
     let encoder = encoder();
-    let dir = tempfile::tempdir().unwrap();
-    let memory = open(dir.path(), &encoder, graph_always());
-    ingest(&memory, SAMPLE);
-    compile(&memory, QUESTIONS[0].0, None);
-    let (path, _) = only_index_file(dir.path());
+    let (dir, memory, path) = sample_with_graph_file(&encoder);
     drop(memory);
     let index_dir = dir.path().join(VECTOR_INDEX_DIR);
     let abandoned = index_dir.join(".hnsw-killed1.tmp");

@@ -56,20 +56,29 @@ fn query(question: &str, budget: u32) -> CompileQuery {
     }
 }
 
+/// A request for a local reader (its own tokenizer) decoding up to `max_new_tokens` greedily.
+fn greedy<'a>(
+    query: &'a CompileQuery,
+    config: &'a CompileConfig,
+    max_new_tokens: u32,
+) -> AnswerRequest<'a> {
+    AnswerRequest {
+        query,
+        config,
+        query_vectors: &[],
+        tokenizer: None,
+        question_date: None,
+        decoding: DecodingSettings::greedy(max_new_tokens),
+    }
+}
+
 #[test]
 fn answers_with_the_budget_counted_in_the_readers_own_tokens() {
     let store = TestStore::new();
     let memory = memory_with(&store, 1);
     let config = CompileConfig::hybrid(10, DenseConfig::Off);
     let query = query("Where did I move in May?", 200);
-    let request = AnswerRequest {
-        query: &query,
-        config: &config,
-        query_vectors: &[],
-        tokenizer: None,
-        question_date: None,
-        decoding: DecodingSettings::greedy(6),
-    };
+    let request = greedy(&query, &config, 6);
     let report = memory.answer(&request, reader()).expect("answer");
     let own = Reader::tokenizer(reader()).expect("local readers have a tokenizer");
     assert_eq!(report.context.reader_tokenizer, evicortex::ReaderTokenizer::name(own.as_ref()));
@@ -109,14 +118,7 @@ fn a_prompt_over_the_window_is_refused_with_the_numbers() {
     config.lexical.top_n = 400;
     // The budget alone, with the tokens to generate, already exceeds the window.
     let over = query("Lisbon trams tiles river", window);
-    let request = AnswerRequest {
-        query: &over,
-        config: &config,
-        query_vectors: &[],
-        tokenizer: None,
-        question_date: None,
-        decoding: DecodingSettings::greedy(8),
-    };
+    let request = greedy(&over, &config, 8);
     match memory.answer(&request, reader()) {
         Err(AnswerError::BudgetOverWindow { budget, max_new_tokens: 8, context_window }) => {
             assert_eq!((budget, context_window), (window, window));
@@ -150,14 +152,7 @@ fn the_compilers_abstention_is_returned_without_reading() {
     config.abstention.signal = SupportSignal::LexicalCoverage;
     config.abstention.threshold = Some(0.99);
     let query = query("What is the capital of Mongolia?", 200);
-    let request = AnswerRequest {
-        query: &query,
-        config: &config,
-        query_vectors: &[],
-        tokenizer: None,
-        question_date: None,
-        decoding: DecodingSettings::greedy(6),
-    };
+    let request = greedy(&query, &config, 6);
     let report = memory.answer(&request, reader()).expect("answer");
     assert!(report.context.abstain);
     assert!(report.answer.is_none());
@@ -171,14 +166,7 @@ fn tokenizers_must_be_the_readers_own_or_named_for_an_endpoint() {
     let config = CompileConfig::hybrid(10, DenseConfig::Off);
     let query = query("Where did I move?", 200);
     let o200k = TiktokenReader::o200k_base();
-    let request = AnswerRequest {
-        query: &query,
-        config: &config,
-        query_vectors: &[],
-        tokenizer: Some(&o200k),
-        question_date: None,
-        decoding: DecodingSettings::greedy(4),
-    };
+    let request = AnswerRequest { tokenizer: Some(&o200k), ..greedy(&query, &config, 4) };
     let err = memory.answer(&request, reader()).expect_err("conflict");
     assert!(matches!(err, AnswerError::TokenizerConflict { .. }), "{err}");
     // An endpoint (never contacted: the request is refused first) cannot count tokens.

@@ -30,7 +30,8 @@ impl DerivedStore for TextKeyed {
     }
 }
 
-fn turn(ns: &str, i: u32, text: &str) -> Turn {
+/// Turn `i` of a user in session `s` of namespace `ns`.
+pub(crate) fn turn(ns: &str, i: u32, text: &str) -> Turn {
     Turn {
         namespace: Namespace::new(ns).unwrap(),
         session: SessionId::new("s").unwrap(),

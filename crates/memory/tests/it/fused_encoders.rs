@@ -7,7 +7,10 @@ use evicortex::{
     IngestOptions, Memory, Namespace, Overlength, Retriever, parse_jsonl,
 };
 
-use crate::{incremental_indexes::compile_alice, test_store::TestStore};
+use crate::{
+    incremental_indexes::compile_alice,
+    test_store::{TestStore, pgvector_tables},
+};
 
 const TURNS: &str = r#"{"namespace":"alice","session":"s1","turn":0,"role":"user","speaker":"Ann","text":"I swam across Lake Tahoe last August.","time":"2024-05-01T10:00:00Z"}
 {"namespace":"alice","session":"s1","turn":1,"role":"assistant","speaker":"Bo","text":"That is a long swim; the water must have been cold.","time":"2024-05-01T10:01:00Z"}
@@ -34,13 +37,7 @@ fn open(store: &TestStore) -> Memory {
 /// registered.
 fn pgvector_rows(url: &str) -> Vec<i64> {
     let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
-    let tables: Vec<String> = client
-        .query("SELECT format('vectors_e%s', id) FROM vector_encoders ORDER BY id", &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    tables
+    pgvector_tables(&mut client)
         .iter()
         .map(|table| {
             client.query_one(&format!("SELECT COUNT(*) FROM {table}"), &[]).unwrap().get(0)

@@ -42,5 +42,11 @@ mod private_files;
 mod second_stage;
 /// One `Memory` shared by threads.
 mod shared;
+/// A database of its own per test on the PostgreSQL test servers (the PostgreSQL crate's helper).
+#[path = "../../../postgres/tests/support/test_db.rs"]
+mod test_db;
 /// Each test's store on the backend EVICORTEX_TEST_BACKEND names.
 mod test_store;
+/// A database of its own on the TLS test server (the PostgreSQL crate's helper).
+#[path = "../../../postgres/tests/support/tls_db.rs"]
+mod tls_db;

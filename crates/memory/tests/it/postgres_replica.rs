@@ -3,103 +3,20 @@
 //! replayed them, verifies and exports; appends and erasures through it are refusals naming the
 //! replica. Needs the pair `scripts/postgres start-replicated` prints.
 
-use std::{
-    sync::atomic::{AtomicU32, Ordering},
-    time::{Duration, Instant},
-};
-
 use evicortex::{
     AppendError, CatchUpLimits, CompileConfig, DenseConfig, EraseError, EraseTarget, ErrorClass,
     IngestOptions, LedgerEraseError, Memory, Namespace, parse_jsonl,
 };
 
-use crate::incremental_indexes::{compile_alice, pinned_encoder};
+use crate::{
+    incremental_indexes::{compile_alice, pinned_encoder},
+    test_db::ReplicatedDb,
+};
 
 const TURNS: &str = r#"{"namespace":"alice","session":"s1","turn":0,"role":"user","speaker":"Ann","text":"I swam across Lake Tahoe last summer.","time":"2024-06-02T10:00:00Z"}
 {"namespace":"alice","session":"s1","turn":1,"role":"assistant","text":"That sounds cold and long.","time":"2024-06-02T10:01:00Z"}
 {"namespace":"alice","session":"s2","turn":0,"role":"user","speaker":"Bo","text":"My cello lessons start on Tuesday.","time":"2024-07-09T18:00:00Z"}
 {"namespace":"alice","session":"s3","turn":0,"role":"user","speaker":"Ann","text":"The marathon is in May next year.","time":"2024-08-01T08:00:00Z"}"#;
-
-/// A database of its own on the pair's primary (dropped there, and on the standby by replay).
-struct PairDb {
-    primary_server: String,
-    replica_server: String,
-    name: String,
-}
-
-impl PairDb {
-    fn new() -> PairDb {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let var = |name: &str| {
-            std::env::var(name).unwrap_or_else(|_| {
-                panic!(
-                    "{name} is not set: the read-replica tests need a primary and a hot \
-                     standby. Run `scripts/postgres start-replicated` and export what it prints"
-                )
-            })
-        };
-        let primary_server = var("EVICORTEX_TEST_POSTGRES_PRIMARY_URL");
-        let replica_server = var("EVICORTEX_TEST_POSTGRES_REPLICA_URL");
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let name = format!(
-            "evicortex_replica_{}_{}_{nanos}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        postgres::Client::connect(&primary_server, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("connecting to the primary {primary_server}: {e}"))
-            .batch_execute(&format!("CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"))
-            .unwrap_or_else(|e| panic!("creating database {name}: {e}"));
-        PairDb { primary_server, replica_server, name }
-    }
-
-    /// The server URL `server` naming this database (URL form without a query).
-    fn url(&self, server: &str) -> String {
-        let base = server.rsplit_once('/').map_or(server, |(base, _)| base);
-        format!("{base}/{}", self.name)
-    }
-
-    fn primary(&self) -> String {
-        self.url(&self.primary_server)
-    }
-
-    fn replica(&self) -> String {
-        self.url(&self.replica_server)
-    }
-
-    /// Waits until the standby has replayed everything the primary has written so far.
-    fn wait_for_replay(&self) {
-        let mut primary = postgres::Client::connect(&self.primary_server, postgres::NoTls).unwrap();
-        let written: String =
-            primary.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
-        let mut standby = postgres::Client::connect(&self.replica_server, postgres::NoTls).unwrap();
-        let started = Instant::now();
-        while !standby
-            .query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&written])
-            .unwrap()
-            .get::<_, bool>(0)
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "the standby {} has not replayed up to {written} in 30 s",
-                self.replica_server
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for PairDb {
-    fn drop(&mut self) {
-        if let Ok(mut admin) = postgres::Client::connect(&self.primary_server, postgres::NoTls) {
-            let _ =
-                admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
-    }
-}
 
 fn open(url: &str, derived: &tempfile::TempDir) -> Memory {
     Memory::builder(url).derived_dir(derived.path()).encoder(pinned_encoder()).open().unwrap()
@@ -116,10 +33,10 @@ const QUESTIONS: [&str; 2] = ["Where did Ann swim?", "When do the cello lessons 
 
 #[test]
 fn a_replica_compiles_what_the_primary_compiles_and_refuses_appends_and_erasures() {
-    let db = PairDb::new();
+    let db = ReplicatedDb::new();
     let (primary_derived, replica_derived) =
         (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let primary = open(&db.primary(), &primary_derived);
+    let primary = open(&db.primary.url, &primary_derived);
     let turns = parse_jsonl("inline", TURNS.as_bytes(), &IngestOptions::default()).unwrap();
     assert_eq!(primary.append(&turns).unwrap().appended(), 4);
     primary.catch_up(None, CatchUpLimits::default(), &mut |_| {}).unwrap();
@@ -129,7 +46,7 @@ fn a_replica_compiles_what_the_primary_compiles_and_refuses_appends_and_erasures
     assert!(on_primary.iter().all(|c| !c.is_empty()), "{on_primary:?}");
     db.wait_for_replay();
 
-    let replica = open(&db.replica(), &replica_derived);
+    let replica = open(&db.replica_url, &replica_derived);
     // The standby's derived files are its own: it embeds what it has replayed, locally.
     replica.catch_up(None, CatchUpLimits::default(), &mut |_| {}).unwrap();
     let on_replica: Vec<_> = QUESTIONS.iter().map(|q| cited(&replica, q)).collect();
@@ -141,8 +58,7 @@ fn a_replica_compiles_what_the_primary_compiles_and_refuses_appends_and_erasures
     replica.export(None, &mut exported_replica).unwrap();
     assert_eq!(exported_replica, exported_primary);
 
-    let server =
-        db.replica_server.rsplit_once('@').unwrap().1.split('/').next().unwrap().to_owned();
+    let server = db.replica_url.rsplit_once('@').unwrap().1.split('/').next().unwrap().to_owned();
     let more = parse_jsonl(
         "inline",
         br#"{"namespace":"alice","session":"s4","turn":0,"role":"user","text":"New on the replica.","time":"2024-09-01T08:00:00Z"}"#

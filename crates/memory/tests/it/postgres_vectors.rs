@@ -12,7 +12,7 @@ use evicortex::{
 use crate::{
     incremental_indexes::pinned_encoder,
     postgres_backend::{TURNS, turns},
-    test_store::TestDb,
+    test_store::{TestDb, pgvector_tables},
 };
 
 /// The store in `db` opened with the pinned encoder and `derived` as its derived directory.
@@ -59,14 +59,8 @@ fn dense_list(memory: &Memory, context: &CompiledContext) -> Vec<(String, u32)> 
 /// Record numbers of the vectors stored for namespace `alice`, over every encoder's table.
 fn stored_numbers(db: &TestDb) -> Vec<i64> {
     let mut client = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
-    let tables: Vec<String> = client
-        .query("SELECT format('vectors_e%s', id) FROM vector_encoders", &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
     let mut numbers = Vec::new();
-    for table in tables {
+    for table in pgvector_tables(&mut client) {
         for row in client
             .query(&format!("SELECT number FROM {table} WHERE namespace = 'alice'"), &[])
             .unwrap()

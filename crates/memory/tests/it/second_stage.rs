@@ -2,25 +2,12 @@ use std::sync::Arc;
 
 use evicortex::{
     CatchUpLimits, CompileConfig, CompileQuery, CompileRequest, DenseConfig, ErasableVectors,
-    EraseTarget, EventTime, LoadedReranker, Namespace, RerankConfig, RerankerSpec, Role, SessionId,
-    TextDigest, TiktokenReader, TokenBudget, Turn, TurnIndex,
+    EraseTarget, LoadedReranker, Namespace, RerankConfig, RerankerSpec, TextDigest, TiktokenReader,
+    TokenBudget, Turn,
 };
 use evicortex_rerank::{CandidateVectors, CosineReranker, Reranker};
 
-use crate::test_store::TestStore;
-
-fn turn(ns: &str, i: u32, text: &str) -> Turn {
-    Turn {
-        namespace: Namespace::new(ns).unwrap(),
-        session: SessionId::new("s").unwrap(),
-        turn: TurnIndex::new(i),
-        role: Role::User,
-        speaker: None,
-        text: text.into(),
-        time: EventTime::parse_rfc3339("2024-01-01T00:00:00Z").unwrap(),
-        meta: serde_json::Map::new(),
-    }
-}
+use crate::{derived_purge::turn, test_store::TestStore};
 
 fn need<T, E: std::fmt::Display>(loaded: Result<T, E>) -> T {
     loaded.unwrap_or_else(|err| {

@@ -4,15 +4,13 @@
 //! checks both backends. `postgres` needs a server: `scripts/postgres start`, then export the
 //! URL it prints as EVICORTEX_TEST_POSTGRES_URL.
 
-use std::{
-    path::Path,
-    sync::atomic::{AtomicU32, Ordering},
-};
+use std::path::Path;
 
 use evicortex::{CompiledContext, DenseIndexRef, Memory, MemoryBuilder};
 
+pub(crate) use crate::test_db::TestDb;
+
 const BACKEND_ENV: &str = "EVICORTEX_TEST_BACKEND";
-const SERVER_ENV: &str = "EVICORTEX_TEST_POSTGRES_URL";
 
 /// Which ledger the suite's stores use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,49 +115,12 @@ impl TestStore {
     }
 }
 
-/// A database of its own on the test server, dropped with its connections at the end.
-pub(crate) struct TestDb {
-    pub(crate) url: String,
-    name: String,
-    server: String,
-}
-
-impl TestDb {
-    pub(crate) fn new() -> TestDb {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let server = std::env::var(SERVER_ENV).unwrap_or_else(|_| {
-            panic!(
-                "{SERVER_ENV} is not set: PostgreSQL stores need a test server. Run \
-                 `scripts/postgres start` and export the URL it prints"
-            )
-        });
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let name = format!(
-            "evicortex_memory_{}_{}_{nanos}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut admin = postgres::Client::connect(&server, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("connecting to the test server: {e}"));
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"))
-            .unwrap_or_else(|e| panic!("creating database {name}: {e}"));
-        let scheme_end = server.find("://").map(|i| i + 3).expect("a postgres:// URL");
-        let path_start = server[scheme_end..].find('/').map_or(server.len(), |i| scheme_end + i);
-        let query = server.find('?').map_or("", |q| &server[q..]);
-        let url = format!("{}/{name}{query}", &server[..path_start]);
-        TestDb { url, name, server }
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Ok(mut admin) = postgres::Client::connect(&self.server, postgres::NoTls) {
-            let _ =
-                admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
-    }
+/// The pgvector table of each encoder a PostgreSQL store has registered, in registration order.
+pub(crate) fn pgvector_tables(client: &mut postgres::Client) -> Vec<String> {
+    client
+        .query("SELECT format('vectors_e%s', id) FROM vector_encoders ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
 }

@@ -23,7 +23,13 @@ mod round_trip;
 mod schema;
 mod support;
 mod tamper;
+/// A database of its own per test (shared with the facade's and the CLI's suites).
+#[path = "../support/test_db.rs"]
+mod test_db;
 mod tls;
+/// A database of its own on the TLS server (shared with the facade's suite).
+#[path = "../support/tls_db.rs"]
+mod tls_db;
 mod vectors_erase;
 mod vectors_exact;
 mod vectors_fixture;

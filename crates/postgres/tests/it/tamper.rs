@@ -43,26 +43,21 @@ fn verify_names_an_edited_text() {
 
 #[test]
 fn verify_names_a_rewritten_chain_hash_a_lost_record_and_a_false_head() {
-    let db = TestDb::new();
-    let pg = three_turns(&db);
-    let mut raw = db.raw();
-    raw.execute("UPDATE records SET chain = digest WHERE seq = 3", &[]).unwrap();
-    let (position, detail) = bad_record(pg.verify().unwrap_err());
-    assert_eq!(position, 3);
-    assert!(detail.contains("chain hash mismatch"), "{detail}");
+    for (edit, bad, what) in [
+        ("UPDATE records SET chain = digest WHERE seq = 3", 3, "chain hash mismatch"),
+        ("DELETE FROM records WHERE seq = 2", 2, "missing"),
+    ] {
+        let db = TestDb::new();
+        let pg = three_turns(&db);
+        db.raw().execute(edit, &[]).unwrap();
+        let (position, detail) = bad_record(pg.verify().unwrap_err());
+        assert_eq!(position, bad, "{edit}");
+        assert!(detail.contains(what), "{edit}: {detail}");
+    }
 
     let db = TestDb::new();
     let pg = three_turns(&db);
-    let mut raw = db.raw();
-    raw.execute("DELETE FROM records WHERE seq = 2", &[]).unwrap();
-    let (position, detail) = bad_record(pg.verify().unwrap_err());
-    assert_eq!(position, 2);
-    assert!(detail.contains("missing"), "{detail}");
-
-    let db = TestDb::new();
-    let pg = three_turns(&db);
-    let mut raw = db.raw();
-    raw.execute("UPDATE ledger_meta SET value = '2' WHERE key = 'head_seq'", &[]).unwrap();
+    db.raw().execute("UPDATE ledger_meta SET value = '2' WHERE key = 'head_seq'", &[]).unwrap();
     assert!(matches!(pg.verify().unwrap_err(), VerifyError::BadHead { .. }));
     // A writer refuses to build on a head that does not match, and so does a new connection.
     assert!(pg.append(&[turn("alice", "s1", 3, "four")]).is_err());

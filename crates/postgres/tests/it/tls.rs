@@ -2,95 +2,16 @@
 //! throwaway CA, a certificate for `localhost`, plaintext logins rejected by pg_hba.conf).
 
 use evicortex_ledger::EvidenceLedger;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use evicortex_postgres::{
     ConnectError, PgLedger, PgVectors, TlsError, TlsFailure, VectorStoreError,
 };
 
-use crate::support::{server_url, turn, with_database};
-
-/// The TLS server's URL (no sslmode) and its CA's PEM file.
-fn tls_server() -> (String, String) {
-    let var = |name: &str| {
-        std::env::var(name).unwrap_or_else(|_| {
-            panic!(
-                "{name} is not set: the TLS tests need a TLS server. Run `scripts/postgres \
-                 start-tls` and export the variables it prints"
-            )
-        })
-    };
-    (var("EVICORTEX_TEST_POSTGRES_TLS_URL"), var("EVICORTEX_TEST_POSTGRES_TLS_CA"))
-}
-
-/// `url` with `query` appended (the test URLs have none).
-fn with_query(url: &str, query: &str) -> String {
-    format!("{url}?{query}")
-}
-
-/// An administrator's connection over verified TLS, independent of the crate under test.
-fn admin(url: &str, ca: &str) -> postgres::Client {
-    let pem = fs_err::read(ca).unwrap();
-    let connector = native_tls::TlsConnector::builder()
-        .add_root_certificate(native_tls::Certificate::from_pem(&pem).unwrap())
-        .disable_built_in_roots(true)
-        .build()
-        .unwrap();
-    let mut config: postgres::Config = url.parse().unwrap();
-    config.ssl_mode(postgres::config::SslMode::Require);
-    config
-        .connect(postgres_native_tls::MakeTlsConnector::new(connector))
-        .unwrap_or_else(|e| panic!("connecting to the TLS test server {url}: {e:?}"))
-}
-
-/// A database of its own on the TLS server, dropped at the end.
-struct TlsDb {
-    server: String,
-    ca: String,
-    name: String,
-}
-
-impl TlsDb {
-    fn new() -> TlsDb {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let (server, ca) = tls_server();
-        let name = format!(
-            "evicortex_tls_{}_{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        admin(&server, &ca)
-            .batch_execute(&format!("CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0"))
-            .unwrap_or_else(|e| panic!("creating database {name}: {e}"));
-        TlsDb { server, ca, name }
-    }
-
-    /// The database's URL with `query`.
-    fn url(&self, query: &str) -> String {
-        with_query(&with_database(&self.server, &self.name), query)
-    }
-
-    /// Whether every session our crate holds open on this database is encrypted, and how many
-    /// there are.
-    fn encrypted_sessions(&self) -> (bool, i64) {
-        let row = admin(&self.server, &self.ca)
-            .query_one(
-                "SELECT coalesce(bool_and(s.ssl), false), count(*) FROM pg_stat_ssl s \
-                 JOIN pg_stat_activity a USING (pid) \
-                 WHERE a.datname = $1 AND a.application_name = 'evicortex'",
-                &[&self.name],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    }
-}
-
-impl Drop for TlsDb {
-    fn drop(&mut self) {
-        let _ = admin(&self.server, &self.ca)
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-    }
-}
+use crate::{
+    support::turn,
+    test_db::server_url,
+    tls_db::{TlsDb, tls_server, with_query},
+};
 
 fn handshake_failure(err: &ConnectError) -> TlsFailure {
     match err {

@@ -32,12 +32,7 @@ async fn requests_without_a_valid_key_get_401() {
 #[tokio::test]
 async fn a_key_for_another_namespace_gets_the_same_403_whether_it_exists_or_not() {
     let server = TestServer::start().await;
-    let alice = server.key_for("alice");
-    let bob = server.key_for("bob");
-    let stored = server
-        .post("/v1/namespaces/bob/turns", &bob, &json!({"turns": [turn("s", 0, "bob's secret")]}))
-        .await;
-    assert_eq!(stored.status, 200, "{}", stored.text);
+    let (alice, bob, _) = server.bob_holding("bob's secret").await;
 
     let mut replies = Vec::new();
     for ns in ["bob", "nobody-here", "bad%2Fname", "%FF"] {
@@ -76,10 +71,7 @@ async fn verify_needs_an_admin_key_and_admin_keys_reach_every_namespace() {
     let admin = server.admin_key();
     assert_eq!(server.get("/v1/verify", Some(&alice)).await.status, 403);
     assert_eq!(server.get("/v1/verify", None).await.status, 401);
-    let appended = server
-        .post("/v1/namespaces/carol/turns", &admin, &json!({"turns": [turn("s", 0, "hi")]}))
-        .await;
-    assert_eq!(appended.status, 200, "{}", appended.text);
+    server.append("carol", &admin, vec![turn("s", 0, "hi")]).await;
     let verified = server.get("/v1/verify", Some(&admin)).await;
     assert_eq!(verified.status, 200, "{}", verified.text);
     assert_eq!(verified.body["ok"], true);

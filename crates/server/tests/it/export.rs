@@ -1,6 +1,6 @@
 use evicortex::Namespace;
 use evicortex_server::{ExportResponse, ServerConfig};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::harness::{Mode, TestServer, turn};
 
@@ -13,12 +13,6 @@ fn facade_export(server: &TestServer, namespace: &str) -> Vec<String> {
 }
 
 /// Appends `turns` to `namespace` with `key`, asserting a 200.
-async fn append(server: &TestServer, namespace: &str, key: &str, turns: Vec<Value>) {
-    let path = format!("/v1/namespaces/{namespace}/turns");
-    let reply = server.post(&path, key, &json!({ "turns": turns })).await;
-    assert_eq!(reply.status, 200, "{}", reply.text);
-}
-
 #[tokio::test]
 async fn export_is_the_facades_export_of_the_namespace_alone() {
     let server = TestServer::start_in_mode(ServerConfig::default(), Mode::LexicalOnly).await;
@@ -29,8 +23,8 @@ async fn export_is_the_facades_export_of_the_namespace_alone() {
     special["speaker"] = json!("Alice");
     special["meta"] = json!({"source": "chat", "n": 1.5, "nested": {"a": [1, 2]}});
     special["time"] = json!("2024-05-02T10:00:00.123456-07:30");
-    append(&server, "alice", &alice, vec![special]).await;
-    append(&server, "bob", &bob, vec![turn("s0", 0, "bob's secret")]).await;
+    server.append("alice", &alice, vec![special]).await;
+    server.append("bob", &bob, vec![turn("s0", 0, "bob's secret")]).await;
     // Past one chunk of the streamed body, interleaved with another namespace's turns.
     for batch in 0..3 {
         let turns = (0..100)
@@ -42,8 +36,8 @@ async fn export_is_the_facades_export_of_the_namespace_alone() {
                 )
             })
             .collect();
-        append(&server, "alice", &alice, turns).await;
-        append(&server, "bob", &bob, vec![turn("s1", batch, "bob again")]).await;
+        server.append("alice", &alice, turns).await;
+        server.append("bob", &bob, vec![turn("s1", batch, "bob again")]).await;
     }
     let erased = server.post("/v1/namespaces/alice/erase", &alice, &json!({"session": "s2"})).await;
     assert_eq!(erased.status, 200, "{}", erased.text);
@@ -75,7 +69,7 @@ async fn an_unknown_namespace_exports_no_turns_as_its_stats_count_none() {
     let server = TestServer::start_in_mode(ServerConfig::default(), Mode::LexicalOnly).await;
     let admin = server.admin_key();
     let carol = server.key_for("carol");
-    append(&server, "alice", &admin, vec![turn("s", 0, "hello")]).await;
+    server.append("alice", &admin, vec![turn("s", 0, "hello")]).await;
     for key in [&admin, &carol] {
         let stats = server.get("/v1/namespaces/carol/stats", Some(key)).await;
         assert_eq!((stats.status, &stats.body["turns"]), (200, &json!(0)), "{}", stats.text);
@@ -93,7 +87,7 @@ async fn export_needs_a_key_for_the_namespace() {
     let server = TestServer::start_in_mode(ServerConfig::default(), Mode::LexicalOnly).await;
     let alice = server.key_for("alice");
     let bob = server.key_for("bob");
-    append(&server, "bob", &bob, vec![turn("s", 0, "bob's secret")]).await;
+    server.append("bob", &bob, vec![turn("s", 0, "bob's secret")]).await;
     let anonymous = server.get("/v1/namespaces/bob/export", None).await;
     assert_eq!(anonymous.status, 401, "{}", anonymous.text);
     let forbidden = server.get("/v1/namespaces/bob/export", Some(&alice)).await;
@@ -111,9 +105,9 @@ async fn a_client_that_has_not_read_the_export_does_not_hold_up_an_erasure_or_an
     let text = "y".repeat(2_000);
     for batch in 0..4u32 {
         let turns = (0..500).map(|i| turn(&format!("s{batch}"), i, &text)).collect();
-        append(&server, "alice", &alice, turns).await;
+        server.append("alice", &alice, turns).await;
     }
-    append(&server, "bob", &bob, vec![turn("s", 0, "bob's turn")]).await;
+    server.append("bob", &bob, vec![turn("s", 0, "bob's turn")]).await;
     // Headers come with the first chunk; the body (about 4 MB) stays unread meanwhile.
     let response = server
         .client
@@ -127,7 +121,7 @@ async fn a_client_that_has_not_read_the_export_does_not_hold_up_an_erasure_or_an
     // export reading at the client's pace would make it wait 30 s and fail.
     let erased = server.post("/v1/namespaces/bob/erase", &bob, &json!({"all": true})).await;
     assert_eq!(erased.status, 200, "{}", erased.text);
-    append(&server, "alice", &alice, vec![turn("later", 0, "after the export began")]).await;
+    server.append("alice", &alice, vec![turn("later", 0, "after the export began")]).await;
     let body = response.text().await.expect("the whole body");
     let export: ExportResponse = serde_json::from_str(&body).expect("complete json");
     assert_eq!(export.turns.len(), 2_000, "the snapshot the export began with");

@@ -64,6 +64,22 @@ impl TestServer {
         self.state.keys().create(&KeyScope::Namespace(ns)).expect("create key").secret
     }
 
+    /// Appends `turns` to `namespace` with `key`; panics unless they are stored.
+    pub async fn append(&self, namespace: &str, key: &str, turns: Vec<Value>) -> Reply {
+        let path = format!("/v1/namespaces/{namespace}/turns");
+        let reply = self.post(&path, key, &json!({ "turns": turns })).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        reply
+    }
+
+    /// Keys for `alice` and for `bob`, once bob's namespace holds one turn saying `text`; and
+    /// the reply to that append.
+    pub async fn bob_holding(&self, text: &str) -> (String, String, Reply) {
+        let (alice, bob) = (self.key_for("alice"), self.key_for("bob"));
+        let stored = self.append("bob", &bob, vec![turn("s", 0, text)]).await;
+        (alice, bob, stored)
+    }
+
     /// A new admin key.
     pub fn admin_key(&self) -> String {
         self.state.keys().create(&KeyScope::Admin).expect("create key").secret

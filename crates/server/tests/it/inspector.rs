@@ -57,14 +57,7 @@ async fn namespaces_lists_only_what_the_key_may_read() {
     let bob = server.key_for("bob");
     let admin = server.admin_key();
     for (key, ns) in [(&alice, "alice"), (&bob, "bob")] {
-        let stored = server
-            .post(
-                &format!("/v1/namespaces/{ns}/turns"),
-                key,
-                &json!({"turns": [turn("s", 0, "hi")]}),
-            )
-            .await;
-        assert_eq!(stored.status, 200, "{}", stored.text);
+        server.append(ns, key, vec![turn("s", 0, "hi")]).await;
     }
     assert_eq!(server.get("/v1/namespaces", None).await.status, 401);
     assert_eq!(server.get("/v1/namespaces", Some("evk_0000")).await.status, 401);
@@ -83,13 +76,8 @@ async fn sessions_are_per_namespace_in_time_order_with_the_same_401_and_403() {
     let bob = server.key_for("bob");
     let mut alice_turns = vec![turn("later", 3, "a"), turn("later", 5, "b")];
     alice_turns.push(turn("earlier", 0, "c"));
-    let stored =
-        server.post("/v1/namespaces/alice/turns", &alice, &json!({"turns": alice_turns})).await;
-    assert_eq!(stored.status, 200, "{}", stored.text);
-    let stored = server
-        .post("/v1/namespaces/bob/turns", &bob, &json!({"turns": [turn("bob-secret", 0, "x")]}))
-        .await;
-    assert_eq!(stored.status, 200, "{}", stored.text);
+    server.append("alice", &alice, alice_turns).await;
+    server.append("bob", &bob, vec![turn("bob-secret", 0, "x")]).await;
 
     let listed = server.get("/v1/namespaces/alice/sessions", Some(&alice)).await;
     assert_eq!(listed.status, 200, "{}", listed.text);

@@ -12,9 +12,7 @@ async fn append_stats_erase_verify() {
         .map(|i| turn("s1", i, &format!("alice turn {i}")))
         .chain([turn("s2", 0, "other session")])
         .collect();
-    let appended =
-        server.post("/v1/namespaces/alice/turns", &key, &json!({ "turns": turns })).await;
-    assert_eq!(appended.status, 200, "{}", appended.text);
+    let appended = server.append("alice", &key, turns).await;
     assert_eq!(appended.body["appended"], 5);
     let ids: Vec<u64> = appended.body["turns"]
         .as_array()
@@ -66,11 +64,7 @@ async fn append_stats_erase_verify() {
 #[tokio::test]
 async fn erasing_another_namespaces_record_looks_like_erasing_nothing() {
     let server = TestServer::start().await;
-    let alice = server.key_for("alice");
-    let bob = server.key_for("bob");
-    let stored = server
-        .post("/v1/namespaces/bob/turns", &bob, &json!({"turns": [turn("s", 0, "bob's")]}))
-        .await;
+    let (alice, bob, stored) = server.bob_holding("bob's").await;
     let bob_record = stored.body["turns"][0]["id"].as_u64().expect("id");
     let other =
         server.post("/v1/namespaces/alice/erase", &alice, &json!({"record": bob_record})).await;

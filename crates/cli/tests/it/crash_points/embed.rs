@@ -11,7 +11,7 @@ use evicortex::{EmbeddingRole, Memory, Overlength, TextDigest};
 use rand::{Rng, rngs::StdRng};
 use serde_json::json;
 
-use super::{Row, Window, erase::turns};
+use super::{Row, Window, erase::turns, kill_after};
 use crate::cli::{command, ok};
 
 const NAMESPACE: &str = "embed";
@@ -65,10 +65,7 @@ pub fn catch_up(mut rng: StdRng, wanted: usize) -> Row {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(window.sample(&mut rng));
-        let running = child.try_wait().unwrap().is_none();
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
+        let (running, status) = kill_after(&mut child, window.sample(&mut rng));
         assert!(running || status.success(), "run {run}: embed failed: {status}");
         let cached_after = check_cache(&store, &reference, run);
         ok(&store, &["verify"]);

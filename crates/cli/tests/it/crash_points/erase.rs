@@ -15,7 +15,7 @@ use evicortex::{IngestOptions, Memory, Namespace, Turn, parse_jsonl};
 use rand::{Rng, rngs::StdRng};
 use serde_json::json;
 
-use super::{Row, Window};
+use super::{Row, Window, kill_after};
 use crate::cli::{command, ok};
 
 pub const NAMESPACE: &str = "erase";
@@ -41,10 +41,7 @@ pub fn erase(mut rng: StdRng, wanted: usize) -> Row {
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap();
-        std::thread::sleep(window.sample(&mut rng));
-        let running = child.try_wait().unwrap().is_none();
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
+        let (running, status) = kill_after(&mut child, window.sample(&mut rng));
         let mut stderr = String::new();
         child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
         assert!(running || status.success(), "run {run}: erase failed: {status}\n{stderr}");

@@ -28,6 +28,7 @@ use super::{
     erase::{
         NAMESPACE, check_erasure, count_erase_kill, filled_store, secret, secret_session, turns,
     },
+    kill_after,
     serve::{BATCH, append_batches},
 };
 use crate::cli::{command, create_key, spawn_serve};
@@ -110,10 +111,7 @@ pub fn mcp(rng: StdRng, wanted: usize) -> Row {
         let remembered = mcp.call(2, "remember", json!({ "turns": batch }));
         assert_eq!(remembered["isError"], false, "remember: {remembered}");
         mcp.send(3, "forget", json!({ "session": session }));
-        std::thread::sleep(delay);
-        let running = child.try_wait().unwrap().is_none();
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let (running, _) = kill_after(&mut child, delay);
         assert!(running, "mcp exited by itself");
         // A response written before the kill is in the pipe: the erasure was acknowledged.
         let erase_acked = match mcp.after_exit(3) {

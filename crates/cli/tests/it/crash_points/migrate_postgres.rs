@@ -16,10 +16,12 @@ use evicortex::{CatchUpLimits, Memory, Overlength};
 use rand::rngs::StdRng;
 use serde_json::{Value, json};
 
-use super::{Row, Window, erase::turns};
+use super::{Row, Window, erase::turns, kill_after};
 use crate::{
-    cli::{command, ok, store_files},
-    migrate_postgres::{TestDb, migrate, ok_url},
+    cli::{command, ok},
+    migrate_postgres::{migrate, ok_url},
+    store_bytes::all_bytes,
+    test_db::TestDb,
 };
 
 const NAMESPACE: &str = "moved";
@@ -46,7 +48,7 @@ pub fn to_postgres(mut rng: StdRng, wanted: usize) -> Row {
         memory.append(&turns(&lines[EMBEDDED..])).unwrap();
     }
     let verified = verify_json(&ok(&store, &["verify", "--json"]));
-    let source = store_files(&store);
+    let source = all_bytes(&store);
 
     let mut row = Row::new();
     let mut window = Window::new(2_000.0, 20.0, 60_000.0);
@@ -56,13 +58,10 @@ pub fn to_postgres(mut rng: StdRng, wanted: usize) -> Row {
         let db = TestDb::new();
         let derived = dir.path().join(format!("derived{run}"));
         let mut child = migrate_command(&store, &db.url, &derived);
-        std::thread::sleep(window.sample(&mut rng));
-        let running = child.try_wait().unwrap().is_none();
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
+        let (running, status) = kill_after(&mut child, window.sample(&mut rng));
         assert!(running || status.success(), "run {run}: migrate failed: {status}");
 
-        let changed: Vec<_> = changed_files(&source, &store_files(&store));
+        let changed: Vec<_> = changed_files(&source, &all_bytes(&store));
         assert!(changed.is_empty(), "run {run}: the source store's files changed: {changed:?}");
         ok(&store, &["verify"]);
         let again = migrate(&store, &db.url, &derived, &[]);

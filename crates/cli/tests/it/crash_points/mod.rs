@@ -21,10 +21,20 @@ mod serve;
 
 use std::{
     collections::BTreeMap,
+    process::{Child, ExitStatus},
     time::{Duration, Instant},
 };
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
+
+/// Sleeps `delay`, then SIGKILLs `child` and reaps it: whether it was still running when killed,
+/// and how it ended.
+fn kill_after(child: &mut Child, delay: Duration) -> (bool, ExitStatus) {
+    std::thread::sleep(delay);
+    let running = child.try_wait().unwrap().is_none();
+    child.kill().unwrap();
+    (running, child.wait().unwrap())
+}
 
 /// The scenarios, their names and their share of the kills (in thousandths).
 const SCENARIOS: &[(&str, u32)] = &[
