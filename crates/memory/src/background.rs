@@ -6,15 +6,15 @@
 //! ends when the memory is gone (finishing the chunk it is embedding; what is left stays pending
 //! for the next catch-up).
 
-use std::{
-    sync::{Arc, Condvar, Mutex, PoisonError},
-    thread::JoinHandle,
-    time::Duration,
-};
+use std::time::Duration;
 
 use evicortex_ledger::LedgerPosition;
 
-use crate::{CatchUpError, dense::Dense};
+use crate::{
+    CatchUpError,
+    background_thread::{BackgroundThread, Signal},
+    dense::Dense,
+};
 
 /// Texts embedded and committed together by the background embedder: small, so that an erasure
 /// or shutdown waits for little.
@@ -32,25 +32,7 @@ pub(crate) type Round = Box<
 
 /// The handle a memory keeps on its background embedder.
 #[derive(Debug)]
-pub(crate) struct BackgroundEmbedder {
-    signal: Arc<Signal>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-#[derive(Debug, Default)]
-struct Signal {
-    state: Mutex<State>,
-    wake: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    /// Appends not yet looked at.
-    pending: bool,
-    stop: bool,
-    /// Whether a round is running.
-    busy: bool,
-}
+pub(crate) struct BackgroundEmbedder(BackgroundThread);
 
 impl BackgroundEmbedder {
     /// Starts the thread running `round` for the encoders `dense`; its first round embeds
@@ -65,81 +47,30 @@ impl BackgroundEmbedder {
         for dense in dense {
             dense.encoder.lower_worker_priority()?;
         }
-        let signal = Arc::new(Signal::default());
-        signal.lock().pending = true;
-        let thread_signal = Arc::clone(&signal);
-        let thread = std::thread::Builder::new()
-            .name("evicortex-embedder".to_owned())
-            .spawn(move || run(round, thread_signal))?;
-        Ok(BackgroundEmbedder { signal, thread: Mutex::new(Some(thread)) })
+        BackgroundThread::start("evicortex-embedder", true, move |signal| run(round, signal))
+            .map(BackgroundEmbedder)
     }
 
     /// New turns are durable: embed them.
     pub(crate) fn notify(&self) {
-        self.signal.lock().pending = true;
-        self.signal.wake.notify_all();
+        self.0.notify();
     }
 
     /// Waits until no round is running and nothing is pending (every turn appended before the
     /// call has been offered to the encoder), or `timeout` passes. Returns whether it settled.
     pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
-        let deadline = std::time::Instant::now() + timeout;
-        let mut state = self.signal.lock();
-        while state.pending || state.busy {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() || state.stop {
-                return false;
-            }
-            state = self
-                .signal
-                .wake
-                .wait_timeout(state, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        true
+        self.0.wait_idle(timeout)
     }
 }
 
-impl Drop for BackgroundEmbedder {
-    fn drop(&mut self) {
-        self.signal.lock().stop = true;
-        self.signal.wake.notify_all();
-        let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
-        // The last handle may be dropped by the embedder itself (it upgrades for a round).
-        if let Some(thread) = thread
-            && thread.thread().id() != std::thread::current().id()
-        {
-            let _joined = thread.join();
-        }
-    }
-}
-
-impl Signal {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-fn run(mut round: Round, signal: Arc<Signal>) {
+fn run(mut round: Round, signal: &Signal) {
     if let Err(err) = evicortex_embed::thread_priority::lower_current_thread_priority() {
         tracing::warn!(error = %err, "the background embedder keeps its normal priority");
     }
     // Every turn up to this record has been offered to the encoder.
     let mut done_up_to: Option<LedgerPosition> = None;
     let mut first_round = true;
-    loop {
-        {
-            let mut state = signal.lock();
-            while !state.pending && !state.stop {
-                state = signal.wake.wait(state).unwrap_or_else(PoisonError::into_inner);
-            }
-            if state.stop {
-                return;
-            }
-            state.pending = false;
-            state.busy = true;
-        }
+    while signal.next_round() {
         let after = if first_round { None } else { done_up_to };
         let Some(outcome) = round(after) else { return };
         let failed = match outcome {
@@ -153,17 +84,6 @@ fn run(mut round: Round, signal: Arc<Signal>) {
                 true
             }
         };
-        {
-            let mut state = signal.lock();
-            state.busy = false;
-            if failed {
-                state.pending = true;
-            }
-        }
-        signal.wake.notify_all();
-        if failed {
-            let state = signal.lock();
-            let _woken = signal.wake.wait_timeout(state, RETRY_AFTER);
-        }
+        signal.round_done(failed, RETRY_AFTER);
     }
 }

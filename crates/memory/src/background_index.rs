@@ -10,83 +10,38 @@
 //! most for the refresh the indexer is running. The thread ends when the memory is dropped.
 
 use std::{
-    sync::{Arc, Condvar, Mutex, PoisonError, Weak},
-    thread::JoinHandle,
+    sync::{PoisonError, Weak},
+    time::Duration,
 };
 
-use crate::{Memory, memory::Inner};
+use crate::{
+    Memory,
+    background_thread::{BackgroundThread, Signal},
+    memory::Inner,
+};
 
 /// The handle a memory keeps on its indexer.
 #[derive(Debug)]
-pub(crate) struct BackgroundIndexer {
-    signal: Arc<Signal>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-#[derive(Debug, Default)]
-struct Signal {
-    state: Mutex<State>,
-    wake: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    pending: bool,
-    stop: bool,
-}
+pub(crate) struct BackgroundIndexer(BackgroundThread);
 
 impl BackgroundIndexer {
     /// Starts the thread over the memory `inner` points to.
     pub(crate) fn start(inner: Weak<Inner>) -> std::io::Result<BackgroundIndexer> {
-        let signal = Arc::new(Signal::default());
-        let thread_signal = Arc::clone(&signal);
-        let thread = std::thread::Builder::new()
-            .name("evicortex-indexer".to_owned())
-            .spawn(move || run(&inner, &thread_signal))?;
-        Ok(BackgroundIndexer { signal, thread: Mutex::new(Some(thread)) })
+        BackgroundThread::start("evicortex-indexer", false, move |signal| run(&inner, signal))
+            .map(BackgroundIndexer)
     }
 
     /// New turns are durable: index them.
     pub(crate) fn notify(&self) {
-        self.signal.lock().pending = true;
-        self.signal.wake.notify_all();
-    }
-}
-
-impl Drop for BackgroundIndexer {
-    fn drop(&mut self) {
-        self.signal.lock().stop = true;
-        self.signal.wake.notify_all();
-        let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
-        // The last handle may be dropped by the indexer itself (it upgrades for a round).
-        if let Some(thread) = thread
-            && thread.thread().id() != std::thread::current().id()
-        {
-            let _joined = thread.join();
-        }
-    }
-}
-
-impl Signal {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0.notify();
     }
 }
 
 fn run(inner: &Weak<Inner>, signal: &Signal) {
-    loop {
-        {
-            let mut state = signal.lock();
-            while !state.pending && !state.stop {
-                state = signal.wake.wait(state).unwrap_or_else(PoisonError::into_inner);
-            }
-            if state.stop {
-                return;
-            }
-            state.pending = false;
-        }
+    while signal.next_round() {
         let Some(inner) = inner.upgrade() else { return };
         Memory { inner }.index_cached_namespaces();
+        signal.round_done(false, Duration::ZERO);
     }
 }
 

@@ -48,6 +48,7 @@ mod ann;
 mod answer;
 mod background;
 mod background_index;
+mod background_thread;
 mod catch_up;
 mod compile;
 mod compile_options;
