@@ -4,15 +4,19 @@
 //! appended turns/s that indexing was most of a compile's time, and the longer a compile took,
 //! the more turns the next one met.
 //!
-//! Each round refreshes every cached namespace for the settings its last compile asked for
-//! (a namespace never compiled is not indexed ahead). A compile still brings the indexes to the
-//! head it reads itself, so what it finds never depends on how far the indexer got; it waits at
-//! most for the refresh the indexer is running. The thread ends when the memory is dropped.
+//! Each round refreshes the cached namespaces appended to since the last, for the settings
+//! their last compile asked for (a namespace never compiled is not indexed ahead). A compile
+//! still brings the indexes to the head it reads itself, so what it finds never depends on how
+//! far the indexer got; it waits at most for the refresh the indexer is running. The thread
+//! ends when the memory is dropped.
 
 use std::{
-    sync::{PoisonError, Weak},
+    collections::HashSet,
+    sync::{Arc, Mutex, PoisonError, Weak},
     time::Duration,
 };
+
+use evicortex_core::Namespace;
 
 use crate::{
     Memory,
@@ -22,38 +26,54 @@ use crate::{
 
 /// The handle a memory keeps on its indexer.
 #[derive(Debug)]
-pub(crate) struct BackgroundIndexer(BackgroundThread);
+pub(crate) struct BackgroundIndexer {
+    thread: BackgroundThread,
+    /// The namespaces appended to since the last round began.
+    touched: Arc<Mutex<HashSet<Namespace>>>,
+}
 
 impl BackgroundIndexer {
     /// Starts the thread over the memory `inner` points to.
     pub(crate) fn start(inner: Weak<Inner>) -> std::io::Result<BackgroundIndexer> {
-        BackgroundThread::start("evicortex-indexer", false, move |signal| run(&inner, signal))
-            .map(BackgroundIndexer)
+        let touched = Arc::new(Mutex::new(HashSet::new()));
+        let thread_touched = Arc::clone(&touched);
+        let thread = BackgroundThread::start("evicortex-indexer", false, move |signal| {
+            run(&inner, &thread_touched, signal)
+        })?;
+        Ok(BackgroundIndexer { thread, touched })
     }
 
-    /// New turns are durable: index them.
-    pub(crate) fn notify(&self) {
-        self.0.notify();
+    /// New turns of `namespaces` are durable: index them.
+    pub(crate) fn notify<'n>(&self, namespaces: impl IntoIterator<Item = &'n Namespace>) {
+        lock(&self.touched).extend(namespaces.into_iter().cloned());
+        self.thread.notify();
     }
 }
 
-fn run(inner: &Weak<Inner>, signal: &Signal) {
+fn lock(touched: &Mutex<HashSet<Namespace>>) -> std::sync::MutexGuard<'_, HashSet<Namespace>> {
+    touched.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn run(inner: &Weak<Inner>, touched: &Mutex<HashSet<Namespace>>, signal: &Signal) {
     while signal.next_round() {
+        let namespaces = std::mem::take(&mut *lock(touched));
         let Some(inner) = inner.upgrade() else { return };
-        Memory { inner }.index_cached_namespaces();
+        Memory { inner }.index_cached(&namespaces);
         signal.round_done(false, Duration::ZERO);
     }
 }
 
 impl Memory {
-    /// One round of the indexer: every cached namespace brought to the ledger head for the
-    /// settings of its last compile. A failure is logged; the next compile meets and reports it.
-    fn index_cached_namespaces(&self) {
+    /// One round of the indexer: each of `namespaces` that is cached brought to the ledger head
+    /// for the settings of its last compile. A failure is logged; the next compile meets and
+    /// reports it.
+    fn index_cached(&self, namespaces: &HashSet<Namespace>) {
         if let Err(e) = self.apply_erasures_elsewhere() {
             tracing::warn!(error = %e, "background indexing: applying other processes' erasures");
             return;
         }
-        for (namespace, slot) in self.inner.indexes.cached() {
+        let cached = self.inner.indexes.cached();
+        for (namespace, slot) in cached.iter().filter(|(ns, _)| namespaces.contains(ns)) {
             let asked = slot.read().unwrap_or_else(PoisonError::into_inner).asked.clone();
             let Some(config) = asked else { continue };
             let dense = match config.dense {
@@ -64,7 +84,7 @@ impl Memory {
                 evicortex_compiler::DenseConfig::Off => None,
             };
             let also = if dense.is_some() { self.inner.also_dense.as_slice() } else { &[] };
-            if let Err(e) = self.fresh_indexes(&namespace, &slot, &config, dense, also) {
+            if let Err(e) = self.fresh_indexes(namespace, slot, &config, dense, also) {
                 tracing::warn!(%namespace, error = %e, "background indexing failed");
             }
         }

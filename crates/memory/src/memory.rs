@@ -213,7 +213,7 @@ impl Memory {
             embedder.notify();
         }
         if let Some(indexer) = self.inner.indexer.get() {
-            indexer.notify();
+            indexer.notify(turns.iter().map(|t| &t.namespace));
         }
         Ok(receipt)
     }
