@@ -212,10 +212,10 @@ impl MemoryBuilder {
     }
 
     /// Indexes appended turns on a thread of the memory's own, ahead of compiles: after each
-    /// append, each namespace it touched, when cached, is brought to the ledger head for the settings its last
-    /// compile asked for, so that a compile under a stream of appends finds its indexes
-    /// current instead of indexing what arrived since the last compile in its request. What a
-    /// compile returns does not change. For servers.
+    /// append, each namespace it touched, when cached, is brought to the ledger head for the
+    /// settings its last compile asked for, so that a compile under a stream of appends finds
+    /// its indexes current instead of indexing what arrived since the last compile in its
+    /// request. What a compile returns does not change. For servers.
     pub fn background_indexing(&mut self) -> &mut MemoryBuilder {
         self.background_indexing = true;
         self
