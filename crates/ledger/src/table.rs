@@ -24,16 +24,23 @@ pub struct Head {
 }
 
 impl Head {
-    /// Parses the head as stored: the last position (`head_seq`, `0` for none) and the chain
-    /// hash (`chain_head`, 64 hex digits). `Err` says what is missing or malformed.
+    /// Parses the head as stored: the last position (`head_seq`, `0` for none, in decimal) and
+    /// the chain hash (`chain_head`, 64 lowercase hex digits). Only the form the stores write is
+    /// accepted: another spelling of the same values (`0005`, `+5`, upper case) is an edit made
+    /// outside the store, and verify must not pass it. `Err` says what is missing or malformed.
     pub fn parse(seq: Option<&str>, chain: Option<&str>) -> Result<Head, String> {
         let seq_text = seq.ok_or("metadata lacks head_seq")?;
         let seq: u64 = seq_text
             .parse()
-            .map_err(|_| format!("metadata head_seq {seq_text:?} is not a number"))?;
+            .ok()
+            .filter(|seq: &u64| seq.to_string() == seq_text)
+            .ok_or_else(|| format!("metadata head_seq {seq_text:?} is not a decimal number"))?;
         let chain_text = chain.ok_or("metadata lacks chain_head")?;
         let chain = ChainHash::from_hex(chain_text)
-            .ok_or_else(|| format!("metadata chain_head {chain_text:?} is not 64 hex digits"))?;
+            .filter(|chain| chain.to_hex() == chain_text)
+            .ok_or_else(|| {
+                format!("metadata chain_head {chain_text:?} is not 64 lowercase hex digits")
+            })?;
         Ok(Head { last: (seq > 0).then(|| LedgerPosition::from_raw(seq)), chain })
     }
 
@@ -236,4 +243,23 @@ pub fn check_last_record<T: RecordTable + ?Sized>(
         return Ok(Err(raw.corrupt("its chain hash does not match the recorded chain head")));
     }
     Ok(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_is_read_only_as_the_stores_write_it() {
+        let chain = ChainHash::from_hex(&"ab".repeat(32)).unwrap();
+        let head = Head::parse(Some("5"), Some(&chain.to_hex())).unwrap();
+        assert_eq!(head, Head { last: Some(LedgerPosition::from_raw(5)), chain });
+        assert_eq!(Head::parse(Some("0"), Some(&chain.to_hex())).unwrap().last, None);
+        for seq in ["0005", "+5", " 5", "5 ", "00"] {
+            let refused = Head::parse(Some(seq), Some(&chain.to_hex())).unwrap_err();
+            assert!(refused.contains("head_seq"), "{seq:?}: {refused}");
+        }
+        let upper = chain.to_hex().to_uppercase();
+        assert!(Head::parse(Some("5"), Some(&upper)).unwrap_err().contains("chain_head"));
+    }
 }
