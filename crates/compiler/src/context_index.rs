@@ -11,7 +11,7 @@
 //! rebuilding every window of a namespace after each append made the next compile take seconds
 //! at ten thousand turns.
 
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::HashSet};
 
 use evicortex_core::TurnId;
 use evicortex_lexical::{Analyzer, Bm25Index, Bm25Params, LexicalError, TermCounts};
@@ -93,6 +93,18 @@ fn windows_holding(
     windows.sort_unstable();
     windows.dedup();
     windows
+}
+
+/// The records whose windows an erasure of `erased` (ids held by `before`) changes: those
+/// sharing a window with an erased record and not erased themselves. Every other window keeps
+/// its records, since a window takes the nearest eligible records of its session.
+fn windows_changed_by(before: &Corpus, radius: u32, erased: &HashSet<TurnId>) -> Vec<TurnId> {
+    let positions = erased.iter().filter_map(|&id| before.position(id));
+    windows_holding(before, radius, positions)
+        .into_iter()
+        .map(|pos| before.at(pos).id)
+        .filter(|id| !erased.contains(id))
+        .collect()
 }
 
 #[cfg(test)]
@@ -200,7 +212,7 @@ impl WindowIndex {
     }
 
     /// Brings the index up to `corpus` after records were appended to the one it was built for
-    /// (which must be a prefix of `corpus`: an erasure calls for a rebuild): the new records'
+    /// (which must be a prefix of `corpus`: an erasure goes through [`WindowIndex::erase`]): the new records'
     /// windows are added and every window a new record entered is replaced, so the index
     /// searches exactly as [`WindowIndex::build`] over `corpus` would, at the cost of the
     /// windows that changed rather than all of them.
@@ -226,6 +238,44 @@ impl WindowIndex {
         }
         self.built_for = corpus.len();
         Ok(())
+    }
+
+    /// Brings the index from `before`, the corpus it was built for, to `after`, the same
+    /// corpus without the records `erased` ([`Corpus::without`]): their windows are removed,
+    /// the windows that held them are replaced, and no term of theirs stays behind, so the index
+    /// searches exactly as [`WindowIndex::build`] over `after` would. Only the records of the
+    /// changed windows are analysed again. False, changing nothing, when the index was not
+    /// built for all of `before` (the caller builds it again).
+    pub fn erase(
+        &mut self,
+        before: &Corpus,
+        after: &Corpus,
+        erased: &HashSet<TurnId>,
+    ) -> Result<bool, LexicalError> {
+        if self.built_for != before.len() {
+            return Ok(false);
+        }
+        let terms = |corpus: &Corpus, positions: Vec<usize>| -> Vec<Vec<String>> {
+            let analyse = |p: usize| self.index.analyze(&turn_document(&corpus.at(p).turn));
+            positions.into_iter().map(analyse).collect()
+        };
+        let mut replaced = Vec::new();
+        for id in windows_changed_by(before, self.radius, erased) {
+            let (Some(was), Some(now)) = (before.position(id), after.position(id)) else {
+                continue;
+            };
+            let old = terms(before, window_positions(before, was, self.radius));
+            let new = terms(after, window_positions(after, now, self.radius));
+            replaced.push((id, old, new));
+        }
+        for (id, old, new) in &replaced {
+            let old: Vec<TermCounts<'_>> = old.iter().map(|t| TermCounts::of(t)).collect();
+            let new: Vec<TermCounts<'_>> = new.iter().map(|t| TermCounts::of(t)).collect();
+            self.index.replace_counts(*id, &TermCounts::joined(&old), &TermCounts::joined(&new))?;
+        }
+        self.index.remove(|id| erased.contains(&id));
+        self.built_for = after.len();
+        Ok(true)
     }
 
     /// A window index read back from where [`WindowIndex::index`] was saved, for the first
@@ -320,6 +370,38 @@ impl ContextVectors {
         }
         self.built_for = corpus.len();
         self.vectors_seen = vectors_seen;
+    }
+
+    /// [`WindowIndex::erase`] for context vectors: the vectors of `erased` are removed and
+    /// those of the windows that held them computed again over `after`, so the result searches
+    /// exactly as [`ContextVectors::build`] over `after` would. False, changing nothing, when
+    /// they were not built for all of `before`.
+    pub fn erase<'v>(
+        &mut self,
+        before: &Corpus,
+        after: &Corpus,
+        erased: &HashSet<TurnId>,
+        vectors_seen: usize,
+        turn_vector: impl Fn(TurnId) -> Option<Cow<'v, [f32]>>,
+    ) -> bool {
+        if self.built_for != before.len() {
+            return false;
+        }
+        for &id in erased {
+            self.index.remove(id);
+        }
+        let mut sum = vec![0.0f32; self.dim];
+        for id in windows_changed_by(before, self.radius, erased) {
+            let Some(pos) = after.position(id) else { continue };
+            if self.window_vector(after, pos, &mut sum, &turn_vector) {
+                self.set_row(id, &sum);
+            } else {
+                self.index.remove(id);
+            }
+        }
+        self.built_for = after.len();
+        self.vectors_seen = vectors_seen;
+        true
     }
 
     /// Writes into `sum` the sum of the vectors of the window of the record at `pos` (the
@@ -558,6 +640,72 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn erasing_from_the_context_indexes_searches_like_building_them_without() {
+        let params = Bm25Params { k1: 1.2, b: 0.75 };
+        let (mut full, rest) = growing();
+        for e in rest {
+            full.push(e).unwrap();
+        }
+        let ids: Vec<TurnId> = full.evidence().iter().map(|e| e.id).collect();
+        // Every set of one or two records, and a whole session.
+        let mut sets: Vec<Vec<TurnId>> = ids.iter().map(|&id| vec![id]).collect();
+        sets.extend(
+            ids.iter().flat_map(|&a| ids.iter().filter(move |&&b| b > a).map(move |&b| vec![a, b])),
+        );
+        sets.push(
+            full.evidence()
+                .iter()
+                .filter(|e| e.turn.session.as_str() == "a")
+                .map(|e| e.id)
+                .collect(),
+        );
+        let vectors: HashMap<TurnId, Vec<f32>> =
+            ids.iter().filter(|id| id.raw() % 3 != 0).map(|&id| (id, vector_of(id))).collect();
+        let vector = |id| vectors.get(&id).map(Vec::as_slice);
+        for (set, radius) in sets.iter().flat_map(|s| [1, 2].map(move |r| (s, r))) {
+            let erased: HashSet<TurnId> = set.iter().copied().collect();
+            let after = full.without(&erased).unwrap();
+            let analyzer = Analyzer::EnglishSnowball;
+            let mut windows = WindowIndex::build(&full, radius, params, analyzer).unwrap();
+            assert!(windows.erase(&full, &after, &erased).unwrap());
+            let built = WindowIndex::build(&after, radius, params, analyzer).unwrap();
+            assert_eq!(windows.built_for(), built.built_for());
+            assert_eq!(windows.index().len(), built.index().len());
+            for query in ["swim", "lake tahoe", "cold deep", "cello", "erased", "june wait next"] {
+                let terms = built.index().analyze(query);
+                assert_eq!(
+                    windows.index().search(&terms, 20, |_| true),
+                    built.index().search(&terms, 20, |_| true),
+                    "{set:?} radius {radius} {query:?}"
+                );
+                for term in &terms {
+                    assert_eq!(windows.index().doc_freq(term), built.index().doc_freq(term));
+                }
+            }
+            let seen = vectors.len();
+            let mut context = ContextVectors::build(&full, radius, 3, seen, vector);
+            assert!(
+                context.erase(&full, &after, &erased, seen, |id| vector(id).map(Cow::Borrowed))
+            );
+            let built = ContextVectors::build(&after, radius, 3, seen, vector);
+            for query in [[1.0, 0.0, 0.0], [0.2, -0.7, 0.1], [0.0, 0.0, 1.0]] {
+                assert_eq!(
+                    context.search(&query, 20, |_| true).unwrap(),
+                    built.search(&query, 20, |_| true).unwrap(),
+                    "{set:?} radius {radius}"
+                );
+            }
+            assert_eq!(context.heap_bytes(), built.heap_bytes());
+        }
+        // Built for fewer records than the corpus: nothing changes, the caller builds again.
+        let (short, _) = growing();
+        let mut stale = WindowIndex::build(&short, 1, params, Analyzer::Plain).unwrap();
+        let erased = HashSet::from([ids[0]]);
+        assert!(!stale.erase(&full, &full.without(&erased).unwrap(), &erased).unwrap());
+        assert_eq!(stale.built_for(), short.len());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{OnceLock, RwLock},
+    sync::{OnceLock, PoisonError, RwLock},
 };
 
 use evicortex_core::{EventTime, Evidence, Namespace, SessionId, TurnId};
@@ -119,6 +119,29 @@ impl Corpus {
         self.index_record(evidence);
         self.earliest_from = OnceLock::new();
         Ok(())
+    }
+
+    /// This corpus without the records `erased`: what [`Corpus::new`] makes of the others, the
+    /// positions of later records moved down. The reader-token counts of the records kept come
+    /// along (a count depends on the record alone); the rendered lines' counts, keyed by
+    /// digests of texts that may be erased, do not.
+    pub fn without(&self, erased: &HashSet<TurnId>) -> Result<Corpus, CorpusError> {
+        let kept: Vec<bool> = self.evidence.iter().map(|e| !erased.contains(&e.id)).collect();
+        let evidence = self.evidence.iter().zip(&kept).filter(|(_, k)| **k).map(|(e, _)| e.clone());
+        let corpus = Corpus::new(
+            self.namespace.clone(),
+            evidence.collect(),
+            self.erased.iter().copied().filter(|id| !erased.contains(id)),
+        )?;
+        let counted = self.turn_tokens.read().unwrap_or_else(PoisonError::into_inner);
+        let carried = counted.iter().map(|(tokenizer, counts)| {
+            let mut keep = kept.iter();
+            let mut counts = counts.clone();
+            counts.retain(|_| keep.next().copied().unwrap_or(false));
+            (tokenizer.clone(), counts)
+        });
+        *corpus.turn_tokens.write().unwrap_or_else(PoisonError::into_inner) = carried.collect();
+        Ok(corpus)
     }
 
     fn index_record(&mut self, e: Evidence) {

@@ -37,8 +37,8 @@ pub struct LexicalHit<K> {
 }
 
 /// BM25 over the documents of one namespace, keyed by `K` (turns use [`TurnId`]; a chunk index can
-/// use its own key). Documents are added incrementally; removal is by rebuilding, which is how
-/// erasure reaches this derived data.
+/// use its own key). Documents are added incrementally and removed in place
+/// ([`Bm25Index::remove`]), which is how an erasure reaches this derived data.
 #[derive(Debug, Clone)]
 pub struct Bm25Index<K = TurnId> {
     params: Bm25Params,
@@ -264,6 +264,78 @@ impl<K: Copy + Eq + Hash + Ord + Debug> Bm25Index<K> {
         self.doc_len[row.index()] = new_len;
         self.bound_again_if_stale();
         Ok(())
+    }
+
+    /// Removes the documents whose keys `erased` accepts, and forgets every term then left in
+    /// no document (a replaced document's old terms included). The others keep their order, so
+    /// the index scores exactly as one built without the removed documents: the same
+    /// documents, lengths and frequencies, so the same idf and average length, bit for bit.
+    /// Returns how many documents were removed. How an erasure reaches the index without
+    /// analysing every document again.
+    pub fn remove(&mut self, mut erased: impl FnMut(K) -> bool) -> usize {
+        let mut new_row: Vec<Option<u32>> = Vec::with_capacity(self.keys.len());
+        let mut kept = 0u32;
+        for &key in &self.keys {
+            if erased(key) {
+                new_row.push(None);
+            } else {
+                new_row.push(Some(kept));
+                kept += 1;
+            }
+        }
+        let removed = self.keys.len() - kept as usize;
+        if removed > 0 {
+            for postings in &mut self.postings {
+                postings.retain_mut(|p| match new_row[p.row as usize] {
+                    Some(row) => {
+                        p.row = row;
+                        true
+                    }
+                    None => false,
+                });
+            }
+            let mut rows = new_row.iter();
+            self.doc_len.retain(|_| rows.next().is_some_and(Option::is_some));
+            let mut rows = new_row.iter();
+            self.keys.retain(|_| rows.next().is_some_and(Option::is_some));
+            self.rows = self.keys.iter().enumerate().map(|(r, &k)| (k, DocRow(r as u32))).collect();
+            self.keys_ascending = self.keys.windows(2).all(|w| w[0] < w[1]);
+            self.total_len = self.doc_len.iter().map(|&l| u64::from(l)).sum();
+        }
+        self.forget_unused_terms();
+        if self.is_empty() {
+            self.bound_norm = BoundNorm::new(self.params, 1.0);
+        } else {
+            // Removing short documents lengthens the average.
+            self.bound_again_if_stale();
+        }
+        removed
+    }
+
+    /// Drops the terms no document holds, keeping the others' relative order.
+    fn forget_unused_terms(&mut self) {
+        if self.postings.iter().all(|p| !p.is_empty()) {
+            return;
+        }
+        let mut new_id: Vec<Option<u32>> = Vec::with_capacity(self.postings.len());
+        let mut next = 0u32;
+        for postings in &self.postings {
+            new_id.push((!postings.is_empty()).then(|| {
+                next += 1;
+                next - 1
+            }));
+        }
+        self.term_ids.retain(|_, id| match new_id[*id as usize] {
+            Some(new) => {
+                *id = new;
+                true
+            }
+            None => false,
+        });
+        let mut ids = new_id.iter();
+        self.term_extremes.retain(|_| ids.next().is_some_and(Option::is_some));
+        self.postings.retain(|p| !p.is_empty());
+        self.term_ids.shrink_to_fit();
     }
 
     /// The id of `term`, created when new; widens the term's bounds to a posting of `tf` in a

@@ -3,9 +3,11 @@
 //!
 //! The cache is keyed by namespace alone and bounded in bytes: when the estimated size of all
 //! namespaces exceeds the budget, the least recently compiled ones are dropped (and rebuilt from
-//! the ledger when next asked for). New turns are added incrementally; an erasure drops the
-//! namespace (purge), and an erasure made by another process (a new redaction count) rebuilds it,
-//! so erased text never survives in an index.
+//! the ledger when next asked for). New turns are added incrementally. An erasure made by the
+//! holder of an embedded store's lock is applied in place (see [`erase_in_place`]); any other
+//! drops the namespace (purge), and an erasure found in the ledger that the indexes do not
+//! reflect (its namespace's last redaction record is not theirs) rebuilds it, so erased text
+//! never survives in an index.
 //!
 //! A namespace holding at least [`AnnSettings::threshold`] vectors is searched through an HNSW
 //! graph instead of the exact scan (see [`crate::ann`]); the graph is persisted in
@@ -37,9 +39,11 @@ use crate::{
 };
 
 mod dense_index;
+mod erase_in_place;
 
 pub(crate) use dense_index::{DenseIndex, pending};
 use dense_index::{refresh_dense, turn_vector};
+use erase_in_place::PendingErasure;
 
 /// The BM25 parameters of the cached lexical indexes (the compiler's stated starting point).
 pub(crate) const BM25: Bm25Params = Bm25Params { k1: 1.2, b: 0.75 };
@@ -74,6 +78,11 @@ pub(crate) struct IndexCache {
     /// Write lexical files off the request path once a namespace has been quiet this long
     /// (`None`: inside the compile that finds one due).
     pub(crate) lexical_quiet: Option<Duration>,
+    /// Whether this memory's erasures are applied to the cached indexes in place (else the
+    /// namespace is dropped and rebuilt). Only where every erasure goes through this memory:
+    /// the holder of an embedded store's lock. A memory beside another writer, or a server
+    /// sharing a database, learns of other erasures from the ledger, and rebuilds.
+    pub(crate) erase_in_place: bool,
     /// The file locked across processes while index files are checked and renamed into place,
     /// and while an erasure removes them (`None` with no persisted files).
     files_lock: Option<PathBuf>,
@@ -96,6 +105,9 @@ struct Entry {
     slot: Arc<RwLock<NamespaceIndexes>>,
     bytes: usize,
     last_used: u64,
+    /// Erasures of this process not yet applied to the slot, in order (see
+    /// [`IndexCache::erase_in_place`]).
+    pending: Vec<PendingErasure>,
 }
 
 impl IndexCache {
@@ -116,6 +128,7 @@ impl IndexCache {
             lexical_dir: dir.map(|d| d.join(crate::LEXICAL_INDEX_DIR)),
             lexical_files_from,
             lexical_quiet: None,
+            erase_in_place: false,
             files_lock: dir.map(|d| d.join(INDEX_FILES_LOCK)),
         }
     }
@@ -173,6 +186,7 @@ impl IndexCache {
             let mut indexes = slot.write().unwrap_or_else(PoisonError::into_inner);
             // A refresh that fails half way must not leave an old key standing.
             indexes.fresh_for = None;
+            self.apply_pending(namespace, slot, &mut indexes);
             refresh(&mut indexes)?;
             indexes.fresh_for = key;
             indexes.last_refresh = Instant::now();
@@ -197,6 +211,7 @@ impl IndexCache {
             slot: Arc::new(RwLock::new(NamespaceIndexes::empty(namespace))),
             bytes: 0,
             last_used: clock,
+            pending: Vec::new(),
         });
         entry.last_used = clock;
         Arc::clone(&entry.slot)
@@ -254,6 +269,57 @@ impl IndexCache {
         }
     }
 
+    /// Applies to every cached namespace the erasures its purge left pending. Called by the
+    /// erasing thread once it has released the writer lock of derived data, which a refresh
+    /// holding a namespace's exclusive lock may wait for (a refresh applies them first too).
+    pub(crate) fn apply_pending_erasures(&self) {
+        let waiting: Vec<(Namespace, Arc<RwLock<NamespaceIndexes>>)> = {
+            let entries = self.lock();
+            let waiting = entries.map.iter().filter(|(_, e)| !e.pending.is_empty());
+            waiting.map(|(ns, e)| (ns.clone(), Arc::clone(&e.slot))).collect()
+        };
+        for (namespace, slot) in waiting {
+            let bytes = {
+                let mut indexes = slot.write().unwrap_or_else(PoisonError::into_inner);
+                self.apply_pending(&namespace, &slot, &mut indexes);
+                indexes.heap_bytes()
+            };
+            self.resized(&namespace, &slot, bytes);
+        }
+    }
+
+    /// Applies `namespace`'s pending erasures to `indexes` (its slot, held exclusively). Should
+    /// one fail, the indexes are emptied and the namespace dropped: the next compile builds it
+    /// from the ledger.
+    fn apply_pending(
+        &self,
+        namespace: &Namespace,
+        slot: &Arc<RwLock<NamespaceIndexes>>,
+        indexes: &mut NamespaceIndexes,
+    ) {
+        let pending = {
+            let mut entries = self.lock();
+            match entries.map.get_mut(namespace) {
+                Some(entry) if Arc::ptr_eq(&entry.slot, slot) => std::mem::take(&mut entry.pending),
+                _ => return,
+            }
+        };
+        for erasure in &pending {
+            if let Err(error) = indexes.erase_in_place(erasure, namespace) {
+                tracing::warn!(
+                    %namespace, %error,
+                    "an erasure could not be applied to the cached indexes: rebuilt instead"
+                );
+                *indexes = NamespaceIndexes::empty(namespace);
+                let mut entries = self.lock();
+                if entries.map.get(namespace).is_some_and(|e| Arc::ptr_eq(&e.slot, slot)) {
+                    entries.map.remove(namespace);
+                }
+                return;
+            }
+        }
+    }
+
     #[cfg(test)]
     /// Estimated bytes held, and namespaces cached (for tests and statistics).
     pub(crate) fn usage(&self) -> (usize, usize) {
@@ -269,8 +335,17 @@ impl DerivedStore for IndexCache {
 
     fn purge(&self, receipt: &EraseReceipt) -> Result<(), DerivedStoreError> {
         let mut entries = self.lock();
+        let mut by_namespace: HashMap<&Namespace, Vec<TurnId>> = HashMap::new();
         for erased in &receipt.erased {
-            entries.map.remove(&erased.namespace);
+            by_namespace.entry(&erased.namespace).or_default().push(erased.id);
+        }
+        for (namespace, turns) in by_namespace {
+            if !self.erase_in_place {
+                entries.map.remove(namespace);
+            } else if let Some(entry) = entries.map.get_mut(namespace) {
+                // Applied once the writer lock is released (see `apply_pending_erasures`).
+                entry.pending.push(PendingErasure { turns, redaction: receipt.redaction });
+            }
         }
         drop(entries);
         let _files = self.lock_files().map_err(|e| {
@@ -303,6 +378,9 @@ pub(crate) struct NamespaceIndexes {
     /// The namespace's last record number when these were last refreshed: every record up to it
     /// is in the corpus (or was erased before the refresh).
     covers: Option<TurnId>,
+    /// The redaction record of the namespace's last erasure these reflect (`None`: none):
+    /// while it is still the last, erasures elsewhere in the ledger need no rebuild.
+    pub(crate) erasures_applied: Option<TurnId>,
     pub(crate) dense: Option<DenseIndex>,
     /// The vector indexes under the memory's also-encoders, in their order (filled by the
     /// first refresh that asks for them).
@@ -373,6 +451,7 @@ impl NamespaceIndexes {
             lexical: Bm25Index::with_analyzer(BM25, cached_analyzer()),
             ledger_head: None,
             covers: None,
+            erasures_applied: None,
             dense: None,
             also_dense: Vec::new(),
             window: None,
@@ -516,7 +595,8 @@ impl NamespaceIndexes {
 
     /// Brings the corpus, the lexical index and (when `dense` is given) the vector indexes of
     /// `dense` and `also` to the ledger head: new turns incrementally, a full rebuild after an
-    /// erasure.
+    /// erasure of the namespace they do not reflect (pending ones are applied first, by
+    /// [`IndexCache::refreshed`]).
     pub(crate) fn refresh(
         &mut self,
         view: DerivedView<'_>,
@@ -531,6 +611,8 @@ impl NamespaceIndexes {
             // whole ledger cost more than the rest of a compile after each append.
             let built_at = match self.ledger_head {
                 Some(at) if !view.ledger.erased_after(Some(at))? => Some(at),
+                // Erased elsewhere, or here in place already.
+                Some(at) if view.last_erasure(namespace)? == self.erasures_applied => Some(at),
                 _ => None,
             };
             // Read before the turns: a lower bound of what they hold.
@@ -542,6 +624,8 @@ impl NamespaceIndexes {
                 Some(_) => view.evidence_after(namespace, self.corpus.last_record())?,
                 None => {
                     *self = NamespaceIndexes::empty(namespace);
+                    // Read before the turns: what they reflect at least.
+                    self.erasures_applied = view.last_erasure(namespace)?;
                     let live = view.evidence(namespace)?;
                     if let Some(saved) = lexical_file::load(view, namespace, &live)? {
                         indexed = saved.records;

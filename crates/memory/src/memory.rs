@@ -274,6 +274,8 @@ impl Memory {
                 EraseError::Derived(DerivedStoreError::new("embedding cache", e.class(), e))
             })?;
         }
+        drop(writes);
+        self.inner.indexes.apply_pending_erasures();
         Ok(receipt)
     }
 

@@ -328,6 +328,8 @@ impl MemoryBuilder {
         let mut indexes =
             IndexCache::new(self.index_cache_bytes, ann, Some(&dir), self.lexical_files_from);
         indexes.lexical_quiet = self.lexical_files_when_quiet;
+        // Only a holder of the store lock sees every erasure of the store go through it.
+        indexes.erase_in_place = erasures.is_none() && store_access.held();
         let indexes = Arc::new(indexes);
         if sweeps {
             // Under the index files' lock, as a writer renames: a file a process beside this one

@@ -120,6 +120,11 @@ pub(crate) enum StoreAccess {
 }
 
 impl StoreAccess {
+    /// Whether this memory holds the store's lock: no other writer can run beside it.
+    pub(crate) fn held(&self) -> bool {
+        matches!(self, StoreAccess::Held { .. })
+    }
+
     /// What a builder asked for, taken now.
     pub(crate) fn take(store: &Path, asked: LockRequest) -> Result<StoreAccess, StoreLockError> {
         match asked {

@@ -351,6 +351,25 @@ impl<K: Copy + Eq + Hash + Ord + Debug> ExactIndex<K> {
         true
     }
 
+    /// Removes the vectors of the keys `erased` accepts, the others keeping their order (so
+    /// rows still follow keys where they did, which [`ExactIndex::remove`] does not keep).
+    /// Returns how many were removed.
+    pub fn remove_where(&mut self, mut erased: impl FnMut(K) -> bool) -> usize {
+        let doomed: Vec<bool> = self.rows.keys().iter().map(|&k| erased(k)).collect();
+        let removed = doomed.iter().filter(|&&d| d).count();
+        if removed == 0 {
+            return 0;
+        }
+        let mut kept = ExactIndex::new(self.dim);
+        kept.covers = self.covers;
+        for (row, &key) in self.rows.keys().iter().enumerate().filter(|&(row, _)| !doomed[row]) {
+            let unit = &self.vectors[row * self.dim..(row + 1) * self.dim];
+            kept.insert_unit(key, unit).expect("the keys of an index are distinct");
+        }
+        *self = kept;
+        removed
+    }
+
     /// `vector` scaled to unit length, or why `key` cannot be stored with it.
     fn unit_of(&self, key: K, vector: &[f32]) -> Result<Vec<f32>, VectorError> {
         if vector.len() != self.dim {

@@ -123,6 +123,18 @@ impl WindowedIndex {
         }
     }
 
+    /// Removes every window of the turns `erased` accepts, keeping the other rows' order; false,
+    /// removing nothing, from a graph (which is rebuilt without them instead).
+    pub fn remove_turns(&mut self, erased: impl Fn(TurnId) -> bool) -> bool {
+        match &mut self.index {
+            Rows::Exact(index) => {
+                index.remove_where(|(turn, _)| erased(turn));
+                true
+            }
+            Rows::Hnsw(_) => false,
+        }
+    }
+
     /// The stored unit vectors of `turn`'s windows, in window order (none when it has none).
     pub fn windows_of(&self, turn: TurnId) -> impl Iterator<Item = &[f32]> + '_ {
         let exact = self.exact();

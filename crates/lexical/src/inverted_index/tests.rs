@@ -209,3 +209,50 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn removing_documents_scores_like_building_without_them(
+        texts in prop::collection::vec("(alpha|beta|gamma|delta|x-1|v2.0|only| ){1,12}", 2..40),
+        replacements in prop::collection::vec(
+            (0usize..40, "(alpha|beta|gamma|zeta|eta| ){0,12}"), 0..8),
+        erased in prop::collection::vec(any::<bool>(), 40),
+        n in 1usize..12,
+    ) {
+        let mut current: Vec<String> = texts.clone();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let mut removed = index(&refs);
+        for (at, text) in replacements {
+            let at = at % current.len();
+            removed.replace(at as u32, &current[at], &text).unwrap();
+            current[at] = text;
+        }
+        let count = removed.remove(|key| erased[key as usize]);
+        let mut built = Bm25Index::new(params());
+        for (key, text) in current.iter().enumerate().filter(|&(key, _)| !erased[key]) {
+            built.add(key as u32, text).unwrap();
+        }
+        prop_assert_eq!(count, current.len() - built.len());
+        prop_assert_eq!(removed.len(), built.len());
+        prop_assert!(bounds_hold(&removed).is_ok(), "{:?}", bounds_hold(&removed));
+        for query in ["alpha", "beta gamma", "zeta x-1", "eta alpha delta", "v2.0 beta only"] {
+            let terms = analyze(query);
+            prop_assert_eq!(removed.search(&terms, n, |_| true), built.search(&terms, n, |_| true));
+            prop_assert_eq!(
+                removed.search_max_score(&terms, n, |_| true),
+                built.search_exhaustive(&terms, n, |_| true)
+            );
+        }
+        // No term outlives the documents that held it.
+        let mut held: Vec<&String> = removed.term_ids.keys().collect();
+        let mut want: Vec<&String> = built.term_ids.keys().collect();
+        held.sort();
+        want.sort();
+        prop_assert_eq!(held, want);
+        let mut more = removed.clone();
+        more.add(1_000, "only alpha").unwrap();
+        built.add(1_000, "only alpha").unwrap();
+        let terms = analyze("only alpha");
+        prop_assert_eq!(more.search(&terms, n, |_| true), built.search(&terms, n, |_| true));
+    }
+}

@@ -286,3 +286,68 @@ fn the_background_indexer_indexes_appends_ahead_of_compiles_without_changing_the
         assert_eq!(compile(&warm, question, None), compile(&fresh, question, None), "{question}");
     }
 }
+
+#[test]
+fn the_store_s_writer_applies_an_erasure_to_its_indexes_in_place_as_a_rebuild_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Memory::builder(dir.path()).lock_store().open().unwrap();
+    let alice = Namespace::new("alice").unwrap();
+    let turns: Vec<String> = (0..60)
+        .map(|i| {
+            let topic = ["the lake", "cello lessons", "a marathon"][i % 3];
+            let text = format!("day {i}: {topic}, word{i}");
+            line("alice", &format!("s{}", i % 4), i as u32, "2024-05-01T10:00:00Z", &text)
+        })
+        .collect();
+    let lines: Vec<&str> = turns.iter().map(String::as_str).collect();
+    append(&warm, &lines);
+    append(&warm, &[&line("bob", "s0", 0, "2024-05-01T10:00:00Z", "bob's lake")]);
+    let questions = ["the lake", "cello word7", "marathon day 13", "word21 word22", "word40"];
+    let record = |i: u64| evicortex_core::TurnId::from_raw(i);
+    let targets = [
+        EraseTarget::Record(alice.clone(), record(8)),
+        EraseTarget::Record(alice.clone(), record(22)),
+        EraseTarget::Session(alice.clone(), evicortex_core::SessionId::new("s1").unwrap()),
+        EraseTarget::Record(Namespace::new("bob").unwrap(), record(1)),
+    ];
+    for target in targets {
+        for question in questions {
+            compile_default(&warm, question);
+        }
+        let slot = warm.inner.indexes.slot(&alice);
+        let receipt = warm.erase(&target).unwrap();
+        {
+            // Applied before the erase returned, without waiting for a compile.
+            let indexes = slot.read().unwrap();
+            assert!(indexes.window.is_some(), "the window index is kept too");
+            for erased in receipt.erased.iter().filter(|e| e.namespace == alice) {
+                assert!(indexes.corpus.get(erased.id).is_none(), "{target:?}");
+                assert!(indexes.lexical.row(erased.id).is_none(), "{target:?}");
+            }
+            if receipt.erased.iter().any(|e| e.namespace == alice) {
+                assert_eq!(indexes.erasures_applied, receipt.redaction, "{target:?}");
+            }
+        }
+        let fresh = Memory::builder(dir.path()).beside_writer().open().unwrap();
+        for question in questions {
+            let warm_context = compile_default(&warm, question);
+            assert_eq!(warm_context, compile_default(&fresh, question), "{target:?} {question}");
+        }
+        assert!(Arc::ptr_eq(&slot, &warm.inner.indexes.slot(&alice)), "not dropped: {target:?}");
+    }
+}
+
+/// The committed default's compile without dense retrieval (its window index included).
+fn compile_default(memory: &Memory, question: &str) -> CompiledContext {
+    let query = CompileQuery {
+        namespace: Namespace::new("alice").unwrap(),
+        question: question.to_owned(),
+        as_of: None,
+        budget: TokenBudget::new(200),
+    };
+    let config = CompileConfig::default_with(10, DenseConfig::Off);
+    let reader = TiktokenReader::o200k_base();
+    let request =
+        CompileRequest { query: &query, config: &config, reader: &reader, query_vectors: &[] };
+    memory.compile(&request).unwrap()
+}

@@ -102,6 +102,16 @@ pub(super) fn refresh_dense(
 }
 
 impl DenseIndex {
+    /// Drops the turns `erased` accepts from those waiting for a vector, keeping the count of
+    /// them the last lookup covered in step.
+    pub(super) fn forget_missing(&mut self, erased: impl Fn(TurnId) -> bool) {
+        if let Some((generation, covered)) = self.looked_up {
+            let gone = self.missing.iter().take(covered).filter(|(id, _)| erased(*id)).count();
+            self.looked_up = Some((generation, covered - gone));
+        }
+        self.missing.retain(|(id, _)| !erased(*id));
+    }
+
     /// Dense coverage: the namespace's last record (`covers`) when every turn has been offered
     /// to the encoder, else the record just before the first turn still waiting for its vector.
     fn mark_covered(

@@ -156,3 +156,37 @@ fn compiles_racing_appends_never_fail_and_end_where_a_fresh_memory_does() {
         );
     }
 }
+
+#[test]
+fn the_store_s_writer_applies_its_erasures_in_place_as_a_fresh_memory_would_read_them() {
+    let encoder = pinned_encoder();
+    let store = TestStore::new();
+    let warm = store.builder().encoder(encoder.clone()).lock_store().open().unwrap();
+    let namespace = Namespace::new("alice").unwrap();
+    let lines: Vec<String> = (0..60).map(turn).collect();
+    let turns =
+        parse_jsonl("test", lines.join("\n").as_bytes(), &IngestOptions::default()).unwrap();
+    warm.append(&turns).unwrap();
+    warm.catch_up(Some(&namespace), CatchUpLimits { chunk_texts: 16 }, &mut |_| {}).unwrap();
+    let cited = compile(&warm, QUESTIONS[1]).items.first().expect("evidence").record;
+    let session = evicortex::SessionId::new("s2").unwrap();
+    for target in [
+        EraseTarget::Record(namespace.clone(), cited),
+        EraseTarget::Session(namespace.clone(), session),
+    ] {
+        for question in QUESTIONS {
+            compile(&warm, question);
+        }
+        warm.erase(&target).unwrap();
+        let fresh = store.builder().encoder(encoder.clone()).beside_writer().open().unwrap();
+        for question in QUESTIONS {
+            let warm_context = compile(&warm, question);
+            assert!(warm_context.items.iter().all(|item| item.record != cited));
+            assert_eq!(
+                serde_json::to_string(&warm_context).unwrap(),
+                serde_json::to_string(&compile(&fresh, question)).unwrap(),
+                "after erasing {target:?}, {question:?}"
+            );
+        }
+    }
+}

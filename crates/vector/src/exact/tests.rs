@@ -183,3 +183,26 @@ proptest! {
         prop_assert_eq!(fast, reference);
     }
 }
+
+#[test]
+fn removing_keys_keeps_the_order_and_searches_like_building_without_them() {
+    let vectors = clustered(500, 32, 21);
+    let mut index = build(&vectors);
+    assert_eq!(index.remove_where(|k| k % 7 == 3), 71);
+    let mut kept = ExactIndex::new(32);
+    for (k, v) in vectors.iter().enumerate().filter(|&(k, _)| k % 7 != 3) {
+        kept.insert(k as u32, v).unwrap();
+    }
+    assert_eq!(index.row_map().keys(), kept.row_map().keys());
+    for q in &clustered(5, 32, 22) {
+        assert_eq!(
+            index.search(q, 15, &mut |_| true).unwrap(),
+            kept.search(q, 15, &mut |_| true).unwrap()
+        );
+        assert_eq!(
+            index.search_sketched(q, 15, 40, &mut |_| true).unwrap(),
+            kept.search_sketched(q, 15, 40, &mut |_| true).unwrap()
+        );
+    }
+    assert_eq!(index.remove_where(|_| false), 0);
+}
