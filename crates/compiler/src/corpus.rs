@@ -76,6 +76,18 @@ impl Corpus {
         if let Some(pair) = evidence.windows(2).find(|w| w[0].id == w[1].id) {
             return Err(CorpusError::DuplicateRecord { record: pair[0].id });
         }
+        let keys = evidence.iter().map(|e| dedup_key(&turn_document(&e.turn))).collect();
+        Ok(Corpus::assemble(namespace, evidence, keys, erased))
+    }
+
+    /// The corpus of `evidence` (sorted by id, no id twice) whose documents' dedup keys are
+    /// `keys`.
+    fn assemble(
+        namespace: Namespace,
+        evidence: Vec<Evidence>,
+        keys: Vec<[u8; 32]>,
+        erased: impl IntoIterator<Item = TurnId>,
+    ) -> Corpus {
         let mut corpus = Corpus {
             namespace,
             evidence: Vec::with_capacity(evidence.len()),
@@ -97,11 +109,11 @@ impl Corpus {
             earliest_from: OnceLock::new(),
         };
         corpus.positions = PositionTable::for_ids(evidence.iter().map(|e| e.id));
-        for e in evidence {
+        for (e, key) in evidence.into_iter().zip(keys) {
             corpus.positions.insert(e.id, corpus.evidence.len() as u32);
-            corpus.index_record(e);
+            corpus.index_record(e, key);
         }
-        Ok(corpus)
+        corpus
     }
 
     /// Appends a record newer than every record held.
@@ -116,23 +128,29 @@ impl Corpus {
             });
         }
         self.positions.insert(evidence.id, self.evidence.len() as u32);
-        self.index_record(evidence);
+        let key = dedup_key(&turn_document(&evidence.turn));
+        self.index_record(evidence, key);
         self.earliest_from = OnceLock::new();
         Ok(())
     }
 
     /// This corpus without the records `erased`: what [`Corpus::new`] makes of the others, the
-    /// positions of later records moved down. The reader-token counts of the records kept come
-    /// along (a count depends on the record alone); the rendered lines' counts, keyed by
-    /// digests of texts that may be erased, do not.
-    pub fn without(&self, erased: &HashSet<TurnId>) -> Result<Corpus, CorpusError> {
+    /// positions of later records moved down. Their dedup keys and reader-token counts come
+    /// along (each depends on the record alone); the rendered lines' counts, keyed by digests
+    /// of texts that may be erased, do not.
+    pub fn without(&self, erased: &HashSet<TurnId>) -> Corpus {
         let kept: Vec<bool> = self.evidence.iter().map(|e| !erased.contains(&e.id)).collect();
-        let evidence = self.evidence.iter().zip(&kept).filter(|(_, k)| **k).map(|(e, _)| e.clone());
-        let corpus = Corpus::new(
-            self.namespace.clone(),
-            evidence.collect(),
-            self.erased.iter().copied().filter(|id| !erased.contains(id)),
-        )?;
+        let mut key_of_group = vec![[0u8; 32]; self.groups.len()];
+        for (key, &group) in &self.group_ids {
+            key_of_group[group as usize] = *key;
+        }
+        let (mut evidence, mut keys) = (Vec::new(), Vec::new());
+        for (pos, e) in self.evidence.iter().enumerate().filter(|&(pos, _)| kept[pos]) {
+            evidence.push(e.clone());
+            keys.push(key_of_group[self.group_of[pos] as usize]);
+        }
+        let still_erased = self.erased.iter().copied().filter(|id| !erased.contains(id));
+        let corpus = Corpus::assemble(self.namespace.clone(), evidence, keys, still_erased);
         let counted = self.turn_tokens.read().unwrap_or_else(PoisonError::into_inner);
         let carried = counted.iter().map(|(tokenizer, counts)| {
             let mut keep = kept.iter();
@@ -141,10 +159,10 @@ impl Corpus {
             (tokenizer.clone(), counts)
         });
         *corpus.turn_tokens.write().unwrap_or_else(PoisonError::into_inner) = carried.collect();
-        Ok(corpus)
+        corpus
     }
 
-    fn index_record(&mut self, e: Evidence) {
+    fn index_record(&mut self, e: Evidence, key: [u8; 32]) {
         let pos = self.evidence.len() as u32;
         let eligible = e.turn.namespace == self.namespace && !self.erased.contains(&e.id);
         let time = e.turn.time.utc_micros();
@@ -160,7 +178,6 @@ impl Corpus {
                 self.speakers.push(speaker.clone());
             }
         }
-        let key = dedup_key(&turn_document(&e.turn));
         let next = self.groups.len() as u32;
         let group = *self.group_ids.entry(key).or_insert(next);
         if group == next {

@@ -281,7 +281,10 @@ impl IndexCache {
         for (namespace, slot) in waiting {
             let bytes = {
                 let mut indexes = slot.write().unwrap_or_else(PoisonError::into_inner);
+                let started = Instant::now();
                 self.apply_pending(&namespace, &slot, &mut indexes);
+                tracing::debug!(%namespace, ms = started.elapsed().as_secs_f64() * 1e3,
+                    "erasure applied to the cached indexes");
                 indexes.heap_bytes()
             };
             self.resized(&namespace, &slot, bytes);

@@ -104,7 +104,7 @@ impl SignSketch {
     }
 
     /// `row`'s words.
-    fn row_words(&self, row: usize) -> Vec<u64> {
+    pub(crate) fn row_words(&self, row: usize) -> Vec<u64> {
         (0..self.width).map(|w| self.words[self.word_at(row, w)]).collect()
     }
 
@@ -116,6 +116,11 @@ impl SignSketch {
     }
 
     pub(crate) fn push(&mut self, unit: &[f32]) {
+        self.push_words(&Self::encode(unit, self.width));
+    }
+
+    /// Appends a row given its words ([`SignSketch::row_words`] of a sketch of this width).
+    pub(crate) fn push_words(&mut self, words: &[u64]) {
         let row = self.ones.len();
         let in_block = row % BLOCK_ROWS;
         if in_block == 0 {
@@ -125,9 +130,8 @@ impl SignSketch {
         } else if in_block == self.tail_stride {
             self.widen_tail();
         }
-        let words = Self::encode(unit, self.width);
-        self.ones.push(Self::ones_of(&words));
-        self.write_row(row, &words);
+        self.ones.push(Self::ones_of(words));
+        self.write_row(row, words);
     }
 
     /// Doubles the room of the last block's columns, moving each column to its new place.

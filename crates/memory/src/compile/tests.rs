@@ -295,14 +295,19 @@ fn the_store_s_writer_applies_an_erasure_to_its_indexes_in_place_as_a_rebuild_wo
     let turns: Vec<String> = (0..60)
         .map(|i| {
             let topic = ["the lake", "cello lessons", "a marathon"][i % 3];
-            let text = format!("day {i}: {topic}, word{i}");
+            // Some texts said again: dedup groups lose and keep members.
+            let text = match i % 10 {
+                5 => "the lake again".to_owned(),
+                _ => format!("day {i}: {topic}, word{i}"),
+            };
             line("alice", &format!("s{}", i % 4), i as u32, "2024-05-01T10:00:00Z", &text)
         })
         .collect();
     let lines: Vec<&str> = turns.iter().map(String::as_str).collect();
     append(&warm, &lines);
     append(&warm, &[&line("bob", "s0", 0, "2024-05-01T10:00:00Z", "bob's lake")]);
-    let questions = ["the lake", "cello word7", "marathon day 13", "word21 word22", "word40"];
+    let questions =
+        ["the lake", "cello word7", "marathon day 13", "word21 word22", "word40", "lake again"];
     let record = |i: u64| evicortex_core::TurnId::from_raw(i);
     let targets = [
         EraseTarget::Record(alice.clone(), record(8)),

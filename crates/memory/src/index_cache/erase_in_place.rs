@@ -50,10 +50,7 @@ impl NamespaceIndexes {
         namespace: &Namespace,
     ) -> Result<(), CompileError> {
         let lexical_err = |source| CompileError::Lexical { namespace: namespace.clone(), source };
-        let after = self
-            .corpus
-            .without(erased)
-            .map_err(|source| CompileError::Corpus { namespace: namespace.clone(), source })?;
+        let after = self.corpus.without(erased);
         let before = std::mem::replace(&mut self.corpus, after);
         let after = &self.corpus;
         for id in erased {
