@@ -1,5 +1,10 @@
 //! Erasure: a redaction record in the chain, and the erased text scrubbed from every file.
 
+use std::sync::{
+    Mutex, PoisonError,
+    atomic::{AtomicU64, Ordering},
+};
+
 use evicortex_core::{EvidenceDigest, Namespace, SessionId, TextDigest, TurnId};
 use rusqlite::{Connection, TransactionBehavior};
 
@@ -170,6 +175,26 @@ pub fn erase_in<T: RecordTable + ?Sized>(
 /// [`crate::EvidenceLedger::erase`] on the embedded ledger: one durable transaction, then the
 /// scrub of every file of the ledger (secure delete, WAL checkpoint with truncation, vacuum).
 pub(crate) fn erase(ledger: &Ledger, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
+    let receipt = erase_unscrubbed(ledger, target)?;
+    scrub_erased(ledger)?;
+    Ok(receipt)
+}
+
+/// The erasures committed through a ledger handle and how many of them the last scrub covered:
+/// a scrub rewrites the whole file, so erasures that wait for one together share it.
+#[derive(Debug, Default)]
+pub(crate) struct ScrubQueue {
+    committed: AtomicU64,
+    scrubbed: Mutex<u64>,
+    /// Scrubs run (for tests).
+    runs: AtomicU64,
+}
+
+/// [`crate::EvidenceLedger::erase_unscrubbed`] on the embedded ledger.
+pub(crate) fn erase_unscrubbed(
+    ledger: &Ledger,
+    target: &EraseTarget,
+) -> Result<EraseReceipt, EraseError> {
     let receipt = ledger.with_writer(
         |path| EraseError::ReadOnly { path },
         |conn| {
@@ -181,9 +206,34 @@ pub(crate) fn erase(ledger: &Ledger, target: &EraseTarget) -> Result<EraseReceip
             Ok(receipt)
         },
     )?;
-    // The redaction is committed: a failure from here on must say so.
-    ledger.scrub().map_err(|e| e.after_commit(ledger.path()))?;
+    // Counted even when nothing was newly erased: the files are scrubbed again all the same.
+    ledger.scrubs.committed.fetch_add(1, Ordering::AcqRel);
     Ok(receipt)
+}
+
+/// [`crate::EvidenceLedger::scrub_erased`] on the embedded ledger: returns once a scrub that
+/// began after every erasure committed through `ledger` before the call has ended. Callers
+/// that wait while another scrubs find their erasures covered by the next scrub, or by that one
+/// when they committed before it began.
+pub(crate) fn scrub_erased(ledger: &Ledger) -> Result<(), EraseError> {
+    let wanted = ledger.scrubs.committed.load(Ordering::Acquire);
+    let mut scrubbed = ledger.scrubs.scrubbed.lock().unwrap_or_else(PoisonError::into_inner);
+    if *scrubbed >= wanted {
+        return Ok(());
+    }
+    let covers = ledger.scrubs.committed.load(Ordering::Acquire);
+    // The redactions are committed: a failure from here on must say so.
+    ledger.scrub().map_err(|e| e.after_commit(ledger.path()))?;
+    ledger.scrubs.runs.fetch_add(1, Ordering::Relaxed);
+    *scrubbed = covers;
+    Ok(())
+}
+
+impl ScrubQueue {
+    /// Scrubs run through this handle so far.
+    pub(crate) fn runs(&self) -> u64 {
+        self.runs.load(Ordering::Relaxed)
+    }
 }
 
 impl Ledger {
@@ -221,4 +271,53 @@ fn checkpoint_truncate(conn: &Connection, ledger: &Ledger) -> Result<(), EraseEr
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use evicortex_core::{EventTime, Role, Turn, TurnIndex};
+
+    use super::*;
+    use crate::EvidenceLedger;
+
+    #[test]
+    fn erasures_waiting_together_share_a_scrub_and_leave_no_text_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(&dir.path().join("ledger.sqlite")).unwrap();
+        let ns = Namespace::new("alice").unwrap();
+        let turns: Vec<Turn> = (0..40)
+            .map(|i| Turn {
+                namespace: ns.clone(),
+                session: SessionId::new(&format!("s{}", i % 4)).unwrap(),
+                turn: TurnIndex::new(i),
+                role: Role::User,
+                speaker: None,
+                text: format!("SECRET-{i:02} ").repeat(40),
+                time: EventTime::parse_rfc3339("2024-05-02T10:00:00Z").unwrap(),
+                meta: serde_json::Map::new(),
+            })
+            .collect();
+        ledger.append(&turns).unwrap();
+        std::thread::scope(|scope| {
+            for thread in 0..8u64 {
+                let (ledger, ns) = (&ledger, &ns);
+                scope.spawn(move || {
+                    for k in 0..5 {
+                        let record = TurnId::from_raw(thread * 5 + k + 1);
+                        let receipt = ledger.erase(&EraseTarget::Record(ns.clone(), record));
+                        assert_eq!(receipt.unwrap().erased.len(), 1);
+                    }
+                });
+            }
+        });
+        let runs = ledger.scrubs.runs();
+        assert!(runs < 40, "{runs} scrubs for 40 erasures made by 8 threads at once");
+        let report = ledger.verify().unwrap();
+        assert_eq!((report.erased_turns, report.redactions), (40, 40));
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(!bytes.windows(7).any(|w| w == b"SECRET-"), "{}", path.display());
+        }
+    }
 }

@@ -90,6 +90,22 @@ pub trait EvidenceLedger: Send + Sync + std::fmt::Debug {
     /// file of the store; the chain still verifies afterwards.
     fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError>;
 
+    /// [`EvidenceLedger::erase`] without its scrub: the erasure is committed, and marked so that
+    /// the next open scrubs should the process end first, but the old bytes may stay in the
+    /// files until [`EvidenceLedger::scrub_erased`]. A caller that holds a lock across the
+    /// erasure scrubs after releasing it, so that erasures waiting meanwhile share one scrub.
+    fn erase_unscrubbed(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
+        self.erase(target)
+    }
+
+    /// Returns once the old bytes of every erasure committed through this handle before the
+    /// call are scrubbed from the files; erasures that wait together share one scrub (on the
+    /// embedded store a scrub rewrites the whole file). A store whose erase leaves nothing to
+    /// scrub does nothing.
+    fn scrub_erased(&self) -> Result<(), EraseError> {
+        Ok(())
+    }
+
     /// Recomputes every record's digest and the whole chain, checks every redaction against
     /// the records it erased and the recorded head against the last record, from one snapshot,
     /// calling `progress(done, total)` every few thousand records. Names the first bad record.

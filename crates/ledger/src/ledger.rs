@@ -36,6 +36,8 @@ pub struct Ledger {
     /// reached the disk is unknown, so no later write on this handle may act as if it did not
     /// happen. Cleared only by opening the ledger again.
     poisoned: Mutex<Option<String>>,
+    /// Erasures committed through this handle, and how many of them the last scrub covered.
+    pub(crate) scrubs: crate::erase::ScrubQueue,
 }
 
 /// Idle reader connections kept for reuse.
@@ -106,6 +108,7 @@ impl Ledger {
             readers: Mutex::new(Vec::new()),
             open_problem,
             poisoned: Mutex::new(None),
+            scrubs: crate::erase::ScrubQueue::default(),
         };
         if let Some(redaction) = scrub_pending {
             // An erasure committed, then the process ended before its scrub did: the erased

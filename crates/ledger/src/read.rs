@@ -65,6 +65,14 @@ impl EvidenceLedger for Ledger {
         crate::erase::erase(self, target)
     }
 
+    fn erase_unscrubbed(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
+        crate::erase::erase_unscrubbed(self, target)
+    }
+
+    fn scrub_erased(&self) -> Result<(), EraseError> {
+        crate::erase::scrub_erased(self)
+    }
+
     fn verify_with_progress(
         &self,
         progress: &mut dyn FnMut(u64, u64),

@@ -252,7 +252,7 @@ impl Memory {
     pub fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
         let mut writes = self.lock_writes();
         let before = target_documents(&*self.inner.ledger, target).map_err(EraseError::Read)?;
-        let mut receipt = self.inner.ledger.erase(target)?;
+        let mut receipt = self.inner.ledger.erase_unscrubbed(target)?;
         let committed = |e: ReadError| {
             EraseError::Derived(DerivedStoreError::new("turn documents", read_class(&e), e))
         };
@@ -276,6 +276,8 @@ impl Memory {
         }
         drop(writes);
         self.inner.indexes.apply_pending_erasures();
+        // Outside the writer lock: erasures that commit while one scrubs share the next scrub.
+        self.inner.ledger.scrub_erased()?;
         Ok(receipt)
     }
 
