@@ -359,8 +359,21 @@ impl ContextVectors {
     ) {
         let changed = (self.built_for.min(corpus.len())..corpus.len())
             .chain(embedded.into_iter().filter_map(|id| corpus.position(id)));
+        self.compute_again(corpus, windows_holding(corpus, self.radius, changed), turn_vector);
+        self.built_for = corpus.len();
+        self.vectors_seen = vectors_seen;
+    }
+
+    /// Computes the context vectors of the records at `positions` of `corpus` again (a record
+    /// whose window no longer has a vector loses its row).
+    fn compute_again<'v>(
+        &mut self,
+        corpus: &Corpus,
+        positions: impl IntoIterator<Item = usize>,
+        turn_vector: impl Fn(TurnId) -> Option<Cow<'v, [f32]>>,
+    ) {
         let mut sum = vec![0.0f32; self.dim];
-        for pos in windows_holding(corpus, self.radius, changed) {
+        for pos in positions {
             let id = corpus.at(pos).id;
             if self.window_vector(corpus, pos, &mut sum, &turn_vector) {
                 self.set_row(id, &sum);
@@ -368,8 +381,6 @@ impl ContextVectors {
                 self.index.remove(id);
             }
         }
-        self.built_for = corpus.len();
-        self.vectors_seen = vectors_seen;
     }
 
     /// [`WindowIndex::erase`] for context vectors: the vectors of `erased` are removed and
@@ -390,15 +401,9 @@ impl ContextVectors {
         for &id in erased {
             self.index.remove(id);
         }
-        let mut sum = vec![0.0f32; self.dim];
-        for id in windows_changed_by(before, self.radius, erased) {
-            let Some(pos) = after.position(id) else { continue };
-            if self.window_vector(after, pos, &mut sum, &turn_vector) {
-                self.set_row(id, &sum);
-            } else {
-                self.index.remove(id);
-            }
-        }
+        let changed = windows_changed_by(before, self.radius, erased);
+        let positions = changed.into_iter().filter_map(|id| after.position(id));
+        self.compute_again(after, positions, turn_vector);
         self.built_for = after.len();
         self.vectors_seen = vectors_seen;
         true
