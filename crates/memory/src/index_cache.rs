@@ -269,60 +269,6 @@ impl IndexCache {
         }
     }
 
-    /// Applies to every cached namespace the erasures its purge left pending. Called by the
-    /// erasing thread once it has released the writer lock of derived data, which a refresh
-    /// holding a namespace's exclusive lock may wait for (a refresh applies them first too).
-    pub(crate) fn apply_pending_erasures(&self) {
-        let waiting: Vec<(Namespace, Arc<RwLock<NamespaceIndexes>>)> = {
-            let entries = self.lock();
-            let waiting = entries.map.iter().filter(|(_, e)| !e.pending.is_empty());
-            waiting.map(|(ns, e)| (ns.clone(), Arc::clone(&e.slot))).collect()
-        };
-        for (namespace, slot) in waiting {
-            let bytes = {
-                let mut indexes = slot.write().unwrap_or_else(PoisonError::into_inner);
-                let started = Instant::now();
-                self.apply_pending(&namespace, &slot, &mut indexes);
-                tracing::debug!(%namespace, ms = started.elapsed().as_secs_f64() * 1e3,
-                    "erasure applied to the cached indexes");
-                indexes.heap_bytes()
-            };
-            self.resized(&namespace, &slot, bytes);
-        }
-    }
-
-    /// Applies `namespace`'s pending erasures to `indexes` (its slot, held exclusively). Should
-    /// one fail, the indexes are emptied and the namespace dropped: the next compile builds it
-    /// from the ledger.
-    fn apply_pending(
-        &self,
-        namespace: &Namespace,
-        slot: &Arc<RwLock<NamespaceIndexes>>,
-        indexes: &mut NamespaceIndexes,
-    ) {
-        let pending = {
-            let mut entries = self.lock();
-            match entries.map.get_mut(namespace) {
-                Some(entry) if Arc::ptr_eq(&entry.slot, slot) => std::mem::take(&mut entry.pending),
-                _ => return,
-            }
-        };
-        for erasure in &pending {
-            if let Err(error) = indexes.erase_in_place(erasure, namespace) {
-                tracing::warn!(
-                    %namespace, %error,
-                    "an erasure could not be applied to the cached indexes: rebuilt instead"
-                );
-                *indexes = NamespaceIndexes::empty(namespace);
-                let mut entries = self.lock();
-                if entries.map.get(namespace).is_some_and(|e| Arc::ptr_eq(&e.slot, slot)) {
-                    entries.map.remove(namespace);
-                }
-                return;
-            }
-        }
-    }
-
     #[cfg(test)]
     /// Estimated bytes held, and namespaces cached (for tests and statistics).
     pub(crate) fn usage(&self) -> (usize, usize) {
