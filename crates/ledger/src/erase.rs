@@ -2,7 +2,7 @@
 
 use std::sync::{
     Mutex, PoisonError,
-    atomic::{AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
 use evicortex_core::{EvidenceDigest, Namespace, SessionId, TextDigest, TurnId};
@@ -173,7 +173,8 @@ pub fn erase_in<T: RecordTable + ?Sized>(
 }
 
 /// [`crate::EvidenceLedger::erase`] on the embedded ledger: one durable transaction, then the
-/// scrub of every file of the ledger (secure delete, WAL checkpoint with truncation, vacuum).
+/// scrub of every file of the ledger (WAL checkpoint with truncation; a rewrite of the main
+/// file too when a cleared record may have moved).
 pub(crate) fn erase(ledger: &Ledger, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
     let receipt = erase_unscrubbed(ledger, target)?;
     scrub_erased(ledger)?;
@@ -181,13 +182,16 @@ pub(crate) fn erase(ledger: &Ledger, target: &EraseTarget) -> Result<EraseReceip
 }
 
 /// The erasures committed through a ledger handle and how many of them the last scrub covered:
-/// a scrub rewrites the whole file, so erasures that wait for one together share it.
+/// erasures that wait for a scrub together share it.
 #[derive(Debug, Default)]
 pub(crate) struct ScrubQueue {
     committed: AtomicU64,
+    /// Set when an erasure not yet scrubbed may have left old bytes in the main file.
+    rewrite: AtomicBool,
     scrubbed: Mutex<u64>,
-    /// Scrubs run (for tests).
+    /// Scrubs run, and of them whole-file rewrites (for tests).
     runs: AtomicU64,
+    rewrites: AtomicU64,
 }
 
 /// [`crate::EvidenceLedger::erase_unscrubbed`] on the embedded ledger.
@@ -201,8 +205,13 @@ pub(crate) fn erase_unscrubbed(
             let sql = sql_err(ledger.path());
             let tx =
                 conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(&sql)?;
-            let receipt = erase_in(&mut SqliteTable::new(&tx, ledger.path()), target)?;
+            let mut table = SqliteTable::new(&tx, ledger.path());
+            let receipt = erase_in(&mut table, target)?;
+            let rewrite = table.cells_may_move();
             tx.commit().map_err(&sql)?;
+            if rewrite {
+                ledger.scrubs.rewrite.store(true, Ordering::Release);
+            }
             Ok(receipt)
         },
     )?;
@@ -222,9 +231,15 @@ pub(crate) fn scrub_erased(ledger: &Ledger) -> Result<(), EraseError> {
         return Ok(());
     }
     let covers = ledger.scrubs.committed.load(Ordering::Acquire);
+    let rewrite = ledger.scrubs.rewrite.swap(false, Ordering::AcqRel);
     // The redactions are committed: a failure from here on must say so.
-    ledger.scrub().map_err(|e| e.after_commit(ledger.path()))?;
+    let scrubbed_files = if rewrite { ledger.scrub() } else { ledger.scrub_wal() };
+    if let Err(e) = scrubbed_files {
+        ledger.scrubs.rewrite.fetch_or(rewrite, Ordering::AcqRel);
+        return Err(e.after_commit(ledger.path()));
+    }
     ledger.scrubs.runs.fetch_add(1, Ordering::Relaxed);
+    ledger.scrubs.rewrites.fetch_add(u64::from(rewrite), Ordering::Relaxed);
     *scrubbed = covers;
     Ok(())
 }
@@ -235,13 +250,19 @@ impl ScrubQueue {
     pub(crate) fn runs(&self) -> u64 {
         self.runs.load(Ordering::Relaxed)
     }
+
+    /// Of those, the scrubs that rewrote the whole file.
+    pub(crate) fn rewrites(&self) -> u64 {
+        self.rewrites.load(Ordering::Relaxed)
+    }
 }
 
 impl Ledger {
     /// Removes every trace of cleared bytes from the files: checkpoint the WAL into the main
     /// file and truncate it, rebuild the main file without free pages (`VACUUM`; with
     /// `secure_delete` freed cells are zeroed as well), and checkpoint again; then clears the
-    /// erasure's scrub-pending mark. A read-write open runs it when the mark is set.
+    /// erasure's scrub-pending mark. A read-write open runs it when the mark is set (whatever
+    /// the erasure was: the mark does not say whether its records kept their cells).
     pub fn scrub(&self) -> Result<(), EraseError> {
         self.with_writer(
             |path| EraseError::ReadOnly { path },
@@ -253,6 +274,23 @@ impl Ledger {
                 // Only now are the old bytes gone from both files; the mark's removal is
                 // checkpointed too, so the WAL is left empty.
                 store::clear_scrub_pending(conn).map_err(&sql)?;
+                checkpoint_truncate(conn, self)?;
+                Ok(())
+            },
+        )
+    }
+
+    /// The scrub after erasures whose records all kept their cells
+    /// ([`crate::store::cell_stays_put`]): the main file holds no old byte of them (cleared in
+    /// place, zeroed by `secure_delete`), the WAL does (the pages as they were appended), so
+    /// checkpointing it into the main file and truncating it is enough. Cost: the WAL written
+    /// since the last checkpoint, not the store.
+    fn scrub_wal(&self) -> Result<(), EraseError> {
+        self.with_writer(
+            |path| EraseError::ReadOnly { path },
+            |conn| {
+                checkpoint_truncate(conn, self)?;
+                store::clear_scrub_pending(conn).map_err(sql_err(self.path()))?;
                 checkpoint_truncate(conn, self)?;
                 Ok(())
             },
@@ -275,50 +313,4 @@ fn checkpoint_truncate(conn: &Connection, ledger: &Ledger) -> Result<(), EraseEr
 }
 
 #[cfg(test)]
-mod tests {
-    use evicortex_core::{EventTime, Role, Turn, TurnIndex};
-
-    use super::*;
-    use crate::EvidenceLedger;
-
-    #[test]
-    fn erasures_waiting_together_share_a_scrub_and_leave_no_text_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::open(&dir.path().join("ledger.sqlite")).unwrap();
-        let ns = Namespace::new("alice").unwrap();
-        let turns: Vec<Turn> = (0..40)
-            .map(|i| Turn {
-                namespace: ns.clone(),
-                session: SessionId::new(&format!("s{}", i % 4)).unwrap(),
-                turn: TurnIndex::new(i),
-                role: Role::User,
-                speaker: None,
-                text: format!("SECRET-{i:02} ").repeat(40),
-                time: EventTime::parse_rfc3339("2024-05-02T10:00:00Z").unwrap(),
-                meta: serde_json::Map::new(),
-            })
-            .collect();
-        ledger.append(&turns).unwrap();
-        std::thread::scope(|scope| {
-            for thread in 0..8u64 {
-                let (ledger, ns) = (&ledger, &ns);
-                scope.spawn(move || {
-                    for k in 0..5 {
-                        let record = TurnId::from_raw(thread * 5 + k + 1);
-                        let receipt = ledger.erase(&EraseTarget::Record(ns.clone(), record));
-                        assert_eq!(receipt.unwrap().erased.len(), 1);
-                    }
-                });
-            }
-        });
-        let runs = ledger.scrubs.runs();
-        assert!(runs < 40, "{runs} scrubs for 40 erasures made by 8 threads at once");
-        let report = ledger.verify().unwrap();
-        assert_eq!((report.erased_turns, report.redactions), (40, 40));
-        for entry in fs_err::read_dir(dir.path()).unwrap() {
-            let path = entry.unwrap().path();
-            let bytes = fs_err::read(&path).unwrap();
-            assert!(!bytes.windows(7).any(|w| w == b"SECRET-"), "{}", path.display());
-        }
-    }
-}
+mod tests;

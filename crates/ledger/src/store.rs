@@ -96,6 +96,23 @@ pub(crate) fn configure(conn: &Connection, path: &Path) -> Result<(), StorageErr
     .map_err(sql_err(path))
 }
 
+/// Whether clearing a turn keeps its cell in place, given the bytes cleared (text, speaker,
+/// meta) and those of its namespace, session and role.
+///
+/// Why that matters: records are only ever appended at the end of the table and cleared, never
+/// deleted, so SQLite never moves a record's cell to another page (an append past a full leaf
+/// starts a new leaf with the new cell alone, `balance_quick`) unless an update makes a cell
+/// outgrow its page. A cell that shrinks is rewritten within its page, and `secure_delete`
+/// zeroes the bytes it leaves and any overflow page it frees. Clearing removes the cleared
+/// bytes and the 32-byte salt and adds the 32-byte content digest and the eraser's position
+/// (at most 8 bytes): the cell shrinks when the cleared bytes outweigh that position. A turn
+/// whose payload spilled to overflow pages keeps at least 489 bytes in its cell on the
+/// ledger's 4 KiB pages (SQLite's minimum local payload), which the cleared row (about 200
+/// bytes besides its names) fits while its names stay short.
+pub(crate) fn cell_stays_put(cleared_bytes: i64, name_bytes: i64) -> bool {
+    cleared_bytes > 8 && name_bytes <= 200
+}
+
 /// The head as recorded in the metadata table.
 #[derive(Debug, Clone)]
 pub(crate) struct MetaHead {
@@ -268,11 +285,19 @@ pub(crate) fn chained_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ChainedRo
 pub(crate) struct SqliteTable<'c> {
     conn: &'c Connection,
     path: &'c Path,
+    /// Set when a cleared record's cell may not fit where it was (see [`cell_stays_put`]).
+    cells_may_move: bool,
 }
 
 impl<'c> SqliteTable<'c> {
     pub(crate) fn new(conn: &'c Connection, path: &'c Path) -> SqliteTable<'c> {
-        SqliteTable { conn, path }
+        SqliteTable { conn, path, cells_may_move: false }
+    }
+
+    /// Whether a record cleared through this table may have left a copy of its old bytes
+    /// elsewhere in the file: then only rewriting the file (`VACUUM`) scrubs them.
+    pub(crate) fn cells_may_move(&self) -> bool {
+        self.cells_may_move
     }
 
     fn sql(&self) -> impl Fn(rusqlite::Error) -> StorageError + '_ {
@@ -447,7 +472,23 @@ impl RecordTable for SqliteTable<'_> {
                  erased_by = ?1, content_digest = ?2 WHERE seq = ?3",
             )
             .map_err(self.sql())?;
+        let mut sizes = self
+            .conn
+            .prepare(
+                "SELECT octet_length(text) + coalesce(octet_length(speaker), 0) \
+                 + coalesce(octet_length(meta), 0), octet_length(namespace) \
+                 + coalesce(octet_length(session), 0) + coalesce(octet_length(role), 0) \
+                 FROM records WHERE seq = ?1",
+            )
+            .map_err(self.sql())?;
+        let page_size: i64 =
+            self.conn.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(self.sql())?;
+        self.cells_may_move |= page_size < 4096;
         for (position, content) in erased {
+            let (cleared, names): (i64, i64) = sizes
+                .query_row([position.raw() as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(self.sql())?;
+            self.cells_may_move |= !cell_stays_put(cleared, names);
             clear
                 .execute(params![redaction.raw() as i64, content.as_slice(), position.raw() as i64])
                 .map_err(self.sql())?;
@@ -465,15 +506,21 @@ impl RecordTable for SqliteTable<'_> {
         Ok(())
     }
 
-    /// One scan over the live texts (there is no index on text), ended once every text is found.
+    /// One scan over the live texts (there is no index on text), ended once every text is
+    /// found; only texts of a wanted length are read and hashed (`octet_length` reads the
+    /// length from the record header, not the text).
     fn texts_still_held(&mut self, texts: &[&str]) -> Result<HashSet<TextDigest>, StorageError> {
         let mut remaining: HashSet<TextDigest> = texts.iter().map(|t| TextDigest::of(t)).collect();
         let mut held = HashSet::new();
+        let mut lengths: Vec<String> = texts.iter().map(|t| t.len().to_string()).collect();
+        lengths.sort();
+        lengths.dedup();
         let mut stmt = self
             .conn
             .prepare(&format!(
                 "SELECT text FROM records WHERE kind = {KIND_TURN} AND erased_by IS NULL \
-                 AND text IS NOT NULL"
+                 AND octet_length(text) IN ({})",
+                lengths.join(", ")
             ))
             .map_err(self.sql())?;
         let mut rows = stmt.query([]).map_err(self.sql())?;
