@@ -60,6 +60,14 @@ pub struct ServeLoadArgs {
     /// Connections that carry the open-loop appends.
     #[arg(long, default_value_t = 32)]
     pub append_connections: usize,
+    /// Send erasures open-loop at this many a second (each of the oldest turn the load
+    /// appended to a namespace and has not erased) over --erase-connections of the
+    /// connections; the other connections run --mix without erasures.
+    #[arg(long, value_name = "PER_S")]
+    pub erase_rate: Option<f64>,
+    /// Connections that carry the open-loop erasures.
+    #[arg(long, default_value_t = 8)]
+    pub erase_connections: usize,
     /// Turns appended to each namespace before the clock starts (batches of 1,000).
     #[arg(long, default_value_t = 0)]
     pub seed_turns: u32,
@@ -132,12 +140,25 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
         }
         None => 0,
     };
-    let mix =
-        if args.append_rate.is_some() { args.mix.without_appends() } else { args.mix.clone() };
+    let erase_conns = match args.erase_rate {
+        Some(rate) => {
+            ensure!(rate > 0.0, "--erase-rate must be positive");
+            ensure!(args.erase_connections > 0, "--erase-connections must be at least 1");
+            args.erase_connections.min(args.connections - open_conns)
+        }
+        None => 0,
+    };
+    let mut mix = args.mix.clone();
+    if args.append_rate.is_some() {
+        mix = mix.without(Op::Append);
+    }
+    if args.erase_rate.is_some() {
+        mix = mix.without(Op::Erase);
+    }
     ensure!(
-        open_conns == args.connections || !mix.is_empty(),
-        "--mix has only appends, which --append-rate sends over --append-connections: give the \
-         other connections compile or erase weights, or as many --append-connections as --connections"
+        open_conns + erase_conns == args.connections || !mix.is_empty(),
+        "--mix has only what --append-rate and --erase-rate send open-loop: give the other \
+         connections another weight, or all connections to the open-loop operations"
     );
     traffic::use_real_texts(
         json_lines(args.texts.as_deref())?,
@@ -169,6 +190,7 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
 
     let append_every =
         args.append_rate.map(|rate| Duration::from_secs_f64(f64::from(args.batch) / rate));
+    let erase_every = args.erase_rate.map(|rate| Duration::from_secs_f64(1.0 / rate));
     let mut workload = Workload::new(
         servers.clone(),
         args.key.clone(),
@@ -178,6 +200,7 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
         args.budget,
         mix,
         append_every,
+        erase_every,
     );
     let seed_conn = args.connections as u32;
     let seeded = runtime.block_on(seed(&workload, &client()?, seed_conn, args.seed_turns))?;
@@ -194,7 +217,9 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
             let (workload, base) = (workload.clone(), servers[c % servers.len()].clone());
             runtime.spawn(async move {
                 if c < open_conns {
-                    workload.open_loop(c as u32, client, &base).await
+                    workload.open_loop(Op::Append, c as u32, client, &base).await
+                } else if c < open_conns + erase_conns {
+                    workload.open_loop(Op::Erase, c as u32, client, &base).await
                 } else {
                     workload.closed_loop(c as u32, client, &base).await
                 }
@@ -204,7 +229,11 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
 
     let active: Vec<Op> = Op::ALL
         .into_iter()
-        .filter(|&op| (op == Op::Append && open_conns > 0) || args.mix.weights[op as usize] > 0)
+        .filter(|&op| {
+            (op == Op::Append && open_conns > 0)
+                || (op == Op::Erase && erase_conns > 0)
+                || args.mix.weights[op as usize] > 0
+        })
         .collect();
     let mut report = report::Report::new(active, args.pids.clone());
     report.header(args, &servers, &namespaces, &run_id, open_conns)?;

@@ -30,10 +30,14 @@ use crate::{
     write_log::WriteLog,
 };
 
+mod error;
 mod in_database;
 mod reads;
 
+pub use error::EmbeddingCacheError;
 pub(crate) use in_database::{Keep, live_keep, open_in_database};
+pub(crate) use reads::live_documents;
+pub use reads::{NamespaceVectors, last_overlength};
 
 /// The first live turn holding a text, for reporting refusals.
 #[derive(Clone, Debug)]
@@ -77,110 +81,6 @@ enum CacheStore {
 enum Backend<'a> {
     Sqlite(std::sync::MutexGuard<'a, Connection>),
     Postgres(&'a PgShared),
-}
-
-/// Why an embedding-cache operation failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum EmbeddingCacheError {
-    /// SQLite failed.
-    #[error("{path}: {source}")]
-    Sqlite {
-        /// The cache file.
-        path: PathBuf,
-        /// The SQLite error.
-        #[source]
-        source: rusqlite::Error,
-    },
-    /// The cache file could not be made private to its owner.
-    #[error("{path}: {source}")]
-    Io {
-        /// The cache file.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The cache holds data that fails an integrity check.
-    #[error("{path}: corrupted embedding cache: {detail}")]
-    Corrupted {
-        /// The cache file.
-        path: PathBuf,
-        /// What is wrong.
-        detail: String,
-    },
-    /// A vector does not have its identity's dimension.
-    #[error("{path}: vector of dimension {got} under an identity of dimension {expected}")]
-    Dimension {
-        /// The cache file.
-        path: PathBuf,
-        /// The vector's dimension.
-        got: usize,
-        /// The identity's.
-        expected: usize,
-    },
-    /// Reading the ledger (to reconcile) failed.
-    #[error(transparent)]
-    Read(#[from] ReadError),
-    /// The database holding a PostgreSQL store's cache failed.
-    #[error(transparent)]
-    Shared(#[from] SharedDataError),
-}
-
-impl EmbeddingCacheError {
-    /// What kind of failure this is: corrupted cache data is an integrity failure.
-    pub fn class(&self) -> ErrorClass {
-        match self {
-            EmbeddingCacheError::Corrupted { .. } => ErrorClass::Integrity,
-            EmbeddingCacheError::Dimension { .. } => ErrorClass::Internal,
-            EmbeddingCacheError::Io { .. } => ErrorClass::Io,
-            EmbeddingCacheError::Sqlite { source, .. } => match source.sqlite_error_code() {
-                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
-                    ErrorClass::Integrity
-                }
-                _ => ErrorClass::Io,
-            },
-            EmbeddingCacheError::Read(e) => crate::error::read_class(e),
-            EmbeddingCacheError::Shared(e) => crate::shared_data::shared_data_class(e),
-        }
-    }
-}
-
-/// The vectors of one namespace's evidence under one identity, in one contiguous matrix.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NamespaceVectors {
-    /// The identity every row was produced under.
-    pub identity: EncoderIdentityDigest,
-    /// Vector dimension.
-    pub dimension: usize,
-    /// The turn of each row (several rows for a turn embedded as windows), in ledger order.
-    pub turns: Vec<TurnId>,
-    /// Row-major `turns.len() x dimension` vectors.
-    pub data: Vec<f32>,
-    /// Turns with no vector under this identity yet (not embedded so far), in ledger order.
-    pub missing: Vec<TurnId>,
-    /// Turns that will have no vector under this identity: their text is longer than the
-    /// encoder's maximum and its overlength policy is `refuse`.
-    pub refused: Vec<TurnId>,
-}
-
-impl NamespaceVectors {
-    /// The vector of row `row`.
-    pub fn row(&self, row: usize) -> &[f32] {
-        &self.data[row * self.dimension..(row + 1) * self.dimension]
-    }
-
-    #[cfg(test)]
-    /// Number of rows.
-    pub fn len(&self) -> usize {
-        self.turns.len()
-    }
-
-    #[cfg(test)]
-    /// Whether there is no row.
-    pub fn is_empty(&self) -> bool {
-        self.turns.is_empty()
-    }
 }
 
 impl EmbeddingCache {
@@ -639,89 +539,6 @@ impl DerivedStore for EmbeddingCache {
         self.purge_texts(&receipt.orphaned_texts)
             .map_err(|e| DerivedStoreError::new(CACHE_NAME, e.class(), e))?;
         Ok(())
-    }
-}
-
-/// The overlength policy of the encoder the store's turns were last caught up with
-/// ([`crate::Memory::catch_up`]), if the store has an embedding cache and it was ever caught up:
-/// front ends default to it, so that a store embedded with windows is compiled with windows.
-/// `store` is a store directory or a PostgreSQL URL, whose cache is in its derived directory.
-pub fn last_overlength(store: &Path) -> Result<Option<Overlength>, EmbeddingCacheError> {
-    // A PostgreSQL store's policy is the database's, whichever server embedded last.
-    let recorded = crate::shared_data::recorded_overlength(store).map_err(|detail| {
-        EmbeddingCacheError::Io { path: store.to_owned(), source: std::io::Error::other(detail) }
-    })?;
-    if recorded.is_some() {
-        return Ok(recorded);
-    }
-    let location = crate::StoreLocation::parse(store).map_err(|e| EmbeddingCacheError::Io {
-        path: store.to_owned(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    let dir = location.derived_dir();
-    if !dir.join(EMBEDDINGS_FILE).is_file() {
-        return Ok(None);
-    }
-    let cache = EmbeddingCache::open(dir)?;
-    let Some(hex) = cache.meta(LAST_IDENTITY)? else { return Ok(None) };
-    let digest = digest_from_hex(&hex).ok_or_else(|| EmbeddingCacheError::Corrupted {
-        path: cache.path.clone(),
-        detail: format!("meta {LAST_IDENTITY} is not a 32-byte hex digest: {hex:?}"),
-    })?;
-    Ok(cache.identity(&digest)?.map(|identity| identity.overlength))
-}
-
-/// The digests of every live turn's document ([`turn_document`], what the cache is keyed by).
-pub(crate) fn live_documents(
-    ledger: &dyn EvidenceLedger,
-) -> Result<HashSet<TextDigest>, ReadError> {
-    let mut live = HashSet::new();
-    ledger.for_each_evidence_since(None, None, |_, e| {
-        live.insert(TextDigest::of(&turn_document(&e.turn)));
-        Ok::<(), ReadError>(())
-    })?;
-    Ok(live)
-}
-
-impl EmbeddingCache {
-    /// The refusals under `identity`, by the first live turn holding each refused text.
-    pub(crate) fn refused_turns(
-        &self,
-        identity: &EncoderIdentityDigest,
-        first_turn: &HashMap<TextDigest, FirstTurn>,
-    ) -> Result<Vec<RefusedTurn>, EmbeddingCacheError> {
-        let stored: Vec<(TextDigest, i64)> = match self.backend() {
-            Backend::Postgres(db) => db.embedding_refusals(identity.as_bytes(), None)?,
-            Backend::Sqlite(conn) => {
-                let mut stmt = conn
-                    .prepare("SELECT text_digest, token_count FROM refused WHERE identity = ?1")
-                    .map_err(sql_err(&self.path))?;
-                let rows = stmt
-                    .query_map([identity.as_bytes()], |r| {
-                        Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?))
-                    })
-                    .map_err(sql_err(&self.path))?;
-                let mut stored = Vec::new();
-                for row in rows {
-                    let (text, tokens) = row.map_err(sql_err(&self.path))?;
-                    stored.push((self.text_digest(text)?, tokens));
-                }
-                stored
-            }
-        };
-        let mut out = Vec::new();
-        for (text, tokens) in stored {
-            if let Some(first) = first_turn.get(&text) {
-                let refused = RefusedTurn {
-                    namespace: first.namespace.clone(),
-                    turn: first.id,
-                    tokens: tokens as usize,
-                };
-                out.push((first.position, refused));
-            }
-        }
-        out.sort_by_key(|(position, _)| *position);
-        Ok(out.into_iter().map(|(_, refused)| refused).collect())
     }
 }
 

@@ -95,13 +95,21 @@ impl Report {
             .filter(|(_, w)| *w > 0)
             .map(|(op, w)| format!("{}={w}", op.name()))
             .collect();
-        let open = match args.append_rate {
+        let mut open = match args.append_rate {
             Some(rate) => format!(
                 "; appends open-loop at {rate:.0} turns/s over {open_conns} connections (latency \
                  from when each was due), the others run the mix without appends"
             ),
             None => String::new(),
         };
+        if let Some(rate) = args.erase_rate {
+            open.push_str(&format!(
+                "; erasures open-loop at {rate} a second over {} connections (of the oldest \
+                 turn appended and not erased; latency from when each was due), the others run \
+                 the mix without erasures",
+                args.erase_connections
+            ));
+        }
         outln!(
             "mix {}; {} turn(s) per append; compile budget {} (o200k_base); {} seed turns per namespace{open}",
             weights.join(","),
@@ -327,6 +335,7 @@ impl Summary {
             "connections": args.connections,
             "namespaces": namespaces,
             "append_rate": args.append_rate,
+            "erase_rate": args.erase_rate,
             "seconds": self.elapsed.as_secs_f64(),
             "ops": ops,
             "errors": self.totals.iter().map(|t| t.errors).sum::<u64>(),

@@ -69,9 +69,11 @@ impl Mix {
         self.weights.iter().sum()
     }
 
-    /// The mix without appends (those go out open-loop at a fixed rate instead).
-    pub fn without_appends(&self) -> Mix {
-        Mix { weights: [0, self.weights[1], self.weights[2]] }
+    /// The mix without `op` (it goes out open-loop at a fixed rate instead).
+    pub fn without(&self, op: Op) -> Mix {
+        let mut weights = self.weights;
+        weights[op as usize] = 0;
+        Mix { weights }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -201,9 +203,12 @@ pub struct Workload {
     pub mix: Mix,
     /// Open-loop appends: one request of `batch` turns every this long, from `started`.
     pub append_every: Option<Duration>,
+    /// Open-loop erasures: one request every this long, from `started`.
+    pub erase_every: Option<Duration>,
     pub started: Instant,
     pub deadline: Instant,
-    next_ticket: AtomicU64,
+    /// The next open-loop request of each operation.
+    next_ticket: [AtomicU64; 3],
     window: Mutex<[Tally; 3]>,
     /// Acknowledged turns erasure may pick, per namespace (the latest few thousand).
     erasable: Mutex<Vec<VecDeque<(u64, Acked)>>>,
@@ -237,6 +242,7 @@ impl Workload {
         budget: u32,
         mix: Mix,
         append_every: Option<Duration>,
+        erase_every: Option<Duration>,
     ) -> Workload {
         let started = Instant::now();
         let erasable = Mutex::new(vec![VecDeque::new(); namespaces.len()]);
@@ -249,9 +255,10 @@ impl Workload {
             budget,
             mix,
             append_every,
+            erase_every,
             started,
             deadline: started,
-            next_ticket: AtomicU64::new(0),
+            next_ticket: Default::default(),
             window: Mutex::new(Default::default()),
             erasable,
             outcome: Mutex::new(Outcome::default()),
@@ -393,12 +400,7 @@ impl Workload {
                     self.tally(Op::Compile, 0, Some(began.elapsed()), sent.err());
                 }
                 Op::Erase => {
-                    let target = lock(&self.erasable)[usize::from(ns)].pop_front();
-                    let Some(target) = target else {
-                        // Nothing acknowledged in this namespace yet: try again shortly.
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    };
+                    let Some(target) = self.erasable(ns).await else { break };
                     let sent = self.erase(&client, base, target).await;
                     self.tally(Op::Erase, 1, Some(began.elapsed()), sent.err());
                 }
@@ -407,22 +409,52 @@ impl Workload {
         acked
     }
 
-    /// One open-loop append connection: takes the next request of the fixed schedule, waits
-    /// for its time and sends it; its latency counts from when it was due, so a server that
-    /// falls behind shows it.
-    pub async fn open_loop(&self, conn: u32, client: reqwest::Client, base: &str) -> Vec<Acked> {
-        let every = self.append_every.expect("an open-loop rate");
+    /// The oldest acknowledged turn of namespace `ns` not yet erased, once there is one
+    /// (`None` at the deadline).
+    async fn erasable(&self, ns: u16) -> Option<(u64, Acked)> {
+        loop {
+            if let Some(target) = lock(&self.erasable)[usize::from(ns)].pop_front() {
+                return Some(target);
+            }
+            if Instant::now() >= self.deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// One open-loop connection of `op` (append or erase): takes the next request of the
+    /// operation's fixed schedule, waits for its time and sends it; its latency counts from
+    /// when it was due, so a server that falls behind shows it.
+    pub async fn open_loop(
+        &self,
+        op: Op,
+        conn: u32,
+        client: reqwest::Client,
+        base: &str,
+    ) -> Vec<Acked> {
+        let every = match op {
+            Op::Append => self.append_every,
+            _ => self.erase_every,
+        };
+        let every = every.expect("an open-loop rate");
         let mut acked = Vec::new();
         let mut next_turn = 0u32;
         let spread = self.namespaces.len() as u64;
         loop {
-            let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
+            let ticket = self.next_ticket[op as usize].fetch_add(1, Ordering::Relaxed);
             let due = self.started + every.mul_f64(ticket as f64);
             if due >= self.deadline {
                 break;
             }
             tokio::time::sleep_until(due.into()).await;
             let ns = (ticket % spread) as u16;
+            if op == Op::Erase {
+                let Some(target) = self.erasable(ns).await else { break };
+                let sent = self.erase(&client, base, target).await;
+                self.tally(Op::Erase, 1, Some(due.elapsed()), sent.err());
+                continue;
+            }
             let sent = self
                 .append(&client, base, ns, conn, next_turn..next_turn + self.batch, &mut acked)
                 .await;
@@ -519,8 +551,9 @@ mod tests {
         let appends = picks.iter().filter(|&&op| op == Op::Append).count();
         assert_eq!(appends, 6, "{picks:?}");
         assert!(!picks.contains(&Op::Erase));
-        assert!(mix.without_appends().weights == [0, 1, 0]);
-        assert!(Mix::parse("append=1").unwrap().without_appends().is_empty());
+        assert!(mix.without(Op::Append).weights == [0, 1, 0]);
+        assert!(Mix::parse("append=1").unwrap().without(Op::Append).is_empty());
+        assert!(Mix::parse("compile=3,erase=1").unwrap().without(Op::Erase).weights == [0, 3, 0]);
     }
 
     #[test]

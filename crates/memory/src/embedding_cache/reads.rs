@@ -300,3 +300,123 @@ impl EmbeddingCache {
         Ok(out)
     }
 }
+
+/// The vectors of one namespace's evidence under one identity, in one contiguous matrix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamespaceVectors {
+    /// The identity every row was produced under.
+    pub identity: EncoderIdentityDigest,
+    /// Vector dimension.
+    pub dimension: usize,
+    /// The turn of each row (several rows for a turn embedded as windows), in ledger order.
+    pub turns: Vec<TurnId>,
+    /// Row-major `turns.len() x dimension` vectors.
+    pub data: Vec<f32>,
+    /// Turns with no vector under this identity yet (not embedded so far), in ledger order.
+    pub missing: Vec<TurnId>,
+    /// Turns that will have no vector under this identity: their text is longer than the
+    /// encoder's maximum and its overlength policy is `refuse`.
+    pub refused: Vec<TurnId>,
+}
+
+impl NamespaceVectors {
+    /// The vector of row `row`.
+    pub fn row(&self, row: usize) -> &[f32] {
+        &self.data[row * self.dimension..(row + 1) * self.dimension]
+    }
+
+    #[cfg(test)]
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.turns.len()
+    }
+
+    #[cfg(test)]
+    /// Whether there is no row.
+    pub fn is_empty(&self) -> bool {
+        self.turns.is_empty()
+    }
+}
+
+impl EmbeddingCache {
+    /// The refusals under `identity`, by the first live turn holding each refused text.
+    pub(crate) fn refused_turns(
+        &self,
+        identity: &EncoderIdentityDigest,
+        first_turn: &HashMap<TextDigest, FirstTurn>,
+    ) -> Result<Vec<RefusedTurn>, EmbeddingCacheError> {
+        let stored: Vec<(TextDigest, i64)> = match self.backend() {
+            Backend::Postgres(db) => db.embedding_refusals(identity.as_bytes(), None)?,
+            Backend::Sqlite(conn) => {
+                let mut stmt = conn
+                    .prepare("SELECT text_digest, token_count FROM refused WHERE identity = ?1")
+                    .map_err(sql_err(&self.path))?;
+                let rows = stmt
+                    .query_map([identity.as_bytes()], |r| {
+                        Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .map_err(sql_err(&self.path))?;
+                let mut stored = Vec::new();
+                for row in rows {
+                    let (text, tokens) = row.map_err(sql_err(&self.path))?;
+                    stored.push((self.text_digest(text)?, tokens));
+                }
+                stored
+            }
+        };
+        let mut out = Vec::new();
+        for (text, tokens) in stored {
+            if let Some(first) = first_turn.get(&text) {
+                let refused = RefusedTurn {
+                    namespace: first.namespace.clone(),
+                    turn: first.id,
+                    tokens: tokens as usize,
+                };
+                out.push((first.position, refused));
+            }
+        }
+        out.sort_by_key(|(position, _)| *position);
+        Ok(out.into_iter().map(|(_, refused)| refused).collect())
+    }
+}
+
+/// The overlength policy of the encoder the store's turns were last caught up with
+/// ([`crate::Memory::catch_up`]), if the store has an embedding cache and it was ever caught up:
+/// front ends default to it, so that a store embedded with windows is compiled with windows.
+/// `store` is a store directory or a PostgreSQL URL, whose cache is in its derived directory.
+pub fn last_overlength(store: &Path) -> Result<Option<Overlength>, EmbeddingCacheError> {
+    // A PostgreSQL store's policy is the database's, whichever server embedded last.
+    let recorded = crate::shared_data::recorded_overlength(store).map_err(|detail| {
+        EmbeddingCacheError::Io { path: store.to_owned(), source: std::io::Error::other(detail) }
+    })?;
+    if recorded.is_some() {
+        return Ok(recorded);
+    }
+    let location = crate::StoreLocation::parse(store).map_err(|e| EmbeddingCacheError::Io {
+        path: store.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let dir = location.derived_dir();
+    if !dir.join(EMBEDDINGS_FILE).is_file() {
+        return Ok(None);
+    }
+    let cache = EmbeddingCache::open(dir)?;
+    let Some(hex) = cache.meta(LAST_IDENTITY)? else { return Ok(None) };
+    let digest = digest_from_hex(&hex).ok_or_else(|| EmbeddingCacheError::Corrupted {
+        path: cache.path.clone(),
+        detail: format!("meta {LAST_IDENTITY} is not a 32-byte hex digest: {hex:?}"),
+    })?;
+    Ok(cache.identity(&digest)?.map(|identity| identity.overlength))
+}
+
+/// The digests of every live turn's document ([`turn_document`], what the cache is keyed by).
+pub(crate) fn live_documents(
+    ledger: &dyn EvidenceLedger,
+) -> Result<HashSet<TextDigest>, ReadError> {
+    let mut live = HashSet::new();
+    ledger.for_each_evidence_since(None, None, |_, e| {
+        live.insert(TextDigest::of(&turn_document(&e.turn)));
+        Ok::<(), ReadError>(())
+    })?;
+    Ok(live)
+}
