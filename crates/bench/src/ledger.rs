@@ -11,7 +11,7 @@ use std::{path::PathBuf, time::Instant};
 
 use anyhow::{Context, ensure};
 use evicortex::Memory;
-use evicortex::{EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
+use evicortex::{EraseTarget, EventTime, Namespace, Role, SessionId, Turn, TurnIndex};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use crate::{outln, progress};
@@ -96,6 +96,13 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
         anchor,
         unit: "ms",
     });
+
+    // Erasures last: they change the store. A turn of 2 bytes may outgrow its cell once
+    // cleared, so its scrub rewrites the file, as every erasure's did before.
+    for (label, text) in [("erase one turn", None), ("erase a turn of 2 bytes", Some("ok"))] {
+        let (ours, anchor) = time_erase(&ledger_dir, &anchor_path, &turns[0], text)?;
+        rows.push(Row { operation: label.to_owned(), turns: args.turns, ours, anchor, unit: "ms" });
+    }
 
     if args.large_turns > 0 {
         let slice = &turns[..args.large_turns];
@@ -322,6 +329,55 @@ fn time_beside_anchor_scan(
     spinner.finish_and_clear();
     let (_, anchor_time) = scan_anchor(anchor, n)?;
     Ok((ours, anchor_time))
+}
+
+/// Median milliseconds of [`ERASURES`] erasures of one turn each through the facade (appended
+/// just before, a copy of `like` in a session of its own, with `text` when given), and of the
+/// anchor's: clearing one row's text in a durable transaction, then checkpointing and
+/// truncating the WAL (what any erasure that leaves no copy in the files must do at least).
+fn time_erase(
+    ledger_dir: &std::path::Path,
+    anchor: &std::path::Path,
+    like: &Turn,
+    text: Option<&str>,
+) -> anyhow::Result<(f64, f64)> {
+    let memory = Memory::open(ledger_dir)?;
+    let spinner = progress::spinner("erasing");
+    let mut ours = Vec::new();
+    for k in 0..ERASURES {
+        let mut turn = like.clone();
+        turn.session = SessionId::new(&format!("erase-bench-{}-{k}", text.is_some()))?;
+        if let Some(text) = text {
+            turn.text = text.to_owned();
+        }
+        let receipt = memory.append(std::slice::from_ref(&turn))?;
+        let id = receipt.outcomes[0].id;
+        let start = Instant::now();
+        let erased = memory.erase(&EraseTarget::Record(turn.namespace.clone(), id))?;
+        ours.push(start.elapsed().as_secs_f64() * 1e3);
+        ensure!(erased.erased.len() == 1, "erasing record {id} erased {:?}", erased.erased);
+    }
+    drop(memory);
+    let conn = anchor_connection(anchor)?;
+    let mut theirs = Vec::new();
+    for k in 0..ERASURES {
+        let start = Instant::now();
+        let tx =
+            rusqlite::Transaction::new_unchecked(&conn, rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute("UPDATE turns SET text = '' WHERE seq = ?1", [k as i64 * 7 + 1])?;
+        tx.commit()?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        theirs.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    spinner.finish_and_clear();
+    Ok((median(&mut ours), median(&mut theirs)))
+}
+
+const ERASURES: usize = 7;
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// A full scan of the anchor reading every column: (rows, seconds).

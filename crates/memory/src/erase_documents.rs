@@ -5,11 +5,14 @@
 //! stays), and after the erasure the speaker's name is gone from the ledger, so the documents
 //! are read before the erasure, under the writer lock.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    ops::ControlFlow,
+};
 
 use evicortex_compiler::turn_document;
 use evicortex_core::{TextDigest, TurnId};
-use evicortex_ledger::{EvidenceLedger, ScanEvidence};
+use evicortex_ledger::{EvidenceLedger, EvidenceScan};
 
 use crate::{EraseReceipt, EraseTarget, ReadError};
 
@@ -20,11 +23,13 @@ pub(crate) fn target_documents(
 ) -> Result<HashMap<TurnId, TextDigest>, ReadError> {
     let mut out = HashMap::new();
     let after = match target {
-        // Records are in ledger order: the scan starts just before the one asked for.
+        // Records are in number order: the scan starts just before the one asked for and
+        // ends at it.
         EraseTarget::Record(_, id) => id.raw().checked_sub(1).map(TurnId::from_raw),
         _ => None,
     };
-    ledger.for_each_evidence(target.namespace(), after, |e| {
+    let scan = EvidenceScan::Namespace(target.namespace(), after);
+    ledger.scan_evidence(scan, &mut |_, e| {
         let matches = match target {
             EraseTarget::Namespace(_) => true,
             EraseTarget::Session(_, session) => e.turn.session == *session,
@@ -33,7 +38,10 @@ pub(crate) fn target_documents(
         if matches {
             out.insert(e.id, TextDigest::of(&turn_document(&e.turn)));
         }
-        Ok::<(), ReadError>(())
+        match target {
+            EraseTarget::Record(..) => ControlFlow::Break(()),
+            _ => ControlFlow::Continue(()),
+        }
     })?;
     Ok(out)
 }
@@ -56,11 +64,9 @@ pub(crate) fn orphaned_documents(
         remaining.insert(document);
     }
     if !remaining.is_empty() {
-        ledger.for_each_evidence_since(None, None, |_, e| {
-            if !remaining.is_empty() {
-                remaining.remove(&TextDigest::of(&turn_document(&e.turn)));
-            }
-            Ok::<(), ReadError>(())
+        ledger.scan_evidence(EvidenceScan::Since(None, None), &mut |_, e| {
+            remaining.remove(&TextDigest::of(&turn_document(&e.turn)));
+            if remaining.is_empty() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
         })?;
     }
     let mut orphaned: Vec<TextDigest> = remaining.into_iter().collect();
