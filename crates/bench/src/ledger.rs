@@ -99,8 +99,9 @@ pub fn run(args: &LedgerBenchArgs) -> anyhow::Result<()> {
 
     // Erasures last: they change the store. A turn of 2 bytes may outgrow its cell once
     // cleared, so its scrub rewrites the file, as every erasure's did before.
-    for (label, text) in [("erase one turn", None), ("erase a turn of 2 bytes", Some("ok"))] {
-        let (ours, anchor) = time_erase(&ledger_dir, &anchor_path, &turns[0], text)?;
+    let erasures = [("erase one turn", None), ("erase a turn of 2 bytes", Some("ok"))];
+    for (round, (label, text)) in erasures.into_iter().enumerate() {
+        let (ours, anchor) = time_erase(&ledger_dir, &anchor_path, &turns[0], text, round)?;
         rows.push(Row { operation: label.to_owned(), turns: args.turns, ours, anchor, unit: "ms" });
     }
 
@@ -332,24 +333,28 @@ fn time_beside_anchor_scan(
 }
 
 /// Median milliseconds of [`ERASURES`] erasures of one turn each through the facade (appended
-/// just before, a copy of `like` in a session of its own, with `text` when given), and of the
-/// anchor's: clearing one row's text in a durable transaction, then checkpointing and
-/// truncating the WAL (what any erasure that leaves no copy in the files must do at least).
+/// just before, a copy of `like` in a session of its own with a text no other turn holds, or
+/// `text` when given), and of the anchor's: clearing one row's text in a durable transaction,
+/// then checkpointing and truncating the WAL (what any erasure that leaves no copy in the files
+/// must do at least). `round` picks other anchor rows each call.
 fn time_erase(
     ledger_dir: &std::path::Path,
     anchor: &std::path::Path,
     like: &Turn,
     text: Option<&str>,
+    round: usize,
 ) -> anyhow::Result<(f64, f64)> {
     let memory = Memory::open(ledger_dir)?;
     let spinner = progress::spinner("erasing");
     let mut ours = Vec::new();
     for k in 0..ERASURES {
         let mut turn = like.clone();
-        turn.session = SessionId::new(&format!("erase-bench-{}-{k}", text.is_some()))?;
-        if let Some(text) = text {
-            turn.text = text.to_owned();
-        }
+        turn.session = SessionId::new(&format!("erase-bench-{round}-{k}"))?;
+        turn.text = match text {
+            Some(text) => text.to_owned(),
+            // A text of its own, as most turns have.
+            None => format!("{} (erase bench {round} {k})", like.text),
+        };
         let receipt = memory.append(std::slice::from_ref(&turn))?;
         let id = receipt.outcomes[0].id;
         let start = Instant::now();
@@ -364,7 +369,8 @@ fn time_erase(
         let start = Instant::now();
         let tx =
             rusqlite::Transaction::new_unchecked(&conn, rusqlite::TransactionBehavior::Immediate)?;
-        tx.execute("UPDATE turns SET text = '' WHERE seq = ?1", [k as i64 * 7 + 1])?;
+        let row = (round * ERASURES + k) as i64 * 7 + 1;
+        tx.execute("UPDATE turns SET text = '' WHERE seq = ?1", [row])?;
         tx.commit()?;
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         theirs.push(start.elapsed().as_secs_f64() * 1e3);

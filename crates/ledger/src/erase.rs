@@ -58,9 +58,10 @@ pub struct EraseReceipt {
     pub erased: Vec<ErasedTurn>,
     /// Turns matching the target that an earlier erasure had already erased.
     pub already_erased: usize,
-    /// Digests of erased texts that no live turn of any namespace still holds: derived stores
-    /// keyed by text (embedding caches) must drop these.
-    pub orphaned_texts: Vec<TextDigest>,
+    /// Digests of the erased texts, sorted: derived stores keyed by text (embedding caches)
+    /// must drop these. A live turn may hold the same text: what was derived from it is then
+    /// computed again when next needed (telling would cost a read of every live turn).
+    pub erased_texts: Vec<TextDigest>,
 }
 
 /// One turn erased by an [`EraseReceipt`].
@@ -112,7 +113,6 @@ pub fn erase_in<T: RecordTable + ?Sized>(
     let mut live = Vec::new();
     let mut listed: Vec<(TurnId, EvidenceDigest)> = Vec::new();
     let mut cleared = Vec::new();
-    let mut texts = Vec::new();
     for ChainedRow { raw, prev_chain } in matches.iter().filter(|m| m.raw.erased_by.is_none()) {
         // What the redaction lists must be what the chain committed to.
         let record = raw.decode().map_err(corrupted)?;
@@ -128,14 +128,13 @@ pub fn erase_in<T: RecordTable + ?Sized>(
             text_digest: TextDigest::of(text),
             namespace: target.namespace().clone(),
         });
-        texts.push(text.as_str());
     }
     if live.is_empty() {
         return Ok(EraseReceipt {
             redaction: None,
             erased: live,
             already_erased,
-            orphaned_texts: Vec::new(),
+            erased_texts: Vec::new(),
         });
     }
     let position = head.next_position();
@@ -164,12 +163,10 @@ pub fn erase_in<T: RecordTable + ?Sized>(
     // A crash after the commit and before the scrub ends leaves old bytes in the files: the
     // next opening of the store sees the mark and scrubs.
     table.mark_scrub_pending(position)?;
-    let held = table.texts_still_held(&texts)?;
-    let mut orphaned_texts: Vec<TextDigest> =
-        live.iter().map(|e| e.text_digest).filter(|d| !held.contains(d)).collect();
-    orphaned_texts.sort();
-    orphaned_texts.dedup();
-    Ok(EraseReceipt { redaction: Some(number), erased: live, already_erased, orphaned_texts })
+    let mut erased_texts: Vec<TextDigest> = live.iter().map(|e| e.text_digest).collect();
+    erased_texts.sort();
+    erased_texts.dedup();
+    Ok(EraseReceipt { redaction: Some(number), erased: live, already_erased, erased_texts })
 }
 
 /// [`crate::EvidenceLedger::erase`] on the embedded ledger: one durable transaction, then the

@@ -1,12 +1,9 @@
 //! The SQLite schema, connection settings, the metadata table, row reading, and
 //! [`SqliteTable`]: the records table as the shared ledger logic sees it.
 
-use std::{
-    collections::{HashMap, HashSet},
-    path::Path,
-};
+use std::{collections::HashMap, path::Path};
 
-use evicortex_core::{TextDigest, TurnId};
+use evicortex_core::TurnId;
 use rusqlite::{Connection, OptionalExtension, params, types::ValueRef};
 
 use crate::{
@@ -504,37 +501,5 @@ impl RecordTable for SqliteTable<'_> {
             )
             .map_err(self.sql())?;
         Ok(())
-    }
-
-    /// One scan over the live texts (there is no index on text), ended once every text is
-    /// found; only texts of a wanted length are read and hashed (`octet_length` reads the
-    /// length from the record header, not the text).
-    fn texts_still_held(&mut self, texts: &[&str]) -> Result<HashSet<TextDigest>, StorageError> {
-        let mut remaining: HashSet<TextDigest> = texts.iter().map(|t| TextDigest::of(t)).collect();
-        let mut held = HashSet::new();
-        let mut lengths: Vec<String> = texts.iter().map(|t| t.len().to_string()).collect();
-        lengths.sort();
-        lengths.dedup();
-        let mut stmt = self
-            .conn
-            .prepare(&format!(
-                "SELECT text FROM records WHERE kind = {KIND_TURN} AND erased_by IS NULL \
-                 AND octet_length(text) IN ({})",
-                lengths.join(", ")
-            ))
-            .map_err(self.sql())?;
-        let mut rows = stmt.query([]).map_err(self.sql())?;
-        while let Some(row) = rows.next().map_err(self.sql())? {
-            if remaining.is_empty() {
-                break;
-            }
-            if let ValueRef::Text(bytes) = row.get_ref(0).map_err(self.sql())? {
-                let digest = TextDigest::from_bytes(*blake3::hash(bytes).as_bytes());
-                if remaining.remove(&digest) {
-                    held.insert(digest);
-                }
-            }
-        }
-        Ok(held)
     }
 }

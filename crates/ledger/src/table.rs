@@ -2,9 +2,9 @@
 //! its metadata as one transaction sees them. The logic over it (appending, erasing, checking
 //! the head) is written once, in this crate, for every store.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use evicortex_core::{EvidenceDigest, TextDigest, Turn, TurnId};
+use evicortex_core::{EvidenceDigest, Turn, TurnId};
 
 use crate::{
     AppendError, ChainHash, EraseTarget, LedgerPosition, StorageError,
@@ -163,9 +163,6 @@ pub trait RecordTable {
     /// Records, in the erasing transaction, that the scrub of the redaction at `redaction` has
     /// not finished: the next opening of the store finishes it.
     fn mark_scrub_pending(&mut self, redaction: LedgerPosition) -> Result<(), StorageError>;
-
-    /// Which of `texts` a live turn still holds.
-    fn texts_still_held(&mut self, texts: &[&str]) -> Result<HashSet<TextDigest>, StorageError>;
 }
 
 /// The head as the metadata records it, with the last record checked: the one every write

@@ -15,8 +15,9 @@ pub trait DerivedStore: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &'static str;
 
     /// Physically removes everything derived from the erased turns: entries keyed by their
-    /// [`evicortex_core::TurnId`] (`receipt.erased`) and entries keyed by a text no live turn
-    /// still holds (`receipt.orphaned_texts`), free pages and journals included.
+    /// [`evicortex_core::TurnId`] (`receipt.erased`) and entries keyed by an erased text or
+    /// document (`receipt.erased_texts`; one a live turn also holds is derived again when next
+    /// needed), free pages and journals included.
     fn purge(&self, receipt: &EraseReceipt) -> Result<(), DerivedStoreError>;
 }
 

@@ -100,7 +100,7 @@ impl WriteState {
             self.orphans.clear();
             return;
         }
-        self.orphans.push_back((self.erasures, receipt.orphaned_texts.clone()));
+        self.orphans.push_back((self.erasures, receipt.erased_texts.clone()));
         while self.orphans.len() > ORPHAN_LOG {
             self.orphans.pop_front();
         }
@@ -119,7 +119,7 @@ mod tests {
             redaction: None,
             erased: Vec::new(),
             already_erased: 0,
-            orphaned_texts: vec![TextDigest::of(text)],
+            erased_texts: vec![TextDigest::of(text)],
         };
         state.record(&receipt("a"), false);
         state.record(&receipt("b"), false);

@@ -536,7 +536,7 @@ impl DerivedStore for EmbeddingCache {
     }
 
     fn purge(&self, receipt: &EraseReceipt) -> Result<(), DerivedStoreError> {
-        self.purge_texts(&receipt.orphaned_texts)
+        self.purge_texts(&receipt.erased_texts)
             .map_err(|e| DerivedStoreError::new(CACHE_NAME, e.class(), e))?;
         Ok(())
     }

@@ -1,14 +1,10 @@
-//! Which turn documents an erasure orphans. Derived stores keyed by a turn's document
+//! Which turn documents an erasure removes. Derived stores keyed by a turn's document
 //! (`turn_document`: the speaker's name and the text, what the embedding cache holds vectors of)
-//! must forget the documents of erased turns that no live turn still has. The ledger reports
-//! orphaned texts only; a text can outlive its document ("Alice: hi" erased while Bob's "hi"
-//! stays), and after the erasure the speaker's name is gone from the ledger, so the documents
-//! are read before the erasure, under the writer lock.
+//! must forget the documents of erased turns. The ledger reports erased texts only, and after
+//! the erasure the speaker's name is gone from the ledger, so the documents are read before the
+//! erasure, under the writer lock.
 
-use std::{
-    collections::{HashMap, HashSet},
-    ops::ControlFlow,
-};
+use std::{collections::HashMap, ops::ControlFlow};
 
 use evicortex_compiler::turn_document;
 use evicortex_core::{TextDigest, TurnId};
@@ -46,30 +42,20 @@ pub(crate) fn target_documents(
     Ok(out)
 }
 
-/// The documents of the turns `receipt` erased that no live turn holds any more, sorted, given
-/// the documents read before the erasure (`before`). `None` when a turn it erased was not read
-/// before (appended between the read and the erasure): its document is unknown.
-///
-/// Exact in both directions, so one more scan of the live turns: the ledger's orphaned texts do
-/// not decide it, since another turn's document can equal an erased text ("Alice: hi" said with
-/// no speaker name, and Alice's "hi").
-pub(crate) fn orphaned_documents(
-    ledger: &dyn EvidenceLedger,
+/// The documents of the turns `receipt` erased, sorted, given the documents read before the
+/// erasure (`before`). `None` when a turn it erased was not read before (appended between the
+/// read and the erasure): its document is unknown. A live turn may hold the same document: its
+/// vector is then computed again when next needed (telling would cost a read of every live
+/// turn per erasure).
+pub(crate) fn erased_documents(
     receipt: &EraseReceipt,
     before: &HashMap<TurnId, TextDigest>,
-) -> Result<Option<Vec<TextDigest>>, ReadError> {
-    let mut remaining: HashSet<TextDigest> = HashSet::new();
+) -> Option<Vec<TextDigest>> {
+    let mut documents = Vec::new();
     for erased in &receipt.erased {
-        let Some(&document) = before.get(&erased.id) else { return Ok(None) };
-        remaining.insert(document);
+        documents.push(*before.get(&erased.id)?);
     }
-    if !remaining.is_empty() {
-        ledger.scan_evidence(EvidenceScan::Since(None, None), &mut |_, e| {
-            remaining.remove(&TextDigest::of(&turn_document(&e.turn)));
-            if remaining.is_empty() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
-        })?;
-    }
-    let mut orphaned: Vec<TextDigest> = remaining.into_iter().collect();
-    orphaned.sort();
-    Ok(Some(orphaned))
+    documents.sort();
+    documents.dedup();
+    Some(documents)
 }

@@ -20,9 +20,8 @@ use crate::{
     dense::Dense,
     derived_view::{DerivedView, WriteState},
     embedding_cache::EmbeddingCache,
-    erase_documents::{orphaned_documents, target_documents},
+    erase_documents::{erased_documents, target_documents},
     erasure_watch::ErasureWatch,
-    error::read_class,
     export::export_line,
     group_commit::{GroupCommit, GroupCommitStats},
     index_cache::IndexCache,
@@ -247,21 +246,17 @@ impl Memory {
 
     /// Erases `target` from the ledger (a redaction record; texts scrubbed from every file),
     /// then purges every derived store, all under the writer lock. The receipt's
-    /// `orphaned_texts` lists, besides the erased texts no live turn holds, the erased turns'
-    /// documents (`<speaker>: <text>`, what vectors are computed from) no live turn holds.
+    /// `erased_texts` lists, besides the erased texts, the erased turns' documents
+    /// (`<speaker>: <text>`, what vectors are computed from).
     pub fn erase(&self, target: &EraseTarget) -> Result<EraseReceipt, EraseError> {
         let mut writes = self.lock_writes();
         let before = target_documents(&*self.inner.ledger, target).map_err(EraseError::Read)?;
         let mut receipt = self.inner.ledger.erase_unscrubbed(target)?;
-        let committed = |e: ReadError| {
-            EraseError::Derived(DerivedStoreError::new("turn documents", read_class(&e), e))
-        };
-        let documents =
-            orphaned_documents(&*self.inner.ledger, &receipt, &before).map_err(committed)?;
+        let documents = erased_documents(&receipt, &before);
         let unknown = documents.is_none();
-        receipt.orphaned_texts.extend(documents.into_iter().flatten());
-        receipt.orphaned_texts.sort();
-        receipt.orphaned_texts.dedup();
+        receipt.erased_texts.extend(documents.into_iter().flatten());
+        receipt.erased_texts.sort();
+        receipt.erased_texts.dedup();
         writes.record(&receipt, unknown);
         let derived = self.inner.derived.read().unwrap_or_else(PoisonError::into_inner).clone();
         for store in derived {

@@ -193,8 +193,8 @@ impl DerivedStore for ErasableVectors {
 
     fn purge(&self, receipt: &EraseReceipt) -> Result<(), DerivedStoreError> {
         let mut purged = self.purged.lock().unwrap_or_else(PoisonError::into_inner);
-        purged.extend(receipt.orphaned_texts.iter().copied());
-        self.vectors.remove_texts(&receipt.orphaned_texts);
+        purged.extend(receipt.erased_texts.iter().copied());
+        self.vectors.remove_texts(&receipt.erased_texts);
         Ok(())
     }
 }
@@ -247,7 +247,7 @@ mod tests {
             redaction: None,
             erased: Vec::new(),
             already_erased: 0,
-            orphaned_texts: vec![a],
+            erased_texts: vec![a],
         };
         store.purge(&receipt).unwrap();
         assert!(store.get(&id, &a).is_none());

@@ -1,9 +1,9 @@
 //! [`PgTable`]: the records table inside one transaction, as the ledger crate's shared logic
 //! (append, erase, the head check) sees it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use evicortex_core::{TextDigest, Turn, TurnId};
+use evicortex_core::{Turn, TurnId};
 use evicortex_ledger::{
     AppendError, EraseTarget, LedgerPosition, StorageError,
     storage::{ChainedRow, Head, NewRedaction, NewTurn, RecordTable, TurnKey},
@@ -225,22 +225,5 @@ impl RecordTable for PgTable<'_, '_> {
             )
             .map_err(self.db("marking the scrub pending"))?;
         Ok(())
-    }
-
-    fn texts_still_held(&mut self, texts: &[&str]) -> Result<HashSet<TextDigest>, StorageError> {
-        let held: Vec<String> = self
-            .tx
-            .query(
-                &format!(
-                    "SELECT DISTINCT text FROM records WHERE kind = {KIND_TURN} \
-                     AND erased_by IS NULL AND text = ANY($1)"
-                ),
-                &[&texts as &(dyn ToSql + Sync)],
-            )
-            .map_err(self.db("finding texts still held by live turns"))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        Ok(held.iter().map(|t| TextDigest::of(t)).collect())
     }
 }
