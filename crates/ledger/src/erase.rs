@@ -120,7 +120,7 @@ pub fn erase_in<T: RecordTable + ?Sized>(
         let (Some(text), Some(_), Some(_)) = (&raw.text, &raw.meta, &raw.salt) else {
             return Err(corrupted(raw.corrupt("a live turn lacks its text, meta or salt")));
         };
-        cleared.push((raw.position(), raw.live_content_digest().map_err(corrupted)?));
+        cleared.push((raw, raw.live_content_digest().map_err(corrupted)?));
         listed.push((raw.seq_id(), record.digest));
         live.push(ErasedTurn {
             id: raw.number().map_err(corrupted)?,
@@ -230,7 +230,7 @@ pub(crate) fn scrub_erased(ledger: &Ledger) -> Result<(), EraseError> {
     let covers = ledger.scrubs.committed.load(Ordering::Acquire);
     let rewrite = ledger.scrubs.rewrite.swap(false, Ordering::AcqRel);
     // The redactions are committed: a failure from here on must say so.
-    let scrubbed_files = if rewrite { ledger.scrub() } else { ledger.scrub_wal() };
+    let scrubbed_files = ledger.scrub_files(rewrite);
     if let Err(e) = scrubbed_files {
         ledger.scrubs.rewrite.fetch_or(rewrite, Ordering::AcqRel);
         return Err(e.after_commit(ledger.path()));
@@ -261,33 +261,27 @@ impl Ledger {
     /// erasure's scrub-pending mark. A read-write open runs it when the mark is set (whatever
     /// the erasure was: the mark does not say whether its records kept their cells).
     pub fn scrub(&self) -> Result<(), EraseError> {
+        self.scrub_files(true)
+    }
+
+    /// The scrub; without `rewrite`, for erasures whose records all kept their cells
+    /// ([`crate::store::cell_stays_put`]), no `VACUUM`: the main file holds no old byte of
+    /// them (cleared in place, zeroed by `secure_delete`), the WAL does (the pages as they were
+    /// appended), so checkpointing it into the main file and truncating it is enough. Cost:
+    /// the WAL written since the last checkpoint, not the store.
+    fn scrub_files(&self, rewrite: bool) -> Result<(), EraseError> {
         self.with_writer(
             |path| EraseError::ReadOnly { path },
             |conn| {
                 let sql = sql_err(self.path());
                 checkpoint_truncate(conn, self)?;
-                conn.execute_batch("VACUUM;").map_err(&sql)?;
-                checkpoint_truncate(conn, self)?;
+                if rewrite {
+                    conn.execute_batch("VACUUM;").map_err(&sql)?;
+                    checkpoint_truncate(conn, self)?;
+                }
                 // Only now are the old bytes gone from both files; the mark's removal is
                 // checkpointed too, so the WAL is left empty.
                 store::clear_scrub_pending(conn).map_err(&sql)?;
-                checkpoint_truncate(conn, self)?;
-                Ok(())
-            },
-        )
-    }
-
-    /// The scrub after erasures whose records all kept their cells
-    /// ([`crate::store::cell_stays_put`]): the main file holds no old byte of them (cleared in
-    /// place, zeroed by `secure_delete`), the WAL does (the pages as they were appended), so
-    /// checkpointing it into the main file and truncating it is enough. Cost: the WAL written
-    /// since the last checkpoint, not the store.
-    fn scrub_wal(&self) -> Result<(), EraseError> {
-        self.with_writer(
-            |path| EraseError::ReadOnly { path },
-            |conn| {
-                checkpoint_truncate(conn, self)?;
-                store::clear_scrub_pending(conn).map_err(sql_err(self.path()))?;
                 checkpoint_truncate(conn, self)?;
                 Ok(())
             },

@@ -460,7 +460,7 @@ impl RecordTable for SqliteTable<'_> {
     fn clear_erased(
         &mut self,
         redaction: LedgerPosition,
-        erased: &[(LedgerPosition, [u8; 32])],
+        erased: &[(&RawRecord, [u8; 32])],
     ) -> Result<(), StorageError> {
         let mut clear = self
             .conn
@@ -469,25 +469,19 @@ impl RecordTable for SqliteTable<'_> {
                  erased_by = ?1, content_digest = ?2 WHERE seq = ?3",
             )
             .map_err(self.sql())?;
-        let mut sizes = self
-            .conn
-            .prepare(
-                "SELECT octet_length(text) + coalesce(octet_length(speaker), 0) \
-                 + coalesce(octet_length(meta), 0), octet_length(namespace) \
-                 + coalesce(octet_length(session), 0) + coalesce(octet_length(role), 0) \
-                 FROM records WHERE seq = ?1",
-            )
-            .map_err(self.sql())?;
         let page_size: i64 =
             self.conn.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(self.sql())?;
         self.cells_may_move |= page_size < 4096;
-        for (position, content) in erased {
-            let (cleared, names): (i64, i64) = sizes
-                .query_row([position.raw() as i64], |r| Ok((r.get(0)?, r.get(1)?)))
-                .map_err(self.sql())?;
+        let bytes = |fields: [&Option<String>; 3]| {
+            fields.iter().map(|f| f.as_deref().map_or(0, str::len) as i64).sum::<i64>()
+        };
+        for (raw, content) in erased {
+            let cleared = bytes([&raw.text, &raw.speaker, &raw.meta]);
+            let names = bytes([&raw.namespace, &raw.session, &raw.role]);
             self.cells_may_move |= !cell_stays_put(cleared, names);
+            let position = raw.position().raw() as i64;
             clear
-                .execute(params![redaction.raw() as i64, content.as_slice(), position.raw() as i64])
+                .execute(params![redaction.raw() as i64, content.as_slice(), position])
                 .map_err(self.sql())?;
         }
         Ok(())

@@ -8,7 +8,7 @@ use evicortex_core::{EvidenceDigest, Turn, TurnId};
 
 use crate::{
     AppendError, ChainHash, EraseTarget, LedgerPosition, StorageError,
-    row::{ChainedRow, Corrupt, StoredBody},
+    row::{ChainedRow, Corrupt, RawRecord, StoredBody},
 };
 
 /// A turn's key: namespace, session, turn index.
@@ -157,7 +157,7 @@ pub trait RecordTable {
     fn clear_erased(
         &mut self,
         redaction: LedgerPosition,
-        erased: &[(LedgerPosition, [u8; 32])],
+        erased: &[(&RawRecord, [u8; 32])],
     ) -> Result<(), StorageError>;
 
     /// Records, in the erasing transaction, that the scrub of the redaction at `redaction` has

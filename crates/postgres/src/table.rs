@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use evicortex_core::{Turn, TurnId};
 use evicortex_ledger::{
     AppendError, EraseTarget, LedgerPosition, StorageError,
-    storage::{ChainedRow, Head, NewRedaction, NewTurn, RecordTable, TurnKey},
+    storage::{ChainedRow, Head, NewRedaction, NewTurn, RawRecord, RecordTable, TurnKey},
 };
 use postgres::{Transaction, types::ToSql};
 
@@ -189,7 +189,7 @@ impl RecordTable for PgTable<'_, '_> {
     fn clear_erased(
         &mut self,
         redaction: LedgerPosition,
-        erased: &[(LedgerPosition, [u8; 32])],
+        erased: &[(&RawRecord, [u8; 32])],
     ) -> Result<(), StorageError> {
         let clear = self
             .tx
@@ -198,12 +198,10 @@ impl RecordTable for PgTable<'_, '_> {
                  erased_by = $1, content_digest = $2 WHERE seq = $3",
             )
             .map_err(self.db("preparing the clearing of erased records"))?;
-        for (position, content) in erased {
+        for (raw, content) in erased {
+            let position = raw.position().raw() as i64;
             self.tx
-                .execute(
-                    &clear,
-                    &[&(redaction.raw() as i64), &content.as_slice(), &(position.raw() as i64)],
-                )
+                .execute(&clear, &[&(redaction.raw() as i64), &content.as_slice(), &position])
                 .map_err(self.db("clearing an erased record"))?;
         }
         Ok(())
