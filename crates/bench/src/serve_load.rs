@@ -68,6 +68,12 @@ pub struct ServeLoadArgs {
     /// Connections that carry the open-loop erasures.
     #[arg(long, default_value_t = 8)]
     pub erase_connections: usize,
+    /// Send compiles open-loop at this many a second over every connection that carries no
+    /// open-loop append or erasure (a steady offered load, so that a p99 that grows is the
+    /// server's; closed-loop compiles at saturation measure its throughput, their latency the
+    /// queue's).
+    #[arg(long, value_name = "PER_S")]
+    pub compile_rate: Option<f64>,
     /// Turns appended to each namespace before the clock starts (batches of 1,000).
     #[arg(long, default_value_t = 0)]
     pub seed_turns: u32,
@@ -148,6 +154,15 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
         }
         None => 0,
     };
+    ensure!(args.compile_rate.is_none_or(|rate| rate > 0.0), "--compile-rate must be positive");
+    let compile_conns = match args.compile_rate {
+        Some(_) => args.connections - open_conns - erase_conns,
+        None => 0,
+    };
+    ensure!(
+        args.compile_rate.is_none() || compile_conns > 0,
+        "--compile-rate needs a connection that carries no open-loop append or erasure"
+    );
     let mut mix = args.mix.clone();
     if args.append_rate.is_some() {
         mix = mix.without(Op::Append);
@@ -155,8 +170,11 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
     if args.erase_rate.is_some() {
         mix = mix.without(Op::Erase);
     }
+    if args.compile_rate.is_some() {
+        mix = mix.without(Op::Compile);
+    }
     ensure!(
-        open_conns + erase_conns == args.connections || !mix.is_empty(),
+        open_conns + erase_conns + compile_conns == args.connections || !mix.is_empty(),
         "--mix has only what --append-rate and --erase-rate send open-loop: give the other \
          connections another weight, or all connections to the open-loop operations"
     );
@@ -188,9 +206,11 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
     let client =
         move || reqwest::Client::builder().pool_max_idle_per_host(1).timeout(timeout).build();
 
-    let append_every =
-        args.append_rate.map(|rate| Duration::from_secs_f64(f64::from(args.batch) / rate));
-    let erase_every = args.erase_rate.map(|rate| Duration::from_secs_f64(1.0 / rate));
+    let every = [
+        args.append_rate.map(|rate| Duration::from_secs_f64(f64::from(args.batch) / rate)),
+        args.compile_rate.map(|rate| Duration::from_secs_f64(1.0 / rate)),
+        args.erase_rate.map(|rate| Duration::from_secs_f64(1.0 / rate)),
+    ];
     let mut workload = Workload::new(
         servers.clone(),
         args.key.clone(),
@@ -199,8 +219,7 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
         args.batch,
         args.budget,
         mix,
-        append_every,
-        erase_every,
+        every,
     );
     let seed_conn = args.connections as u32;
     let seeded = runtime.block_on(seed(&workload, &client()?, seed_conn, args.seed_turns))?;
@@ -220,6 +239,8 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
                     workload.open_loop(Op::Append, c as u32, client, &base).await
                 } else if c < open_conns + erase_conns {
                     workload.open_loop(Op::Erase, c as u32, client, &base).await
+                } else if compile_conns > 0 {
+                    workload.open_loop(Op::Compile, c as u32, client, &base).await
                 } else {
                     workload.closed_loop(c as u32, client, &base).await
                 }
@@ -232,6 +253,7 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
         .filter(|&op| {
             (op == Op::Append && open_conns > 0)
                 || (op == Op::Erase && erase_conns > 0)
+                || (op == Op::Compile && compile_conns > 0)
                 || args.mix.weights[op as usize] > 0
         })
         .collect();

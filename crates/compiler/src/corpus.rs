@@ -64,6 +64,11 @@ pub struct Corpus {
     earliest_from: OnceLock<Vec<i64>>,
 }
 
+/// Rendered lines' counts a corpus carries across an erasure, per record it holds: a record
+/// renders 16 lines that [`Corpus::precount_text_tokens`] counts (a few more where its text holds
+/// several); a cache beyond this holds lines of renderings that no longer occur, and starts over.
+const LINES_KEPT_PER_RECORD: usize = 64;
+
 impl Corpus {
     /// Assembles the corpus of `namespace` from `evidence` (any order) and the ids of erased
     /// records.
@@ -136,8 +141,8 @@ impl Corpus {
 
     /// This corpus without the records `erased`: what [`Corpus::new`] makes of the others, the
     /// positions of later records moved down. Their dedup keys and reader-token counts come
-    /// along (each depends on the record alone); the rendered lines' counts, keyed by digests
-    /// of texts that may be erased, do not.
+    /// along (each depends on the record alone), and so do the rendered lines' counts, but for
+    /// those of [`Corpus::stale_lines`].
     pub fn without(&self, erased: &HashSet<TurnId>) -> Corpus {
         let kept: Vec<bool> = self.evidence.iter().map(|e| !erased.contains(&e.id)).collect();
         let mut key_of_group = vec![[0u8; 32]; self.groups.len()];
@@ -159,7 +164,40 @@ impl Corpus {
             (tokenizer.clone(), counts)
         });
         *corpus.turn_tokens.write().unwrap_or_else(PoisonError::into_inner) = carried.collect();
+        let lines = self.line_tokens.read().unwrap_or_else(PoisonError::into_inner);
+        if !lines.is_empty() {
+            let stale = self.stale_lines(&kept);
+            let bound = LINES_KEPT_PER_RECORD * corpus.len().max(1);
+            let carried = lines.iter().filter(|(_, counts)| counts.len() <= bound).map(
+                |(tokenizer, counts)| {
+                    let mut counts = counts.clone();
+                    counts.retain(|digest, _| !stale.contains(digest));
+                    (tokenizer.clone(), counts)
+                },
+            );
+            *corpus.line_tokens.write().unwrap_or_else(PoisonError::into_inner) = carried.collect();
+        }
         corpus
+    }
+
+    /// Digests of the rendered lines that leave with the records not `kept`: each one's lines,
+    /// and those of its copies (whose lines cite it). Lines rendered otherwise (under an as-of
+    /// time) are not found here; [`LINES_KEPT_PER_RECORD`] bounds what they leave behind.
+    /// Carrying the rest matters: under a steady stream of erasures, counting every line again
+    /// after each one took a tenth of a busy server's time.
+    fn stale_lines(&self, kept: &[bool]) -> HashSet<[u8; 32]> {
+        let mut touched: Vec<usize> = (0..kept.len())
+            .filter(|&pos| !kept[pos])
+            .flat_map(|pos| self.text_group(pos).iter().map(|&p| p as usize))
+            .collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let rendered: Vec<String> =
+            touched.into_iter().flat_map(|pos| self.rendered_lines(pos)).collect();
+        lines_with_digests(rendered.iter().map(String::as_str))
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect()
     }
 
     fn index_record(&mut self, e: Evidence, key: [u8; 32]) {

@@ -279,10 +279,10 @@ impl Ledger {
                     conn.execute_batch("VACUUM;").map_err(&sql)?;
                     checkpoint_truncate(conn, self)?;
                 }
-                // Only now are the old bytes gone from both files; the mark's removal is
-                // checkpointed too, so the WAL is left empty.
+                // Only now are the old bytes gone from both files. The mark's removal stays in
+                // the WAL (it holds the metadata page alone): checkpointing it too cost each
+                // erasure one more fsync and truncation, holding the writer erasures queue for.
                 store::clear_scrub_pending(conn).map_err(&sql)?;
-                checkpoint_truncate(conn, self)?;
                 Ok(())
             },
         )

@@ -97,7 +97,7 @@ impl EvidenceLedger for Ledger {
              AND erased_by IS NULL AND {selection}"
         );
         let tx = conn.unchecked_transaction().map_err(&sql)?;
-        let mut stmt = tx.prepare(&query).map_err(&sql)?;
+        let mut stmt = tx.prepare_cached(&query).map_err(&sql)?;
         let mut rows =
             stmt.query(params![namespace.map(Namespace::as_str), after]).map_err(&sql)?;
         let mut n = 0;
@@ -123,11 +123,8 @@ impl EvidenceLedger for Ledger {
     fn namespace_head(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
         self.with_reader(|conn| {
             let last: Option<i64> = conn
-                .query_row(
-                    "SELECT max(number) FROM records WHERE namespace = ?1",
-                    [namespace.as_str()],
-                    |r| r.get(0),
-                )
+                .prepare_cached("SELECT max(number) FROM records WHERE namespace = ?1")
+                .and_then(|mut stmt| stmt.query_row([namespace.as_str()], |r| r.get(0)))
                 .map_err(sql_err(self.path()))?;
             Ok(last.map(|n| TurnId::from_raw(n as u64)))
         })
@@ -140,13 +137,10 @@ impl EvidenceLedger for Ledger {
         self.with_reader(|conn| {
             let after = after.map_or(0, |id| id.raw() as i64);
             let erased = conn
-                .query_row(
-                    &format!(
-                        "SELECT EXISTS (SELECT 1 FROM records WHERE seq > ?1 AND kind = {KIND_REDACTION})"
-                    ),
-                    [after],
-                    |r| r.get(0),
-                )
+                .prepare_cached(&format!(
+                    "SELECT EXISTS (SELECT 1 FROM records WHERE seq > ?1 AND kind = {KIND_REDACTION})"
+                ))
+                .and_then(|mut stmt| stmt.query_row([after], |r| r.get(0)))
                 .map_err(sql_err(self.path()))?;
             Ok(erased)
         })
@@ -158,14 +152,11 @@ impl EvidenceLedger for Ledger {
     fn last_erasure(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
         self.with_reader(|conn| {
             let last: Option<i64> = conn
-                .query_row(
-                    &format!(
-                        "SELECT max(number) FROM records WHERE kind = {KIND_REDACTION} \
-                         AND namespace = ?1"
-                    ),
-                    [namespace.as_str()],
-                    |r| r.get(0),
-                )
+                .prepare_cached(&format!(
+                    "SELECT max(number) FROM records WHERE kind = {KIND_REDACTION} \
+                     AND namespace = ?1"
+                ))
+                .and_then(|mut stmt| stmt.query_row([namespace.as_str()], |r| r.get(0)))
                 .map_err(sql_err(self.path()))?;
             Ok(last.map(|seq| TurnId::from_raw(seq as u64)))
         })

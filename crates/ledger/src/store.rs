@@ -69,10 +69,9 @@ pub(crate) const AFTER_RECORD_COLUMNS: usize = 20;
 /// The next record number of `namespace`: numbers count the namespace's own records only, so
 /// no tenant learns from its ids how much others write.
 pub(crate) fn next_number(conn: &Connection, namespace: &str) -> rusqlite::Result<TurnId> {
-    let last: Option<i64> =
-        conn.query_row("SELECT max(number) FROM records WHERE namespace = ?1", [namespace], |r| {
-            r.get(0)
-        })?;
+    let last: Option<i64> = conn
+        .prepare_cached("SELECT max(number) FROM records WHERE namespace = ?1")?
+        .query_row([namespace], |r| r.get(0))?;
     Ok(TurnId::from_raw(last.map_or(1, |n| n as u64 + 1)))
 }
 
@@ -120,7 +119,8 @@ pub(crate) struct MetaHead {
 
 pub(crate) fn read_meta(conn: &Connection) -> rusqlite::Result<MetaHead> {
     let get = |key: &str| -> rusqlite::Result<Option<String>> {
-        conn.query_row("SELECT value FROM ledger_meta WHERE key = ?1", [key], |r| r.get(0))
+        conn.prepare_cached("SELECT value FROM ledger_meta WHERE key = ?1")?
+            .query_row([key], |r| r.get(0))
             .optional()
     };
     Ok(MetaHead {
@@ -138,11 +138,9 @@ impl MetaHead {
 
 pub(crate) fn write_head(conn: &Connection, head: Head) -> rusqlite::Result<()> {
     let seq = head.last.map_or(0, LedgerPosition::raw).to_string();
-    conn.execute("UPDATE ledger_meta SET value = ?1 WHERE key = 'head_seq'", [seq])?;
-    conn.execute(
-        "UPDATE ledger_meta SET value = ?1 WHERE key = 'chain_head'",
-        [head.chain.to_hex()],
-    )?;
+    let mut set = conn.prepare_cached("UPDATE ledger_meta SET value = ?1 WHERE key = ?2")?;
+    set.execute([seq.as_str(), "head_seq"])?;
+    set.execute([head.chain.to_hex().as_str(), "chain_head"])?;
     Ok(())
 }
 
@@ -153,7 +151,8 @@ pub(crate) const SCRUB_PENDING: &str = "scrub_pending";
 
 /// The redaction whose scrub an interrupted erasure left unfinished, if any.
 pub(crate) fn scrub_pending(conn: &Connection) -> rusqlite::Result<Option<String>> {
-    conn.query_row("SELECT value FROM ledger_meta WHERE key = ?1", [SCRUB_PENDING], |r| r.get(0))
+    conn.prepare_cached("SELECT value FROM ledger_meta WHERE key = ?1")?
+        .query_row([SCRUB_PENDING], |r| r.get(0))
         .optional()
 }
 
@@ -336,11 +335,10 @@ impl RecordTable for SqliteTable<'_> {
         redaction: LedgerPosition,
     ) -> Result<Option<Vec<u8>>, StorageError> {
         self.conn
-            .query_row(
-                "SELECT digest FROM records WHERE seq = ?1 AND erased_by = ?2",
-                [position.raw() as i64, redaction.raw() as i64],
-                |r| r.get(0),
-            )
+            .prepare_cached("SELECT digest FROM records WHERE seq = ?1 AND erased_by = ?2")
+            .and_then(|mut stmt| {
+                stmt.query_row([position.raw() as i64, redaction.raw() as i64], |r| r.get(0))
+            })
             .optional()
             .map_err(self.sql())
     }
@@ -435,13 +433,13 @@ impl RecordTable for SqliteTable<'_> {
 
     fn insert_redaction(&mut self, row: &NewRedaction<'_>) -> Result<(), StorageError> {
         self.conn
-            .execute(
-                &format!(
-                    "INSERT INTO records (seq, kind, namespace, session, ingest_utc_us, \
-                     target_record, erased_seqs, digest, chain, number) \
-                     VALUES (?1, {KIND_REDACTION}, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-                ),
-                params![
+            .prepare_cached(&format!(
+                "INSERT INTO records (seq, kind, namespace, session, ingest_utc_us, \
+                 target_record, erased_seqs, digest, chain, number) \
+                 VALUES (?1, {KIND_REDACTION}, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+            ))
+            .and_then(|mut insert| {
+                insert.execute(params![
                     row.position.raw() as i64,
                     row.namespace,
                     row.session,
@@ -451,8 +449,8 @@ impl RecordTable for SqliteTable<'_> {
                     row.digest.as_bytes().as_slice(),
                     row.chain.as_bytes().as_slice(),
                     row.number.raw() as i64,
-                ],
-            )
+                ])
+            })
             .map_err(self.sql())?;
         Ok(())
     }
@@ -464,7 +462,7 @@ impl RecordTable for SqliteTable<'_> {
     ) -> Result<(), StorageError> {
         let mut clear = self
             .conn
-            .prepare(
+            .prepare_cached(
                 "UPDATE records SET text = NULL, speaker = NULL, meta = NULL, salt = NULL, \
                  erased_by = ?1, content_digest = ?2 WHERE seq = ?3",
             )

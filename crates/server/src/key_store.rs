@@ -266,11 +266,12 @@ impl KeyStore {
         let row: Option<(Option<String>, i64)> = match &self.keys {
             Keys::File(_) => self
                 .lock()
-                .query_row(
-                    "SELECT namespace, admin FROM api_keys WHERE key_hash = ?1",
-                    params![hash.as_bytes().as_slice()],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
+                .prepare_cached("SELECT namespace, admin FROM api_keys WHERE key_hash = ?1")
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![hash.as_bytes().as_slice()], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                })
                 .optional()
                 .map_err(|source| self.sqlite(source))?,
             Keys::Database(db) => db

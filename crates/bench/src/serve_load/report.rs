@@ -110,6 +110,12 @@ impl Report {
                 args.erase_connections
             ));
         }
+        if let Some(rate) = args.compile_rate {
+            open.push_str(&format!(
+                "; compiles open-loop at {rate} a second over the other connections (latency \
+                 from when each was due)"
+            ));
+        }
         outln!(
             "mix {}; {} turn(s) per append; compile budget {} (o200k_base); {} seed turns per namespace{open}",
             weights.join(","),
@@ -336,6 +342,7 @@ impl Summary {
             "namespaces": namespaces,
             "append_rate": args.append_rate,
             "erase_rate": args.erase_rate,
+            "compile_rate": args.compile_rate,
             "seconds": self.elapsed.as_secs_f64(),
             "ops": ops,
             "errors": self.totals.iter().map(|t| t.errors).sum::<u64>(),

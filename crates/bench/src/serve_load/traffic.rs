@@ -201,10 +201,9 @@ pub struct Workload {
     pub budget: u32,
     /// The closed-loop connections' mix.
     pub mix: Mix,
-    /// Open-loop appends: one request of `batch` turns every this long, from `started`.
-    pub append_every: Option<Duration>,
-    /// Open-loop erasures: one request every this long, from `started`.
-    pub erase_every: Option<Duration>,
+    /// Per operation sent open-loop: one request (of `batch` turns for an append) every this
+    /// long, from `started`.
+    pub every: [Option<Duration>; 3],
     pub started: Instant,
     pub deadline: Instant,
     /// The next open-loop request of each operation.
@@ -241,8 +240,7 @@ impl Workload {
         batch: u32,
         budget: u32,
         mix: Mix,
-        append_every: Option<Duration>,
-        erase_every: Option<Duration>,
+        every: [Option<Duration>; 3],
     ) -> Workload {
         let started = Instant::now();
         let erasable = Mutex::new(vec![VecDeque::new(); namespaces.len()]);
@@ -254,8 +252,7 @@ impl Workload {
             batch,
             budget,
             mix,
-            append_every,
-            erase_every,
+            every,
             started,
             deadline: started,
             next_ticket: Default::default(),
@@ -423,9 +420,9 @@ impl Workload {
         }
     }
 
-    /// One open-loop connection of `op` (append or erase): takes the next request of the
-    /// operation's fixed schedule, waits for its time and sends it; its latency counts from
-    /// when it was due, so a server that falls behind shows it.
+    /// One open-loop connection of `op`: takes the next request of the operation's fixed
+    /// schedule, waits for its time and sends it; its latency counts from when it was due, so
+    /// a server that falls behind shows it.
     pub async fn open_loop(
         &self,
         op: Op,
@@ -433,11 +430,7 @@ impl Workload {
         client: reqwest::Client,
         base: &str,
     ) -> Vec<Acked> {
-        let every = match op {
-            Op::Append => self.append_every,
-            _ => self.erase_every,
-        };
-        let every = every.expect("an open-loop rate");
+        let every = self.every[op as usize].expect("an open-loop rate");
         let mut acked = Vec::new();
         let mut next_turn = 0u32;
         let spread = self.namespaces.len() as u64;
@@ -449,17 +442,24 @@ impl Workload {
             }
             tokio::time::sleep_until(due.into()).await;
             let ns = (ticket % spread) as u16;
-            if op == Op::Erase {
-                let Some(target) = self.erasable(ns).await else { break };
-                let sent = self.erase(&client, base, target).await;
-                self.tally(Op::Erase, 1, Some(due.elapsed()), sent.err());
-                continue;
+            match op {
+                Op::Erase => {
+                    let Some(target) = self.erasable(ns).await else { break };
+                    let sent = self.erase(&client, base, target).await;
+                    self.tally(Op::Erase, 1, Some(due.elapsed()), sent.err());
+                }
+                Op::Compile => {
+                    let sent = self.compile(&client, base, ns, ticket as u32).await;
+                    self.tally(Op::Compile, 0, Some(due.elapsed()), sent.err());
+                }
+                Op::Append => {
+                    let turns = next_turn..next_turn + self.batch;
+                    let sent = self.append(&client, base, ns, conn, turns, &mut acked).await;
+                    next_turn += self.batch;
+                    let turns = u64::from(self.batch);
+                    self.tally(Op::Append, turns, Some(due.elapsed()), sent.err());
+                }
             }
-            let sent = self
-                .append(&client, base, ns, conn, next_turn..next_turn + self.batch, &mut acked)
-                .await;
-            next_turn += self.batch;
-            self.tally(Op::Append, u64::from(self.batch), Some(due.elapsed()), sent.err());
         }
         acked
     }

@@ -87,6 +87,42 @@ fn the_encoder_benchmark_prints_its_table() {
 /// read-back and verify pass and the tables print.
 #[test]
 fn the_serve_load_benchmark_drives_a_real_server_and_reads_every_append_back() {
+    let closed_loop = ["--mix", "append=4,compile=1,erase=1", "--batch", "2"];
+    let (stdout, summary) = serve_load(&closed_loop);
+    for row in ["| append |", "| compile |", "| erase |", "read-back: all ", "verify: ok, "] {
+        assert!(stdout.contains(row), "no {row:?}:\n{stdout}");
+    }
+    let appended = summary["ops"]["append"]["turns"].as_u64().unwrap();
+    let erased = summary["erased_absent"].as_u64().unwrap();
+    assert!(appended > 0 && erased > 0, "{summary}");
+    // Every acknowledged turn, the 2 x 20 seeds included, less the erased ones, was read back.
+    assert_eq!(summary["stored"].as_u64().unwrap(), appended + 40 - erased, "{summary}");
+    assert_eq!(summary["errors"], 0);
+}
+
+/// The same with every operation open-loop at its own rate: each is sent about as often as
+/// asked (a request is due every 1/rate seconds for 3 s).
+#[test]
+fn open_loop_rates_send_each_operation_on_its_schedule() {
+    let open_loop = [
+        ["--append-rate", "40"],
+        ["--append-connections", "2"],
+        ["--erase-rate", "10"],
+        ["--erase-connections", "2"],
+        ["--compile-rate", "20"],
+    ];
+    let (stdout, summary) = serve_load(open_loop.as_flattened());
+    assert!(stdout.contains("compiles open-loop at 20 a second"), "{stdout}");
+    for (op, rate) in [("append", 40), ("erase", 10), ("compile", 20)] {
+        let sent = summary["ops"][op]["requests"].as_u64().unwrap();
+        assert!((rate * 3 - 2..=rate * 3).contains(&sent), "{op}: {sent} requests\n{summary}");
+    }
+    assert_eq!(summary["errors"], 0);
+}
+
+/// Runs `serve-load` with `args` for 3 s over 8 connections and 2 namespaces (20 seed turns
+/// each) against a fresh `evicortex serve --lexical-only`: its standard output and summary.
+fn serve_load(args: &[&str]) -> (String, serde_json::Value) {
     let evicortex = Path::new(env!("CARGO_BIN_EXE_evicortex-bench")).with_file_name("evicortex");
     assert!(
         evicortex.exists(),
@@ -119,45 +155,15 @@ fn the_serve_load_benchmark_drives_a_real_server_and_reads_every_append_back() {
     let base = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}"));
     let pid = server.id().to_string();
     let summary = store.path().join("summary.json");
-    let args = [
-        "serve-load",
-        "--server",
-        base,
-        "--key",
-        &key,
-        "--connections",
-        "8",
-        "--namespaces",
-        "2",
-        "--mix",
-        "append=4,compile=1,erase=1",
-        "--batch",
-        "2",
-        "--seed-turns",
-        "20",
-        "--seconds",
-        "3",
-        "--interval",
-        "1",
-        "--pid",
-        &pid,
-        "--summary",
-        summary.to_str().unwrap(),
-    ];
-    let out = bench(&args);
+    let mut all = vec!["serve-load", "--server", base, "--key", &key, "--connections", "8"];
+    all.extend(["--namespaces", "2", "--seed-turns", "20", "--seconds", "3", "--interval", "1"]);
+    all.extend(["--pid", &pid, "--summary", summary.to_str().unwrap()]);
+    all.extend(args);
+    let out = bench(&all);
     server.kill().unwrap();
     server.wait().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    for row in ["| append |", "| compile |", "| erase |", "read-back: all ", "verify: ok, "] {
-        assert!(stdout.contains(row), "no {row:?}:\n{stdout}");
-    }
-    let summary: serde_json::Value =
-        serde_json::from_slice(&fs_err::read(&summary).unwrap()).unwrap();
-    let appended = summary["ops"]["append"]["turns"].as_u64().unwrap();
-    let erased = summary["erased_absent"].as_u64().unwrap();
-    assert!(appended > 0 && erased > 0, "{summary}");
-    // Every acknowledged turn, the 2 x 20 seeds included, less the erased ones, was read back.
-    assert_eq!(summary["stored"].as_u64().unwrap(), appended + 40 - erased, "{summary}");
-    assert_eq!(summary["errors"], 0);
+    let summary = serde_json::from_slice(&fs_err::read(&summary).unwrap()).unwrap();
+    (stdout, summary)
 }

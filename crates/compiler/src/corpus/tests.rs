@@ -94,3 +94,42 @@ fn precounted_texts_are_the_live_ones_counted_as_packing_counts_them() {
         }
     }
 }
+
+#[test]
+fn an_erasure_carries_the_line_counts_of_the_records_left_and_none_of_the_erased() {
+    let texts = ["I moved to Lisbon.", "the secret plan", "Then Porto.", "the secret plan"];
+    let evidence: Vec<Evidence> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| record(i as u64 + 1, "s", i as u32, i as u32, t))
+        .collect();
+    let corpus = Corpus::new(Namespace::new("n").unwrap(), evidence, []).unwrap();
+    let reader = crate::TiktokenReader::o200k_base();
+    corpus.precount_text_tokens(&reader, 0..4).unwrap();
+    let digests = |corpus: &Corpus, pos: usize| -> Vec<([u8; 32], String)> {
+        let rendered = corpus.rendered_lines(pos);
+        let pieces = lines_with_digests(rendered.iter().map(String::as_str));
+        pieces.into_iter().map(|(d, line)| (d, line.to_owned())).collect()
+    };
+    let gone: Vec<_> = [1, 3].iter().flat_map(|&pos| digests(&corpus, pos)).collect();
+
+    let after = corpus.without(&HashSet::from([TurnId::from_raw(2)]));
+    let cached = after.line_tokens.read().unwrap()["o200k_base"].clone();
+    for (digest, line) in &gone {
+        assert!(!cached.contains_key(digest), "a line of the erased turn or citing it: {line:?}");
+    }
+    for (pos, text) in [(0, texts[0]), (1, texts[2])] {
+        let lines = digests(&after, pos);
+        let own: Vec<_> = lines.iter().filter(|(_, line)| line.contains(text)).collect();
+        assert_eq!(own.len(), 2 * Layout::ALL.len(), "followed by a turn, by a header");
+        for (digest, line) in own {
+            assert_eq!(cached.get(digest).copied(), Some(reader.count(line).unwrap() as u32));
+        }
+    }
+
+    // A cache swollen beyond what its records render starts over.
+    let swollen: LineCounts = (0..=LINES_KEPT_PER_RECORD * 3).map(|i| ([i as u8; 32], 1)).collect();
+    after.add_counts("o200k_base", [], swollen);
+    let again = after.without(&HashSet::from([TurnId::from_raw(3)]));
+    assert_eq!(again.line_tokens_cached("o200k_base"), 0);
+}
