@@ -141,8 +141,8 @@ impl Corpus {
 
     /// This corpus without the records `erased`: what [`Corpus::new`] makes of the others, the
     /// positions of later records moved down. Their dedup keys and reader-token counts come
-    /// along (each depends on the record alone), and so do the rendered lines' counts, but for
-    /// those of [`Corpus::stale_lines`].
+    /// along (each depends on the record alone), and so do the rendered lines' counts, less
+    /// the lines that render an erased record or cite it.
     pub fn without(&self, erased: &HashSet<TurnId>) -> Corpus {
         let kept: Vec<bool> = self.evidence.iter().map(|e| !erased.contains(&e.id)).collect();
         let mut key_of_group = vec![[0u8; 32]; self.groups.len()];
