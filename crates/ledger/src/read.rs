@@ -122,11 +122,9 @@ impl EvidenceLedger for Ledger {
     /// The number of the last record (turn or redaction) of `namespace`, if any.
     fn namespace_head(&self, namespace: &Namespace) -> Result<Option<TurnId>, ReadError> {
         self.with_reader(|conn| {
-            let last: Option<i64> = conn
-                .prepare_cached("SELECT max(number) FROM records WHERE namespace = ?1")
-                .and_then(|mut stmt| stmt.query_row([namespace.as_str()], |r| r.get(0)))
-                .map_err(sql_err(self.path()))?;
-            Ok(last.map(|n| TurnId::from_raw(n as u64)))
+            let last =
+                store::last_number(conn, namespace.as_str()).map_err(sql_err(self.path()))?;
+            Ok(last.map(TurnId::from_raw))
         })
     }
 

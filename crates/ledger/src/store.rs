@@ -69,10 +69,16 @@ pub(crate) const AFTER_RECORD_COLUMNS: usize = 20;
 /// The next record number of `namespace`: numbers count the namespace's own records only, so
 /// no tenant learns from its ids how much others write.
 pub(crate) fn next_number(conn: &Connection, namespace: &str) -> rusqlite::Result<TurnId> {
+    let last = last_number(conn, namespace)?;
+    Ok(TurnId::from_raw(last.map_or(1, |n| n + 1)))
+}
+
+/// The number of `namespace`'s last record (turn or redaction), if any.
+pub(crate) fn last_number(conn: &Connection, namespace: &str) -> rusqlite::Result<Option<u64>> {
     let last: Option<i64> = conn
         .prepare_cached("SELECT max(number) FROM records WHERE namespace = ?1")?
         .query_row([namespace], |r| r.get(0))?;
-    Ok(TurnId::from_raw(last.map_or(1, |n| n as u64 + 1)))
+    Ok(last.map(|n| n as u64))
 }
 
 /// Maps a rusqlite error to a [`StorageError`] naming the ledger file.
@@ -118,11 +124,7 @@ pub(crate) struct MetaHead {
 }
 
 pub(crate) fn read_meta(conn: &Connection) -> rusqlite::Result<MetaHead> {
-    let get = |key: &str| -> rusqlite::Result<Option<String>> {
-        conn.prepare_cached("SELECT value FROM ledger_meta WHERE key = ?1")?
-            .query_row([key], |r| r.get(0))
-            .optional()
-    };
+    let get = |key: &str| meta_value(conn, key);
     Ok(MetaHead {
         format_version: get("format_version")?,
         head_seq: get("head_seq")?,
@@ -151,8 +153,12 @@ pub(crate) const SCRUB_PENDING: &str = "scrub_pending";
 
 /// The redaction whose scrub an interrupted erasure left unfinished, if any.
 pub(crate) fn scrub_pending(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    meta_value(conn, SCRUB_PENDING)
+}
+
+fn meta_value(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
     conn.prepare_cached("SELECT value FROM ledger_meta WHERE key = ?1")?
-        .query_row([SCRUB_PENDING], |r| r.get(0))
+        .query_row([key], |r| r.get(0))
         .optional()
 }
 
