@@ -128,56 +128,102 @@ fn json_lines(path: Option<&std::path::Path>) -> anyhow::Result<Vec<String>> {
         .collect()
 }
 
+/// How the connections divide: the first `appends` send open-loop appends, the next `erasures`
+/// open-loop erasures, the rest open-loop compiles when `compiles` is not 0, else `mix`
+/// closed-loop.
+struct Lanes {
+    appends: usize,
+    erasures: usize,
+    compiles: usize,
+    mix: Mix,
+}
+
+impl Lanes {
+    fn of(args: &ServeLoadArgs) -> anyhow::Result<Lanes> {
+        ensure!(args.connections > 0, "--connections must be at least 1");
+        ensure!(
+            args.namespaces > 0 && args.namespaces <= usize::from(u16::MAX),
+            "--namespaces must be 1 to 65535"
+        );
+        ensure!(args.batch > 0, "--batch must be at least 1");
+        ensure!(
+            args.seconds > 0.0 && args.interval > 0.0,
+            "--seconds and --interval must be positive"
+        );
+        let appends = match args.append_rate {
+            Some(rate) => {
+                ensure!(rate > 0.0, "--append-rate must be positive");
+                ensure!(args.append_connections > 0, "--append-connections must be at least 1");
+                args.append_connections.min(args.connections)
+            }
+            None => 0,
+        };
+        let erasures = match args.erase_rate {
+            Some(rate) => {
+                ensure!(rate > 0.0, "--erase-rate must be positive");
+                ensure!(args.erase_connections > 0, "--erase-connections must be at least 1");
+                args.erase_connections.min(args.connections - appends)
+            }
+            None => 0,
+        };
+        ensure!(args.compile_rate.is_none_or(|rate| rate > 0.0), "--compile-rate must be positive");
+        let compiles = match args.compile_rate {
+            Some(_) => args.connections - appends - erasures,
+            None => 0,
+        };
+        ensure!(
+            args.compile_rate.is_none() || compiles > 0,
+            "--compile-rate needs a connection that carries no open-loop append or erasure"
+        );
+        let mut mix = args.mix.clone();
+        for (rate, op) in [
+            (args.append_rate, Op::Append),
+            (args.erase_rate, Op::Erase),
+            (args.compile_rate, Op::Compile),
+        ] {
+            if rate.is_some() {
+                mix = mix.without(op);
+            }
+        }
+        ensure!(
+            appends + erasures + compiles == args.connections || !mix.is_empty(),
+            "--mix has only what --append-rate and --erase-rate send open-loop: give the other \
+             connections another weight, or all connections to the open-loop operations"
+        );
+        Ok(Lanes { appends, erasures, compiles, mix })
+    }
+
+    /// What connection `c` sends open-loop (`None`: the closed-loop mix).
+    fn open_loop_op(&self, c: usize) -> Option<Op> {
+        if c < self.appends {
+            Some(Op::Append)
+        } else if c < self.appends + self.erasures {
+            Some(Op::Erase)
+        } else if self.compiles > 0 {
+            Some(Op::Compile)
+        } else {
+            None
+        }
+    }
+
+    /// The operations this run sends.
+    fn active(&self, args: &ServeLoadArgs) -> Vec<Op> {
+        Op::ALL
+            .into_iter()
+            .filter(|&op| {
+                (op == Op::Append && self.appends > 0)
+                    || (op == Op::Erase && self.erasures > 0)
+                    || (op == Op::Compile && self.compiles > 0)
+                    || args.mix.weights[op as usize] > 0
+            })
+            .collect()
+    }
+}
+
 /// Runs the load, prints samples and the final table, and fails on any request error, lost
 /// append or failed verify.
 pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
-    ensure!(args.connections > 0, "--connections must be at least 1");
-    ensure!(
-        args.namespaces > 0 && args.namespaces <= usize::from(u16::MAX),
-        "--namespaces must be 1 to 65535"
-    );
-    ensure!(args.batch > 0, "--batch must be at least 1");
-    ensure!(args.seconds > 0.0 && args.interval > 0.0, "--seconds and --interval must be positive");
-    let open_conns = match args.append_rate {
-        Some(rate) => {
-            ensure!(rate > 0.0, "--append-rate must be positive");
-            ensure!(args.append_connections > 0, "--append-connections must be at least 1");
-            args.append_connections.min(args.connections)
-        }
-        None => 0,
-    };
-    let erase_conns = match args.erase_rate {
-        Some(rate) => {
-            ensure!(rate > 0.0, "--erase-rate must be positive");
-            ensure!(args.erase_connections > 0, "--erase-connections must be at least 1");
-            args.erase_connections.min(args.connections - open_conns)
-        }
-        None => 0,
-    };
-    ensure!(args.compile_rate.is_none_or(|rate| rate > 0.0), "--compile-rate must be positive");
-    let compile_conns = match args.compile_rate {
-        Some(_) => args.connections - open_conns - erase_conns,
-        None => 0,
-    };
-    ensure!(
-        args.compile_rate.is_none() || compile_conns > 0,
-        "--compile-rate needs a connection that carries no open-loop append or erasure"
-    );
-    let mut mix = args.mix.clone();
-    if args.append_rate.is_some() {
-        mix = mix.without(Op::Append);
-    }
-    if args.erase_rate.is_some() {
-        mix = mix.without(Op::Erase);
-    }
-    if args.compile_rate.is_some() {
-        mix = mix.without(Op::Compile);
-    }
-    ensure!(
-        open_conns + erase_conns + compile_conns == args.connections || !mix.is_empty(),
-        "--mix has only what --append-rate and --erase-rate send open-loop: give the other \
-         connections another weight, or all connections to the open-loop operations"
-    );
+    let lanes = Lanes::of(args)?;
     traffic::use_real_texts(
         json_lines(args.texts.as_deref())?,
         json_lines(args.questions.as_deref())?,
@@ -218,7 +264,7 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
         run_id.clone(),
         args.batch,
         args.budget,
-        mix,
+        lanes.mix.clone(),
         every,
     );
     let seed_conn = args.connections as u32;
@@ -229,69 +275,24 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
     workload.start(Duration::from_secs_f64(args.seconds));
     let workload = Arc::new(workload);
 
-    let mut tasks: Vec<_> = clients
+    let tasks: Vec<_> = clients
         .into_iter()
         .enumerate()
         .map(|(c, client)| {
             let (workload, base) = (workload.clone(), servers[c % servers.len()].clone());
+            let op = lanes.open_loop_op(c);
             runtime.spawn(async move {
-                if c < open_conns {
-                    workload.open_loop(Op::Append, c as u32, client, &base).await
-                } else if c < open_conns + erase_conns {
-                    workload.open_loop(Op::Erase, c as u32, client, &base).await
-                } else if compile_conns > 0 {
-                    workload.open_loop(Op::Compile, c as u32, client, &base).await
-                } else {
-                    workload.closed_loop(c as u32, client, &base).await
+                match op {
+                    Some(op) => workload.open_loop(op, c as u32, client, &base).await,
+                    None => workload.closed_loop(c as u32, client, &base).await,
                 }
             })
         })
         .collect();
 
-    let active: Vec<Op> = Op::ALL
-        .into_iter()
-        .filter(|&op| {
-            (op == Op::Append && open_conns > 0)
-                || (op == Op::Erase && erase_conns > 0)
-                || (op == Op::Compile && compile_conns > 0)
-                || args.mix.weights[op as usize] > 0
-        })
-        .collect();
-    let mut report = report::Report::new(active, args.pids.clone());
-    report.header(args, &servers, &namespaces, &run_id, open_conns)?;
-    let spinner = crate::progress::spinner("serve-load");
-    let interval = Duration::from_secs_f64(args.interval);
-    let (mut last, mut next) = (workload.started, workload.started + interval);
-    let mut acked: Vec<Vec<Acked>> = Vec::with_capacity(args.connections + 1);
-    loop {
-        let end = next.min(workload.deadline);
-        std::thread::sleep(end.saturating_duration_since(Instant::now()));
-        let finished = end >= workload.deadline;
-        if finished {
-            // In-flight requests finish after the deadline: they belong to the last sample.
-            for task in tasks.drain(..) {
-                acked.push(runtime.block_on(task).context("a connection task failed")?);
-            }
-        }
-        let now = Instant::now();
-        let sample = Sample {
-            at: now.duration_since(workload.started),
-            span: now.duration_since(last),
-            tallies: workload.take_window(),
-            rss_mib: args.pids.iter().map(|&pid| report::rss_mib(pid)).collect(),
-        };
-        spinner.set_message(report.progress_line(&sample));
-        report.sample(sample)?;
-        if finished {
-            break;
-        }
-        // A sampler that woke late (a loaded machine) skips the intervals already past.
-        last = now;
-        while next <= now {
-            next += interval;
-        }
-    }
-    spinner.finish_and_clear();
+    let mut report = report::Report::new(lanes.active(args), args.pids.clone());
+    report.header(args, &servers, &namespaces, &run_id, lanes.appends)?;
+    let mut acked = sample_until_deadline(args, &runtime, &workload, &mut report, tasks)?;
     acked.push(seeded);
 
     let outcome = std::mem::take(
@@ -349,6 +350,50 @@ pub fn run(args: &ServeLoadArgs) -> anyhow::Result<()> {
         bail!("{}", failures.join("\n"));
     }
     Ok(())
+}
+
+/// Samples the load every interval until its deadline, then waits for the connections' tasks
+/// (their in-flight requests belong to the last sample); returns what each acknowledged.
+fn sample_until_deadline(
+    args: &ServeLoadArgs,
+    runtime: &tokio::runtime::Runtime,
+    workload: &Workload,
+    report: &mut report::Report,
+    mut tasks: Vec<tokio::task::JoinHandle<Vec<Acked>>>,
+) -> anyhow::Result<Vec<Vec<Acked>>> {
+    let spinner = crate::progress::spinner("serve-load");
+    let interval = Duration::from_secs_f64(args.interval);
+    let (mut last, mut next) = (workload.started, workload.started + interval);
+    let mut acked: Vec<Vec<Acked>> = Vec::with_capacity(args.connections + 1);
+    loop {
+        let end = next.min(workload.deadline);
+        std::thread::sleep(end.saturating_duration_since(Instant::now()));
+        let finished = end >= workload.deadline;
+        if finished {
+            for task in tasks.drain(..) {
+                acked.push(runtime.block_on(task).context("a connection task failed")?);
+            }
+        }
+        let now = Instant::now();
+        let sample = Sample {
+            at: now.duration_since(workload.started),
+            span: now.duration_since(last),
+            tallies: workload.take_window(),
+            rss_mib: args.pids.iter().map(|&pid| report::rss_mib(pid)).collect(),
+        };
+        spinner.set_message(report.progress_line(&sample));
+        report.sample(sample)?;
+        if finished {
+            break;
+        }
+        // A sampler that woke late (a loaded machine) skips the intervals already past.
+        last = now;
+        while next <= now {
+            next += interval;
+        }
+    }
+    spinner.finish_and_clear();
+    Ok(acked)
 }
 
 /// Appends `turns` turns to each namespace through the first server, in batches of 1,000, as

@@ -70,6 +70,15 @@ impl LengthNorm {
     }
 }
 
+/// One scored document.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct LexicalHit<K> {
+    /// The document's key (an `evicortex_core::TurnId` for turns).
+    pub key: K,
+    /// The BM25 score.
+    pub score: f32,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use evicortex_core::TurnId;
 
 use crate::{
     Analyzer, LexicalError, TermCounts,
-    bm25::{Bm25Params, LengthNorm, bm25_idf},
+    bm25::{Bm25Params, LengthNorm, LexicalHit, bm25_idf},
     max_score::{Posting, QueryTerm, top_k},
 };
 
@@ -25,15 +25,6 @@ impl DocRow {
     pub const fn index(self) -> usize {
         self.0 as usize
     }
-}
-
-/// One scored document.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub struct LexicalHit<K> {
-    /// The document's key (a [`TurnId`] for turns).
-    pub key: K,
-    /// The BM25 score.
-    pub score: f32,
 }
 
 /// BM25 over the documents of one namespace, keyed by `K` (turns use [`TurnId`]; a chunk index can

@@ -28,8 +28,8 @@ mod term_counts;
 
 pub use crate::{
     analyzer::{ANALYZER_VERSION, Analyzer, analyze, analyze_into},
-    bm25::{Bm25Params, MAX_K1, bm25_idf},
+    bm25::{Bm25Params, LexicalHit, MAX_K1, bm25_idf},
     error::LexicalError,
-    inverted_index::{Bm25Index, DocRow, LexicalHit, SharedSearch},
+    inverted_index::{Bm25Index, DocRow, SharedSearch},
     term_counts::TermCounts,
 };

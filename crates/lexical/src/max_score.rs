@@ -27,7 +27,7 @@ use std::{
     sync::atomic::{AtomicU32, Ordering as AtomicOrdering},
 };
 
-use crate::{bm25::LengthNorm, inverted_index::LexicalHit};
+use crate::bm25::{LengthNorm, LexicalHit};
 
 /// One posting: the document row and the term's frequency in it.
 #[derive(Copy, Clone, Debug)]
