@@ -33,6 +33,8 @@ use crate::{
 mod error;
 mod in_database;
 mod reads;
+#[cfg(test)]
+mod tests;
 
 pub use error::EmbeddingCacheError;
 pub(crate) use in_database::{Keep, live_keep, open_in_database};
@@ -476,8 +478,13 @@ impl EmbeddingCache {
             }
         }
         tx.commit().map_err(&sql)?;
-        // secure_delete zeroes the freed pages; checkpointing moves them out of the WAL.
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(&sql)?;
+        // secure_delete zeroes the freed pages; checkpointing moves them out of the WAL, which
+        // a reader's snapshot prevents: the vectors would then stay in the WAL unsaid.
+        let busy: i64 =
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0)).map_err(&sql)?;
+        if busy != 0 {
+            return Err(EmbeddingCacheError::ScrubIncomplete { path: self.path.clone() });
+        }
         Ok(removed)
     }
 

@@ -42,6 +42,16 @@ pub enum EmbeddingCacheError {
         /// The identity's.
         expected: usize,
     },
+    /// The rows of erased texts are deleted, but another connection's read snapshot kept the
+    /// WAL, which still holds them, from being checkpointed; erasing again retries.
+    #[error(
+        "{path}: the erased texts' vectors are deleted, but a reader kept them in the write-ahead \
+         log; erase the same target again to finish"
+    )]
+    ScrubIncomplete {
+        /// The cache file.
+        path: PathBuf,
+    },
     /// Reading the ledger (to reconcile) failed.
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -56,7 +66,9 @@ impl EmbeddingCacheError {
         match self {
             EmbeddingCacheError::Corrupted { .. } => ErrorClass::Integrity,
             EmbeddingCacheError::Dimension { .. } => ErrorClass::Internal,
-            EmbeddingCacheError::Io { .. } => ErrorClass::Io,
+            EmbeddingCacheError::Io { .. } | EmbeddingCacheError::ScrubIncomplete { .. } => {
+                ErrorClass::Io
+            }
             EmbeddingCacheError::Sqlite { source, .. } => match source.sqlite_error_code() {
                 Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
                     ErrorClass::Integrity
