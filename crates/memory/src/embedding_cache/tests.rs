@@ -23,6 +23,6 @@ fn a_purge_that_a_reader_keeps_from_checkpointing_says_so_and_a_retry_finishes_i
 
     reader.execute_batch("COMMIT;").unwrap();
     cache.purge_texts(&[text]).unwrap();
-    let wal = std::fs::metadata(dir.path().join(format!("{EMBEDDINGS_FILE}-wal"))).unwrap();
+    let wal = fs_err::metadata(dir.path().join(format!("{EMBEDDINGS_FILE}-wal"))).unwrap();
     assert_eq!(wal.len(), 0, "the checkpoint truncated the write-ahead log");
 }
