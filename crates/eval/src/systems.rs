@@ -133,11 +133,9 @@ pub fn pack_turns(
                     corpus,
                 },
                 tokens_used: packed.tokens,
-                abstained: None,
-                support: None,
                 stages: vec![("retrieve", retrieve_time), ("pack", start.elapsed())],
                 text: packed.text,
-                compiled: None,
+                ..SystemOutput::default()
             })
         })
         .collect()
@@ -177,12 +175,8 @@ impl EvalSystem for Bm25OfficialSystem {
             .map(|&budget| match budget {
                 None => Ok(SystemOutput {
                     ranking: full.clone(),
-                    tokens_used: 0,
-                    abstained: None,
-                    support: None,
                     stages: vec![("retrieve", retrieve)],
-                    text: String::new(),
-                    compiled: None,
+                    ..SystemOutput::default()
                 }),
                 Some(_) => {
                     let top: Vec<TurnRef> =

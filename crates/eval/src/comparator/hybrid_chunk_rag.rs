@@ -424,8 +424,6 @@ impl EvalSystem for HybridChunkRag {
                 Ok(SystemOutput {
                     ranking: Ranking { turns, sessions: None, corpus: RankingCorpus::AllTurns },
                     tokens_used: packed.tokens,
-                    abstained: None,
-                    support: None,
                     stages: vec![
                         ("chunk", chunking),
                         ("chunk_embed", embed),
@@ -434,7 +432,7 @@ impl EvalSystem for HybridChunkRag {
                         ("pack", start.elapsed()),
                     ],
                     text: packed.text,
-                    compiled: None,
+                    ..SystemOutput::default()
                 })
             })
             .collect()
