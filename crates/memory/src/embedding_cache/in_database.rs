@@ -112,12 +112,17 @@ impl EmbeddingCache {
             let mut windows: HashMap<TextDigest, Vec<Vec<f32>>> = HashMap::new();
             for row in db.embedding_windows(identity.as_bytes(), &texts)? {
                 let vectors = windows.entry(row.text_digest).or_default();
-                if row.window_index != vectors.len() as i64 || row.vector.len() != dimension * 4 {
+                if row.window_index != vectors.len() as i64
+                    || row.vector.len() != dimension * 4
+                    || dimension == 0
+                {
                     return Err(EmbeddingCacheError::Corrupted {
                         path: self.path.clone(),
                         detail: format!(
-                            "text {}: window {} out of sequence or not of dimension {dimension}",
-                            row.text_digest, row.window_index
+                            "text {}: window {} out of sequence or not of dimension {}",
+                            row.text_digest,
+                            row.window_index,
+                            reads::stored_dimension(dimension)
                         ),
                     });
                 }

@@ -203,7 +203,8 @@ impl EmbeddingCache {
     ) -> Result<NamespaceVectors, EmbeddingCacheError> {
         let _span = tracing::debug_span!("namespace_vectors", n_turns = turns.len()).entered();
         // The stored identity, checked against its digest, gives the dimension: a dimension
-        // column edited out of range must not size the matrix.
+        // column edited out of range must not size the matrix. None stored: 0, of which no
+        // vector can be.
         let dimension = self.identity(identity)?.map_or(0, |stored| stored.dimension);
         let mut out = NamespaceVectors {
             identity: *identity,
@@ -276,13 +277,14 @@ impl EmbeddingCache {
                 });
             }
             for (window, vector) in vectors.iter().enumerate() {
-                if vector.len() != dimension {
+                if vector.len() != dimension || dimension == 0 {
                     return Err(EmbeddingCacheError::Corrupted {
                         path: self.path.clone(),
                         detail: format!(
-                            "turn {:?}: vector of dimension {} under an identity of {dimension}",
+                            "turn {:?}: vector of dimension {} under an identity of {}",
                             turns[first].0,
-                            vector.len()
+                            vector.len(),
+                            stored_dimension(dimension)
                         ),
                     });
                 }
@@ -419,4 +421,9 @@ pub(crate) fn live_documents(
         Ok::<(), ReadError>(())
     })?;
     Ok(live)
+}
+
+/// A namespace matrix's dimension as an error names it (0: no identity stored).
+pub(super) fn stored_dimension(dimension: usize) -> String {
+    if dimension == 0 { "(none stored)".to_owned() } else { dimension.to_string() }
 }
