@@ -43,7 +43,8 @@ impl BackgroundIndexer {
         Ok(BackgroundIndexer { thread, touched })
     }
 
-    /// New turns of `namespaces` are durable: index them.
+    /// New turns of `namespaces` are durable, or erasures of them wait to be applied: index
+    /// them.
     pub(crate) fn notify<'n>(&self, namespaces: impl IntoIterator<Item = &'n Namespace>) {
         lock(&self.touched).extend(namespaces.into_iter().cloned());
         self.thread.notify();
@@ -68,6 +69,8 @@ impl Memory {
     /// for the settings of its last compile. A failure is logged; the next compile meets and
     /// reports it.
     fn index_cached(&self, namespaces: &HashSet<Namespace>) {
+        // Left by erasures that found a namespace's indexes in use (see `Memory::erase`).
+        self.inner.indexes.apply_pending_erasures(true);
         if let Err(e) = self.apply_erasures_elsewhere() {
             tracing::warn!(error = %e, "background indexing: applying other processes' erasures");
             return;

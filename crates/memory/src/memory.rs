@@ -270,7 +270,20 @@ impl Memory {
             })?;
         }
         drop(writes);
-        self.inner.indexes.apply_pending_erasures();
+        match self.inner.indexer.get() {
+            // A server's erasure does not queue behind the compiles reading a namespace (its
+            // p99 grew with their traffic): a compile that starts after it returns applies
+            // what is pending before it reads, and the indexer applies it at once otherwise.
+            Some(indexer) => {
+                let busy = self.inner.indexes.apply_pending_erasures(false);
+                if !busy.is_empty() {
+                    indexer.notify(&busy);
+                }
+            }
+            None => {
+                self.inner.indexes.apply_pending_erasures(true);
+            }
+        }
         // Outside the writer lock: erasures that commit while one scrubs share the next scrub.
         self.inner.ledger.scrub_erased()?;
         Ok(receipt)

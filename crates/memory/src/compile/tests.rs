@@ -342,6 +342,64 @@ fn the_store_s_writer_applies_an_erasure_to_its_indexes_in_place_as_a_rebuild_wo
     }
 }
 
+#[test]
+fn a_server_s_erasure_does_not_wait_for_the_compiles_reading_its_namespace() {
+    use std::sync::{
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    };
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Memory::builder(dir.path()).lock_store().background_indexing().open().unwrap();
+    let alice = Namespace::new("alice").unwrap();
+    let turns: Vec<String> = (0..30)
+        .map(|i| {
+            let text = format!("day {i}: the lake, word{i}");
+            line("alice", &format!("s{}", i % 3), i, "2024-05-01T10:00:00Z", &text)
+        })
+        .collect();
+    let lines: Vec<&str> = turns.iter().map(String::as_str).collect();
+    append(&warm, &lines);
+    compile_default(&warm, "the lake");
+    let slot = warm.inner.indexes.slot(&alice);
+
+    // A compile reading the namespace for as long as the erasure would wait for it.
+    let released = Arc::new(AtomicBool::new(false));
+    let (held, holding) = mpsc::channel();
+    let reader = std::thread::spawn({
+        let (slot, released) = (Arc::clone(&slot), Arc::clone(&released));
+        move || {
+            let indexes = slot.read().unwrap();
+            held.send(()).unwrap();
+            std::thread::sleep(Duration::from_secs(5));
+            released.store(true, Ordering::SeqCst);
+            drop(indexes);
+        }
+    });
+    holding.recv().unwrap();
+    let target = EraseTarget::Record(alice.clone(), evicortex_core::TurnId::from_raw(8));
+    let receipt = warm.erase(&target).unwrap();
+    assert!(!released.load(Ordering::SeqCst), "the erasure waited for the compile reading");
+    reader.join().unwrap();
+
+    // Applied by the indexer without a compile, as the erasing thread would have.
+    let erased = receipt.erased[0].id;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while slot.read().unwrap().corpus.get(erased).is_some() {
+        assert!(Instant::now() < deadline, "the erasure not applied by the indexer in 20 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let indexes = slot.read().unwrap();
+    assert!(indexes.lexical.row(erased).is_none());
+    assert_eq!(indexes.erasures_applied, receipt.redaction);
+    drop(indexes);
+    let fresh = Memory::builder(dir.path()).beside_writer().open().unwrap();
+    for question in ["the lake", "word8", "day 8"] {
+        assert_eq!(compile_default(&warm, question), compile_default(&fresh, question));
+    }
+    assert!(Arc::ptr_eq(&slot, &warm.inner.indexes.slot(&alice)), "applied in place, not dropped");
+}
+
 /// The committed default's compile without dense retrieval (its window index included).
 fn compile_default(memory: &Memory, question: &str) -> CompiledContext {
     let query = CompileQuery {

@@ -7,7 +7,7 @@
 use std::{
     borrow::Cow,
     collections::HashSet,
-    sync::{Arc, PoisonError, RwLock},
+    sync::{Arc, PoisonError, RwLock, TryLockError},
     time::Instant,
 };
 
@@ -30,15 +30,28 @@ impl IndexCache {
     /// Applies to every cached namespace the erasures its purge left pending. Called by the
     /// erasing thread once it has released the writer lock of derived data, which a refresh
     /// holding a namespace's exclusive lock may wait for (a refresh applies them first too).
-    pub(crate) fn apply_pending_erasures(&self) {
+    /// With `wait` false a namespace whose indexes are in use (compiles reading them) is left
+    /// pending rather than waited for; those namespaces are returned.
+    pub(crate) fn apply_pending_erasures(&self, wait: bool) -> Vec<Namespace> {
         let waiting: Vec<(Namespace, Arc<RwLock<NamespaceIndexes>>)> = {
             let entries = self.lock();
             let waiting = entries.map.iter().filter(|(_, e)| !e.pending.is_empty());
             waiting.map(|(ns, e)| (ns.clone(), Arc::clone(&e.slot))).collect()
         };
+        let mut busy = Vec::new();
         for (namespace, slot) in waiting {
             let bytes = {
-                let mut indexes = slot.write().unwrap_or_else(PoisonError::into_inner);
+                let mut indexes = match slot.try_write() {
+                    Ok(indexes) => indexes,
+                    Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                    Err(TryLockError::WouldBlock) if !wait => {
+                        busy.push(namespace);
+                        continue;
+                    }
+                    Err(TryLockError::WouldBlock) => {
+                        slot.write().unwrap_or_else(PoisonError::into_inner)
+                    }
+                };
                 let started = Instant::now();
                 self.apply_pending(&namespace, &slot, &mut indexes);
                 tracing::debug!(%namespace, ms = started.elapsed().as_secs_f64() * 1e3,
@@ -47,6 +60,7 @@ impl IndexCache {
             };
             self.resized(&namespace, &slot, bytes);
         }
+        busy
     }
 
     /// Applies `namespace`'s pending erasures to `indexes` (its slot, held exclusively). Should
