@@ -43,8 +43,8 @@ impl BackgroundIndexer {
         Ok(BackgroundIndexer { thread, touched })
     }
 
-    /// New turns of `namespaces` are durable, or erasures of them wait to be applied: index
-    /// them.
+    /// New turns of `namespaces` are durable: index them (each round first applies the
+    /// erasures left pending, so an erasure wakes the thread with none).
     pub(crate) fn notify<'n>(&self, namespaces: impl IntoIterator<Item = &'n Namespace>) {
         lock(&self.touched).extend(namespaces.into_iter().cloned());
         self.thread.notify();

@@ -273,11 +273,10 @@ impl Memory {
         match self.inner.indexer.get() {
             // A server's erasure does not queue behind the compiles reading a namespace (its
             // p99 grew with their traffic): a compile that starts after it returns applies
-            // what is pending before it reads, and the indexer applies it at once otherwise.
+            // what is pending before it reads, and the indexer's next round applies it anyway.
             Some(indexer) => {
-                let busy = self.inner.indexes.apply_pending_erasures(false);
-                if !busy.is_empty() {
-                    indexer.notify(&busy);
+                if self.inner.indexes.apply_pending_erasures(false) {
+                    indexer.notify([]);
                 }
             }
             None => {

@@ -31,21 +31,21 @@ impl IndexCache {
     /// erasing thread once it has released the writer lock of derived data, which a refresh
     /// holding a namespace's exclusive lock may wait for (a refresh applies them first too).
     /// With `wait` false a namespace whose indexes are in use (compiles reading them) is left
-    /// pending rather than waited for; those namespaces are returned.
-    pub(crate) fn apply_pending_erasures(&self, wait: bool) -> Vec<Namespace> {
+    /// pending rather than waited for; returns whether any was.
+    pub(crate) fn apply_pending_erasures(&self, wait: bool) -> bool {
         let waiting: Vec<(Namespace, Arc<RwLock<NamespaceIndexes>>)> = {
             let entries = self.lock();
             let waiting = entries.map.iter().filter(|(_, e)| !e.pending.is_empty());
             waiting.map(|(ns, e)| (ns.clone(), Arc::clone(&e.slot))).collect()
         };
-        let mut busy = Vec::new();
+        let mut left = false;
         for (namespace, slot) in waiting {
             let bytes = {
                 let mut indexes = match slot.try_write() {
                     Ok(indexes) => indexes,
                     Err(TryLockError::Poisoned(e)) => e.into_inner(),
                     Err(TryLockError::WouldBlock) if !wait => {
-                        busy.push(namespace);
+                        left = true;
                         continue;
                     }
                     Err(TryLockError::WouldBlock) => {
@@ -60,7 +60,7 @@ impl IndexCache {
             };
             self.resized(&namespace, &slot, bytes);
         }
-        busy
+        left
     }
 
     /// Applies `namespace`'s pending erasures to `indexes` (its slot, held exclusively). Should
